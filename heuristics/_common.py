@@ -1,0 +1,43 @@
+"""Small helpers shared by the heuristics (not part of the public API)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ._inputs import as_lengths, as_positive_int, check_k
+
+Bins = list[list[int]]
+
+
+def prepare(
+    lengths: Any,
+    k: int | None,
+    cap: int | None,
+    costs: Any | None,
+    counts: Sequence[int] | None,
+    *,
+    k_required: bool = True,
+) -> tuple[list[int], list[int], list[int], int | None, int | None]:
+    """Validate the common arguments and return plain Python lists (fast for scalar loops)."""
+    tokens = as_lengths(lengths)
+    n = len(tokens)
+    if k_required or k is not None:
+        k = as_positive_int(k, "k")
+        check_k(k, n)
+    cap = as_positive_int(cap, "cap", allow_none=True)
+    cost = tokens if costs is None else as_lengths(costs, "costs")
+    if len(cost) != n:
+        raise ValueError(f"costs has {len(cost)} entries but lengths has {n}: pass one per sequence")
+    count = [1] * n if counts is None else [int(c) for c in counts]
+    if len(count) != n:
+        raise ValueError(f"counts has {len(count)} entries but lengths has {n}")
+    return tokens.tolist(), cost.tolist(), count, k, cap
+
+
+def order_desc(values: Sequence[int]) -> list[int]:
+    """Indices by value, largest first, ties by index: deterministic everywhere."""
+    arr = np.asarray(values, dtype=np.int64)
+    return np.lexsort((np.arange(len(arr)), -arr)).tolist()

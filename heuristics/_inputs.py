@@ -1,0 +1,90 @@
+"""Input coercion shared by every entry point.
+
+Why here: the heuristics are usable on their own, so they validate their own input; the solver
+reuses the same checks so that a bad length gets the same message whichever door it came in by.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def as_lengths(values: Any, name: str = "lengths") -> np.ndarray:
+    """Return ``values`` as a 1-D int64 array of positive integers, or raise ``ValueError``.
+
+    Accepts lists, tuples, numpy arrays and torch tensors (anything with ``tolist``). Rejects,
+    naming the first offending position: empty input, bools, floats (NaN included), values <= 0.
+    """
+    if isinstance(values, (str, bytes)) or values is None:
+        raise TypeError(f"{name} must be a sequence of positive ints, got {type(values).__name__}")
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # torch.Tensor, without importing torch
+        values = values.detach().cpu().numpy()
+    if isinstance(values, np.ndarray):
+        if values.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got an array of shape {values.shape}: flatten it")
+        items: Sequence[Any] = values.tolist() if values.dtype.kind not in "iu" else values
+    else:
+        try:
+            items = list(values)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a sequence of positive ints, got {type(values).__name__}"
+            ) from None
+    if len(items) == 0:
+        raise ValueError(f"{name} is empty: pass at least one sequence length")
+    if isinstance(items, np.ndarray):  # integer dtype: only the sign can be wrong
+        arr = items.astype(np.int64, copy=False)
+        if values.dtype.kind == "u" and values.max() > _INT64_MAX:
+            raise ValueError(f"{name} holds a value above 2**63-1: token counts must fit in int64")
+    else:
+        for i, x in enumerate(items):
+            if isinstance(x, (bool, np.bool_)):
+                raise TypeError(
+                    f"{name}[{i}] is a bool ({x}); token counts must be ints > 0: "
+                    "pass the lengths, not a mask"
+                )
+            if not isinstance(x, (int, np.integer)):
+                if isinstance(x, (float, np.floating)) and math.isnan(x):
+                    raise ValueError(f"{name}[{i}] is NaN: drop or fix that sample's length")
+                raise TypeError(
+                    f"{name}[{i}] is {x!r} ({type(x).__name__}); token counts must be ints > 0: "
+                    "convert them, e.g. [int(x) for x in lengths]"
+                )
+        try:
+            arr = np.asarray(items, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{name} holds a value above 2**63-1: token counts must fit in int64") from None
+    bad = np.flatnonzero(arr <= 0)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{name}[{i}] is {int(arr[i])}; every length must be > 0: "
+            "drop empty sequences before partitioning"
+        )
+    return arr
+
+
+def as_positive_int(value: Any, name: str, *, allow_none: bool = False) -> int | None:
+    """Return ``value`` as an int >= 1 (or None when allowed), else raise with a fix."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {value!r} ({type(value).__name__})")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def check_k(k: int, n: int) -> None:
+    """k non-empty micro-batches need at least k sequences."""
+    if k > n:
+        raise ValueError(
+            f"k={k} micro-batches cannot all be non-empty with only {n} sequences: "
+            f"use k <= {n} (or k=None for the smallest feasible count)"
+        )

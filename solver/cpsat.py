@@ -1,0 +1,210 @@
+"""The exact engine: a CP-SAT model of the micro-batch problem, warm-started by the heuristics.
+
+The model, on items grouped by type (identical token count, cost and sample count):
+
+    y[t, b] in 0..m_t     how many items of type t go to micro-batch b
+    sum_b y[t, b] == m_t                  every item placed exactly once
+    sum_t y[t, b] >= 1                    no micro-batch empty
+    sum_t tokens_t * y[t, b] <= cap       memory
+    sum_t count_t * y[t, b] == n / k      equal sizes, when asked
+    sum_t cost_t * y[t, b] <= z           z is the largest load
+    minimise z,  z in [lower bound, best heuristic load]
+
+Truncated responses all share one length, so counting per type instead of one boolean per
+sequence shrinks the model. Symmetry: label micro-batches by their first item in cost order;
+then the item at sorted position j sits in a micro-batch <= j, so y[t, b] is fixed to 0 for b past
+the last position of type t. The best heuristic plan is a complete hint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+# Imported with the package, not inside a call: the first import takes ~0.15 s, which would
+# otherwise land inside the first caller's time budget.
+from ortools.sat.python import cp_model
+
+from .plan import InfeasibleError
+from .problem import Items
+
+if TYPE_CHECKING:
+    from .partition import SolverOptions, _Best
+
+#: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
+#: constraints), ~3-5 ms to start a solve. Used to decide whether a model fits the budget.
+BUILD_SECONDS_PER_VAR = 4e-6
+SOLVE_STARTUP_SECONDS = 0.006
+#: Kept back from the budget for reading the solution and validating the plan.
+FINISH_MARGIN_SECONDS = 0.002
+
+
+def _types(items: Items) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
+    """Distinct (cost, tokens, count) types, heaviest cost first, with their item indices."""
+    by_type: dict[tuple[int, int, int], list[int]] = {}
+    for i in range(len(items)):
+        by_type.setdefault((items.costs[i], items.tokens[i], items.counts[i]), []).append(i)
+    keys = sorted(by_type, key=lambda key: (-key[0], -key[1], -key[2]))
+    return keys, [by_type[key] for key in keys]
+
+
+def model_size(items: Items, k: int) -> int:
+    """Number of y variables the model would create (after symmetry fixing)."""
+    _, members = _types(items)
+    pos = 0
+    size = 0
+    for m in members:
+        pos += len(m)
+        size += min(k, pos)
+    return size
+
+
+def solve_items(
+    items: Items,
+    k: int,
+    cap: int | None,
+    max_count: int | None,
+    best: _Best,
+    deadline: float | None,
+    time_limit: float,
+    options: SolverOptions,
+    force: bool = False,
+) -> _Best:
+    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
+    size = model_size(items, k)
+    if size > options.max_model_vars and not force:
+        best.notes.append(f"cp-sat skipped: {size} variables > max_model_vars")
+        return best
+    if deadline is not None:
+        remaining = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
+        need = size * BUILD_SECONDS_PER_VAR + SOLVE_STARTUP_SECONDS
+        if not force and remaining < need:
+            best.notes.append(
+                f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
+                f"{max(remaining, 0) * 1000:.0f} ms left"
+            )
+            return best
+    keys, members = _types(items)
+    model = cp_model.CpModel()
+    ub = best.max_load if best.bins is not None else sum(items.costs)
+    z = model.new_int_var(best.lower_bound, max(ub, best.lower_bound), "z")
+    y: list[list[cp_model.IntVar | None]] = []
+    pos = 0
+    for t, (_cost, _tok, _cnt) in enumerate(keys):
+        m = len(members[t])
+        pos += m
+        row: list[cp_model.IntVar | None] = []
+        for b in range(k):
+            if b >= pos:  # symmetry: bins are labelled by their first item in cost order
+                row.append(None)
+            elif m == 1:
+                row.append(model.new_bool_var(f"y[{t},{b}]"))
+            else:
+                row.append(model.new_int_var(0, m, f"y[{t},{b}]"))
+        y.append(row)
+    # Every item placed exactly once.
+    for t in range(len(keys)):
+        model.add(sum(v for v in y[t] if v is not None) == len(members[t]))
+    for b in range(k):
+        col = [(t, y[t][b]) for t in range(len(keys)) if y[t][b] is not None]
+        ts = [t for t, _ in col]
+        vs = [v for _, v in col]
+        # No micro-batch empty.
+        model.add(cp_model.LinearExpr.sum(vs) >= 1)
+        # Memory cap on tokens.
+        if cap is not None:
+            model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][1] for t in ts]) <= cap)
+        # Equal sample counts.
+        if max_count is not None:
+            model.add(
+                cp_model.LinearExpr.weighted_sum(vs, [keys[t][2] for t in ts]) == max_count
+            )
+        # The balanced load.
+        model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][0] for t in ts]) <= z)
+    model.minimize(z)
+    if best.bins is not None:
+        _add_hint(model, y, keys, best.bins, items, z, best.max_load)
+
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.num_workers = options.workers
+    params.random_seed = options.seed
+    params.log_search_progress = options.log
+    if options.deterministic:
+        params.interleave_search = True
+        params.max_deterministic_time = time_limit
+    else:
+        assert deadline is not None
+        left = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
+        if left <= 0.0005 and not force:
+            best.notes.append("cp-sat skipped: the model build used the rest of the budget")
+            return best
+        params.max_time_in_seconds = max(left, 0.001)
+    t_solve = time.perf_counter()
+    try:
+        status = solver.solve(model)
+    except Exception as err:  # a solver failure must never cost the caller its plan
+        best.notes.append(f"cp-sat failed ({type(err).__name__}: {err}); heuristic plan kept")
+        return best
+    took = (time.perf_counter() - t_solve) * 1000
+    name = solver.status_name(status)
+    if status == cp_model.INFEASIBLE:
+        raise InfeasibleError(
+            f"CP-SAT proved no split of these items into k={k} micro-batches meets the cap"
+            + (" and equal sizes" if max_count is not None else "")
+            + ": raise k or the cap, or relax the side constraints",
+            proven=True,
+        )
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        best.notes.append(f"cp-sat returned {name} after {took:.0f} ms; heuristic plan kept")
+        return best
+    bound = max(best.lower_bound, int(round(solver.best_objective_bound)))
+    value = int(solver.objective_value)
+    if best.bins is None or value < best.max_load:
+        bins = _extract(solver, y, members, k)
+        best.bins, best.max_load, best.method = bins, value, "cp-sat"
+    best.lower_bound = max(bound, best.lower_bound)
+    if status == cp_model.OPTIMAL:
+        best.lower_bound = best.max_load
+    best.notes.append(f"cp-sat {name} in {took:.0f} ms ({len(keys)} types, {k} bins)")
+    return best
+
+
+def _add_hint(
+    model: object,
+    y: list[list[object]],
+    keys: Sequence[tuple[int, int, int]],
+    bins: Sequence[Sequence[int]],
+    items: Items,
+    z: object,
+    z_value: int,
+) -> None:
+    """A complete hint: the heuristic plan, relabelled to satisfy the symmetry fixing."""
+    index = {key: t for t, key in enumerate(keys)}
+    type_of = [index[(items.costs[i], items.tokens[i], items.counts[i])] for i in range(len(items))]
+    # Relabel bins by the heaviest type they hold: the r-th bin then holds a type whose last
+    # sorted position is >= r, which is exactly what the symmetry fixing allows.
+    order = sorted(range(len(bins)), key=lambda b: (min(type_of[i] for i in bins[b]), b))
+    counts = [[0] * len(bins) for _ in keys]
+    for new_b, old_b in enumerate(order):
+        for i in bins[old_b]:
+            counts[type_of[i]][new_b] += 1
+    for t, row in enumerate(y):
+        for b, var in enumerate(row):
+            if var is not None:
+                model.add_hint(var, counts[t][b])  # type: ignore[attr-defined]
+    model.add_hint(z, z_value)  # type: ignore[attr-defined]
+
+
+def _extract(solver: object, y: list[list[object]], members: list[list[int]], k: int) -> list[list[int]]:
+    bins: list[list[int]] = [[] for _ in range(k)]
+    for t, row in enumerate(y):
+        pool = list(members[t])
+        for b, var in enumerate(row):
+            if var is None:
+                continue
+            c = int(solver.value(var))  # type: ignore[attr-defined]
+            bins[b].extend(pool[:c])
+            pool = pool[c:]
+    return bins

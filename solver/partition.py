@@ -1,0 +1,304 @@
+"""``partition``: the one entry point. Bounds first, then heuristics, then CP-SAT if time remains.
+
+The contract, whatever the engine: exactly k non-empty micro-batches, none over the cap, every
+sequence in exactly one, checked by :func:`check_plan` before it is returned; or an
+:class:`InfeasibleError` that says whether no plan exists or none was found in time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seqpart.heuristics import karmarkar_karp, load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics.capped_balance import capped_balance_lists
+from seqpart.heuristics.first_fit import first_fit_lists
+from seqpart.heuristics.local_search import improve_lists
+from seqpart.heuristics._common import order_desc
+
+from .cpsat import solve_items
+from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
+from .problem import Cost, Items, Problem, make_items, make_problem
+
+ENGINES = ("auto", "heuristics", "cp-sat")
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
+
+    ``deterministic``: identical plans on every machine and run, at a price: the heuristics run
+    to completion whatever the clock says and CP-SAT's limit is counted in its deterministic time
+    units, so wall time can overrun ``time_limit`` (see the README for measured figures).
+    """
+
+    workers: int = 2
+    seed: int = 0
+    log: bool = False
+    deterministic: bool = False
+    #: Skip the model when it would have more boolean variables than this (build time alone
+    #: would eat an online budget); a tuned CP-SAT run can still be asked for with more.
+    max_model_vars: int = 400_000
+
+
+@dataclass
+class _Best:
+    """The best item-level plan so far, and what is known about it."""
+
+    bins: list[list[int]] | None
+    max_load: int
+    lower_bound: int
+    method: str
+    notes: list[str]
+
+
+def _valid(bins: Sequence[Sequence[int]], items: Items, cap: int | None, max_count: int | None) -> bool:
+    """Fast item-level check (the full validator runs once on the final plan)."""
+    for b in bins:
+        if not b:
+            return False
+        if cap is not None and sum(items.tokens[i] for i in b) > cap:
+            return False
+        if max_count is not None and sum(items.counts[i] for i in b) != max_count:
+            return False
+    return True
+
+
+def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
+    return max(sum(items.costs[i] for i in b) for b in bins)
+
+
+def _heuristic_plan(
+    items: Items, k: int, cap: int | None, max_count: int | None, lb: int, deadline: float | None
+) -> _Best:
+    """Capped balancer + local search, and Karmarkar-Karp when the clock allows; best valid."""
+    best = _Best(None, 0, lb, "", [])
+
+    def consider(bins: list[list[int]], method: str) -> None:
+        if not _valid(bins, items, cap, max_count):
+            return
+        if best.bins is None or best.max_load > lb:
+            bins = improve_lists(
+                items.tokens, items.costs, items.counts, bins, cap, max_count, deadline, lb
+            )
+            method += "+local_search"
+        load = _max_load(bins, items)
+        if best.bins is None or load < best.max_load:
+            best.bins, best.max_load, best.method = bins, load, method
+
+    start = capped_balance_lists(items.tokens, items.costs, items.counts, k, cap, max_count)
+    consider(start, "capped_balance")
+    if best.bins is None or best.max_load > lb:
+        n = len(items)
+        kk_seconds = 2e-7 * n * k + 5e-6 * n  # measured: ~34 ms at n=2048, k=105
+        if deadline is None or time.perf_counter() + 2 * kk_seconds < deadline:
+            kk = karmarkar_karp(items.tokens, k, costs=items.costs, counts=items.counts,
+                                max_count=max_count)
+            consider(kk, "karmarkar_karp")
+    if deadline is not None and time.perf_counter() > deadline:
+        best.notes.append("heuristics stopped by the time limit")
+    return best
+
+
+def _fixed_k(
+    items: Items,
+    k: int,
+    problem: Problem,
+    deadline: float | None,
+    time_limit: float,
+    engine: str,
+    options: SolverOptions,
+) -> _Best:
+    cap = problem.cap
+    n_items = len(items)
+    if k > n_items:
+        raise InfeasibleError(
+            f"k={k} micro-batches but only {n_items} placeable units (groups count as one, "
+            "over-cap sequences use their own micro-batches): lower k or split groups",
+            proven=True,
+        )
+    max_count = sum(items.counts) // k if problem.equal_size else None
+    lb = load_lower_bound(items.costs, k, counts=items.counts, max_count=max_count)
+    if cap is not None:
+        need = min_bins_lower_bound(items.tokens, cap)
+        if need > k:
+            raise InfeasibleError(
+                f"the token sums need at least {need} micro-batches under cap={cap} "
+                f"(bin-packing bound), but k={k}: use k >= {need} or k=None",
+                proven=True,
+            )
+        if problem.cost == Cost() and lb > cap:
+            raise InfeasibleError(
+                f"some micro-batch must hold at least {lb} tokens with k={k}, over cap={cap}: "
+                "raise k or the cap",
+                proven=True,
+            )
+    best = _heuristic_plan(items, k, cap, max_count, lb, deadline)
+    if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
+        best = solve_items(
+            items, k, cap, max_count, best, deadline, time_limit, options, engine == "cp-sat"
+        )
+    return best
+
+
+def _search_k(
+    items: Items,
+    problem: Problem,
+    deadline: float | None,
+    time_limit: float,
+    engine: str,
+    options: SolverOptions,
+) -> tuple[int, _Best, int, str]:
+    """Smallest k with a valid plan: bounds give the floor, first-fit decreasing the ceiling."""
+    cap = problem.cap
+    n_items = len(items)
+    if cap is None:
+        return 1, _fixed_k(items, 1, problem, deadline, time_limit, engine, options), 1, "optimal"
+    floor = max(1, min_bins_lower_bound(items.tokens, cap))
+    ffd = first_fit_lists(items.tokens, items.counts, None, cap, None, order_desc(items.tokens))
+    ceiling = len(ffd)
+    last_error: InfeasibleError | None = None
+    for k in range(floor, n_items + 1):
+        if problem.equal_size and sum(items.counts) % k:
+            continue
+        if k > ceiling and not problem.equal_size:
+            break
+        try:
+            # Below the FFD count a heuristic miss is not proof: CP-SAT decides when it can.
+            best = _fixed_k(items, k, problem, deadline, time_limit, engine, options)
+        except InfeasibleError as err:
+            if err.proven:
+                floor = k + 1
+            last_error = err
+            continue
+        if best.bins is not None:
+            return k, best, floor, "optimal" if k <= floor else "upper_bound"
+    if last_error is not None:
+        raise last_error
+    raise InfeasibleError("no micro-batch count up to n works with these constraints", proven=True)
+
+
+def partition(
+    lengths: Any,
+    k: int | None = None,
+    cap: int | None = None,
+    *,
+    time_limit: float = 0.1,
+    cost: str | Cost | tuple[int, int] = "tokens",
+    equal_size: bool = False,
+    groups: Sequence[Sequence[int]] | None = None,
+    oversize: str = "error",
+    engine: str = "auto",
+    options: SolverOptions | None = None,
+) -> Plan:
+    """Split ``lengths`` into exactly ``k`` non-empty micro-batches, each at most ``cap`` tokens,
+    minimising the largest load.
+
+    Args:
+        lengths: token count per sequence (list, numpy array or torch tensor of ints > 0).
+        k: number of micro-batches; None for the smallest count a plan exists for.
+        cap: max tokens per micro-batch (``max_tokens_per_gpu * cp_size``); None for no cap.
+        time_limit: wall-clock budget in seconds for the whole call.
+        cost: what to balance: "tokens", "attention" (24576*l + l^2) or ``Cost(a, b)``. The cap
+            always applies to tokens.
+        equal_size: every micro-batch gets the same number of sequences (n divisible by k).
+        groups: lists of indices that must share a micro-batch.
+        oversize: "error" (default) rejects a sequence over the cap; "alone" gives each such
+            sequence a micro-batch of its own (listed in ``Plan.oversize``).
+        engine: "auto" (heuristics, then CP-SAT while unproven), "heuristics" (no model), or
+            "cp-sat" (build the model even when it looks too large for the budget).
+        options: CP-SAT pass-through settings (workers, seed, log, deterministic).
+
+    Raises:
+        ValueError / TypeError: bad input, naming the argument and the fix.
+        InfeasibleError: no plan; ``.proven`` tells "none exists" from "none found in time".
+    """
+    t0 = time.perf_counter()
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
+        time_limit > 0
+    ):
+        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
+    options = options or SolverOptions()
+    problem = make_problem(
+        lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
+    )
+    deadline = None if options.deterministic else t0 + float(time_limit)
+    items = make_items(problem)
+    n_over = len(problem.oversize)
+    k_status, k_floor = "given", None
+    if problem.k is not None:
+        k_items = problem.k - n_over
+        if k_items < (1 if len(items) else 0):
+            raise InfeasibleError(
+                f"{n_over} sequences are over the cap and each needs its own micro-batch, "
+                f"leaving {k_items} for the other {len(items)} units with k={problem.k}: "
+                f"use k >= {n_over + (1 if len(items) else 0)}",
+                proven=True,
+            )
+        best = (
+            _fixed_k(items, k_items, problem, deadline, time_limit, engine, options)
+            if len(items)
+            else _Best([], 0, 0, "oversize_only", [])
+        )
+    elif len(items):
+        k_items, best, floor, k_status = _search_k(
+            items, problem, deadline, float(time_limit), engine, options
+        )
+        k_floor = floor + n_over
+    else:
+        k_items, best, k_floor, k_status = 0, _Best([], 0, 0, "oversize_only", []), n_over, "optimal"
+    if best.bins is None:
+        raise InfeasibleError(
+            f"no plan with k={k_items + n_over} under cap={problem.cap} was found in "
+            f"{time_limit}s, and none is proven impossible: raise time_limit or k"
+            + (f" ({'; '.join(best.notes)})" if best.notes else ""),
+            proven=False,
+        )
+    return _finish(problem, items, best, k_items + n_over, k_status, k_floor, t0)
+
+
+def _finish(
+    problem: Problem,
+    items: Items,
+    best: _Best,
+    k: int,
+    k_status: str,
+    k_floor: int | None,
+    t0: float,
+) -> Plan:
+    assert best.bins is not None
+    bins = items.expand(best.bins) + [[i] for i in problem.oversize]
+    bins.sort(key=lambda b: b[0])
+    try:
+        check_plan(
+            bins, problem.tokens, k, problem.cap, oversize=problem.oversize,
+            groups=problem.groups, equal_size=problem.equal_size,
+        )
+    except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
+        raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
+    loads = [int(problem.costs[b].sum()) for b in bins]
+    tokens = [int(problem.tokens[b].sum()) for b in bins]
+    over_costs = [int(problem.costs[i]) for i in problem.oversize]
+    lower = max([best.lower_bound, *over_costs])
+    max_load = max(loads)
+    return Plan(
+        bins=bins,
+        loads=loads,
+        tokens=tokens,
+        max_load=max_load,
+        lower_bound=lower,
+        status="optimal" if max_load <= lower else "feasible",
+        method=best.method,
+        seconds=time.perf_counter() - t0,
+        k=k,
+        cap=problem.cap,
+        cost=problem.cost,
+        k_status=k_status,
+        k_lower_bound=k_floor if k_floor is not None else None,
+        oversize=list(problem.oversize),
+        notes=list(best.notes),
+    )

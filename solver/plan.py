@@ -1,0 +1,217 @@
+"""The result type and the one validator every returned plan passes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics._inputs import as_lengths
+
+from .problem import Cost
+
+
+class InvalidPlanError(ValueError):
+    """A plan broke a hard constraint; ``violations`` lists each one."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = violations
+        super().__init__("invalid plan: " + "; ".join(violations))
+
+
+class InfeasibleError(ValueError):
+    """No plan was returned. ``proven`` says whether none exists (True) or none was found in the
+    time budget (False); the message says which, and what to change."""
+
+    def __init__(self, message: str, *, proven: bool) -> None:
+        self.proven = proven
+        prefix = "proven infeasible: " if proven else "no plan found within the budget: "
+        super().__init__(prefix + message)
+
+
+@dataclass(frozen=True)
+class Violations:
+    """What is wrong with a candidate split; empty means valid. Counted, so studies can tally."""
+
+    messages: list[str] = field(default_factory=list)
+    wrong_bin_count: bool = False
+    missing: int = 0
+    duplicated: int = 0
+    out_of_range: int = 0
+    empty_bins: int = 0
+    over_cap_bins: int = 0
+    split_groups: int = 0
+    unequal_bins: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.messages
+
+
+def find_violations(
+    bins: Sequence[Sequence[int]],
+    lengths: Any,
+    k: int,
+    cap: int | None = None,
+    *,
+    oversize: Sequence[int] = (),
+    groups: Sequence[Sequence[int]] = (),
+    equal_size: bool = False,
+) -> Violations:
+    """Check every hard constraint: each index exactly once, exactly k bins, none empty, none over
+    ``cap`` (except a listed ``oversize`` sequence alone in its bin), groups kept together, and
+    equal sample counts when asked."""
+    tokens = as_lengths(lengths)
+    n = len(tokens)
+    msgs: list[str] = []
+    wrong_k = len(bins) != k
+    if wrong_k:
+        msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
+    seen = np.zeros(n, dtype=np.int64)
+    out_of_range = 0
+    for items in bins:
+        for i in items:
+            if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+                out_of_range += 1
+            elif 0 <= i < n:
+                seen[i] += 1
+            else:
+                out_of_range += 1
+    if out_of_range:
+        msgs.append(f"{out_of_range} entries are not indices in range(0, {n})")
+    missing = int((seen == 0).sum())
+    duplicated = int((seen > 1).sum())
+    if missing:
+        msgs.append(f"{missing} sequences are in no micro-batch (first: {int(np.argmin(seen))})")
+    if duplicated:
+        msgs.append(f"{duplicated} sequences are in more than one micro-batch")
+    empty = [b for b, items in enumerate(bins) if len(items) == 0]
+    if empty:
+        msgs.append(f"{len(empty)} micro-batches are empty (first: #{empty[0]})")
+    alone_ok = {int(i) for i in oversize}
+    over = []
+    if cap is not None:
+        for b, items in enumerate(bins):
+            valid = [int(i) for i in items if isinstance(i, (int, np.integer)) and 0 <= i < n]
+            total = int(tokens[valid].sum()) if valid else 0
+            if total > cap and not (len(valid) == 1 and valid[0] in alone_ok):
+                over.append((b, total))
+        if over:
+            b, total = over[0]
+            msgs.append(f"{len(over)} micro-batches exceed cap={cap} (first: #{b} with {total})")
+    where = {int(i): b for b, items in enumerate(bins) for i in items}
+    split = sum(1 for g in groups if len({where.get(int(i), -1) for i in g}) > 1)
+    if split:
+        msgs.append(f"{split} groups are split across micro-batches")
+    unequal = 0
+    if equal_size and bins:
+        sizes = {len(items) for items in bins}
+        unequal = 0 if len(sizes) == 1 else len(bins)
+        if unequal:
+            msgs.append(f"micro-batch sizes differ ({min(sizes)}..{max(sizes)}) with equal_size")
+    return Violations(
+        messages=msgs,
+        wrong_bin_count=wrong_k,
+        missing=missing,
+        duplicated=duplicated,
+        out_of_range=out_of_range,
+        empty_bins=len(empty),
+        over_cap_bins=len(over),
+        split_groups=split,
+        unequal_bins=unequal,
+    )
+
+
+def check_plan(
+    bins: Sequence[Sequence[int]],
+    lengths: Any,
+    k: int,
+    cap: int | None = None,
+    *,
+    oversize: Sequence[int] = (),
+    groups: Sequence[Sequence[int]] = (),
+    equal_size: bool = False,
+) -> None:
+    """Raise :class:`InvalidPlanError` unless ``bins`` is a valid plan (see find_violations)."""
+    found = find_violations(
+        bins, lengths, k, cap, oversize=oversize, groups=groups, equal_size=equal_size
+    )
+    if not found.ok:
+        raise InvalidPlanError(found.messages)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked micro-batch plan, with everything a caller or a study needs about it.
+
+    ``bins[b]`` lists the sequence indices of micro-batch b, ascending; micro-batches are ordered
+    by their first index. ``loads`` are per micro-batch in the balancing cost (tokens unless a
+    cost was chosen), ``tokens`` the token sums the cap applies to. ``status`` is "optimal" only
+    when ``max_load`` equals a proven ``lower_bound``; ``gap`` is (max_load - lower_bound) /
+    lower_bound. ``method`` names the engine that produced the bins, ``notes`` why (fallbacks,
+    skipped models). ``k_status`` is "given", "optimal" (proven smallest count) or "upper_bound".
+    """
+
+    bins: list[list[int]]
+    loads: list[int]
+    tokens: list[int]
+    max_load: int
+    lower_bound: int
+    status: str
+    method: str
+    seconds: float
+    k: int
+    cap: int | None
+    cost: Cost
+    k_status: str = "given"
+    k_lower_bound: int | None = None
+    oversize: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gap(self) -> float:
+        return (self.max_load - self.lower_bound) / self.lower_bound
+
+    @property
+    def optimal(self) -> bool:
+        return self.status == "optimal"
+
+    @property
+    def sizes(self) -> list[int]:
+        """Sequences per micro-batch."""
+        return [len(b) for b in self.bins]
+
+    def __len__(self) -> int:
+        return len(self.bins)
+
+    def summary(self) -> str:
+        """One line for logs."""
+        k_note = "" if self.k_status == "given" else f" ({self.k_status})"
+        return (
+            f"k={self.k}{k_note} max_load={self.max_load} bound={self.lower_bound} "
+            f"gap={self.gap:.4%} status={self.status} method={self.method} "
+            f"time={self.seconds * 1000:.1f}ms"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready fields (the CLI's and studies' record)."""
+        return {
+            "k": self.k,
+            "cap": self.cap,
+            "bins": self.bins,
+            "loads": self.loads,
+            "tokens": self.tokens,
+            "max_load": self.max_load,
+            "lower_bound": self.lower_bound,
+            "gap": self.gap,
+            "status": self.status,
+            "method": self.method,
+            "seconds": self.seconds,
+            "cost": {"linear": self.cost.linear, "quadratic": self.cost.quadratic},
+            "k_status": self.k_status,
+            "k_lower_bound": self.k_lower_bound,
+            "oversize": self.oversize,
+            "notes": self.notes,
+        }
