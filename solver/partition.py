@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqpart.heuristics import karmarkar_karp, load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics._common import order_desc
 from seqpart.heuristics.capped_balance import capped_balance_lists
 from seqpart.heuristics.first_fit import first_fit_lists
 from seqpart.heuristics.local_search import improve_lists
-from seqpart.heuristics._common import order_desc
 
 from .cpsat import solve_items
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
@@ -54,8 +54,12 @@ class _Best:
     notes: list[str]
 
 
-def _valid(bins: Sequence[Sequence[int]], items: Items, cap: int | None, max_count: int | None) -> bool:
+def _valid(
+    bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
+) -> bool:
     """Fast item-level check (the full validator runs once on the final plan)."""
+    if len(bins) != k or sum(len(b) for b in bins) != len(items):
+        return False
     for b in bins:
         if not b:
             return False
@@ -77,7 +81,7 @@ def _heuristic_plan(
     best = _Best(None, 0, lb, "", [])
 
     def consider(bins: list[list[int]], method: str) -> None:
-        if not _valid(bins, items, cap, max_count):
+        if not _valid(bins, k, items, cap, max_count):
             return
         if best.bins is None or best.max_load > lb:
             bins = improve_lists(
