@@ -10,6 +10,7 @@ validator says why, and CP-SAT may still find a plan.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,24 +36,27 @@ def capped_balance(
 def _best_fit(
     tokens: list[int], count: list[int], k: int, cap: int | None, max_count: int | None
 ) -> Bins:
-    """Best-fit decreasing into k bins: the fullest bin that still fits (tight packings)."""
+    """Best-fit decreasing into k bins: the fullest bin that still fits (tight packings).
+
+    Bins sit in a list sorted by token sum, so the fullest bin with room is one bisection away.
+    """
     bins: Bins = [[] for _ in range(k)]
     tok = [0] * k
     cnt = [0] * k
+    by_fill = [(0, b) for b in range(k)]  # (tokens, bin), ascending
+    limit = cap if cap is not None else sum(tokens)
     for i in order_desc(tokens):
-        best = -1
-        for b in range(k):
-            if cap is not None and tok[b] + tokens[i] > cap:
-                continue
-            if max_count is not None and cnt[b] + count[i] > max_count:
-                continue
-            if best < 0 or tok[b] > tok[best]:
-                best = b
-        if best < 0:
-            best = min(range(k), key=tok.__getitem__)
-        bins[best].append(i)
-        tok[best] += tokens[i]
-        cnt[best] += count[i]
+        t = tokens[i]
+        pos = bisect.bisect_right(by_fill, (limit - t, k)) - 1
+        while pos >= 0 and max_count is not None and cnt[by_fill[pos][1]] + count[i] > max_count:
+            pos -= 1
+        if pos < 0:  # nothing fits: the emptiest bin, flagged later by the validator
+            pos = 0
+        _, b = by_fill.pop(pos)
+        bins[b].append(i)
+        tok[b] += t
+        cnt[b] += count[i]
+        bisect.insort(by_fill, (tok[b], b))
     return bins
 
 

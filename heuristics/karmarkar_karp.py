@@ -11,6 +11,7 @@ however many sequences the subsets already hold; the tree is flattened once at t
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Sequence
 from typing import Any
@@ -33,22 +34,39 @@ def karmarkar_karp(
     of k consecutive sequences in cost order, so every bin ends with exactly n/k sequences.
     """
     _tokens, cost, count, k, _cap = prepare(lengths, k, cap, costs, counts)
+    return karmarkar_karp_lists(cost, count, k, max_count)
+
+
+def karmarkar_karp_lists(
+    cost: list[int], count: list[int], k: int, max_count: int | None
+) -> Bins:
+    """Largest differencing on validated lists (see :func:`karmarkar_karp`)."""
     n = len(cost)
     order = order_desc(cost)
     equal = max_count is not None and all(c == 1 for c in count) and n == k * max_count
-    # A state is (sums, nodes), sums sorted descending; node -1 is an empty subset.
+    # A state is (sums, nodes), sums ascending; node -1 is an empty subset.
     states: list[tuple[list[int], list[int]]] = []
     if equal:
         for start in range(0, n, k):
-            run = order[start : start + k]
+            run = order[start : start + k][::-1]
             states.append(([cost[i] for i in run], list(run)))
     else:
         pad = [0] * (k - 1)
         neg = [-1] * (k - 1)
-        states = [([cost[i], *pad], [i, *neg]) for i in order]
+        states = [([*pad, cost[i]], [*neg, i]) for i in order]
     left: list[int] = []  # internal node id n + j has children left[j], right[j]
     right: list[int] = []
-    heap = [(-(s[0] - s[-1]), idx) for idx, (s, _) in enumerate(states)]
+
+    def join(x: int, y: int) -> int:
+        if x < 0:
+            return y
+        if y < 0:
+            return x
+        left.append(x)
+        right.append(y)
+        return n + len(left) - 1
+
+    heap = [(-(s[-1] - s[0]), idx) for idx, (s, _) in enumerate(states)]
     heapq.heapify(heap)
     tick = len(states)
     while len(heap) > 1:
@@ -56,27 +74,26 @@ def karmarkar_karp(
         _, ib = heapq.heappop(heap)
         sa, na = states[ia]
         sb, nb = states[ib]
-        sums = [sa[j] + sb[k - 1 - j] for j in range(k)]
-        nodes = []
-        for j in range(k):
-            x, y = na[j], nb[k - 1 - j]
-            if x < 0:
-                nodes.append(y)
-            elif y < 0:
-                nodes.append(x)
-            else:
-                left.append(x)
-                right.append(y)
-                nodes.append(n + len(left) - 1)
-        perm = sorted(range(k), key=sums.__getitem__, reverse=True)
-        states.append(([sums[j] for j in perm], [nodes[j] for j in perm]))
+        if k > 1 and sb[-2] == 0 and not equal:
+            # b holds one subset: the merge adds it to a's lightest subset, one insertion
+            value = sa[0] + sb[-1]
+            node = join(na[0], nb[-1])
+            sums, nodes = sa[1:], na[1:]
+            at = bisect.bisect_right(sums, value)
+            sums.insert(at, value)
+            nodes.insert(at, node)
+        else:
+            paired = [(sa[j] + sb[k - 1 - j], join(na[j], nb[k - 1 - j])) for j in range(k)]
+            paired.sort(key=_first)
+            sums = [p[0] for p in paired]
+            nodes = [p[1] for p in paired]
+        states.append((sums, nodes))
         states[ia] = states[ib] = ([], [])  # free memory early
-        s = states[tick][0]
-        heapq.heappush(heap, (-(s[0] - s[-1]), tick))
+        heapq.heappush(heap, (-(sums[-1] - sums[0]), tick))
         tick += 1
     _, nodes = states[heap[0][1]]
     bins: Bins = []
-    for root in nodes:
+    for root in reversed(nodes):
         members: list[int] = []
         stack = [root] if root >= 0 else []
         while stack:
@@ -89,3 +106,7 @@ def karmarkar_karp(
         members.sort()
         bins.append(members)
     return bins
+
+
+def _first(pair: tuple[int, int]) -> int:
+    return pair[0]

@@ -69,10 +69,16 @@ def find_violations(
     wrong_k = len(bins) != k
     if wrong_k:
         msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
-    seen = np.zeros(n, dtype=np.int64)
-    out_of_range = 0
-    for items in bins:
-        for i in items:
+    flat = [i for items in bins for i in items]
+    if all(type(i) is int for i in flat):  # the common case, checked without a Python loop
+        idx = np.asarray(flat, dtype=np.int64)
+        in_range = (idx >= 0) & (idx < n)
+        out_of_range = int((~in_range).sum())
+        seen = np.bincount(idx[in_range], minlength=n)
+    else:
+        seen = np.zeros(n, dtype=np.int64)
+        out_of_range = 0
+        for i in flat:
             if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
                 out_of_range += 1
             elif 0 <= i < n:

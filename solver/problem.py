@@ -186,14 +186,16 @@ def make_items(problem: Problem) -> Items:
     """Merge groups; leave out the oversize sequences (they get bins of their own)."""
     grouped = {i for g in problem.groups for i in g}
     skip = set(problem.oversize) | grouped
+    tok = problem.tokens.tolist()
+    cst = problem.costs.tolist()
+    if not skip:  # the common case, kept cheap: one item per sequence
+        return Items([[i] for i in range(problem.n)], tok, cst, [1] * problem.n)
     members = [list(g) for g in problem.groups]
     members += [[i] for i in range(problem.n) if i not in skip]
     members.sort(key=lambda m: m[0])
-    tok = problem.tokens
-    cst = problem.costs
     return Items(
         members=members,
-        tokens=[int(tok[m].sum()) for m in members],
-        costs=[int(cst[m].sum()) for m in members],
+        tokens=[sum(tok[i] for i in m) for m in members],
+        costs=[sum(cst[i] for i in m) for m in members],
         counts=[len(m) for m in members],
     )

@@ -110,7 +110,7 @@ def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch)
         return [list(range(len(tokens))), [], []]
 
     monkeypatch.setattr(partition_module, "capped_balance_lists", everything_in_one)
-    monkeypatch.setattr(partition_module, "karmarkar_karp", everything_in_one)
+    monkeypatch.setattr(partition_module, "karmarkar_karp_lists", everything_in_one)
     with pytest.raises(InfeasibleError) as info:
         partition(lengths, 3, 12, time_limit=0.05)
     assert not info.value.proven
