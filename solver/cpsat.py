@@ -141,6 +141,10 @@ def solve_items(
             best.notes.append("cp-sat skipped: the model build used the rest of the budget")
             return best
         params.max_time_in_seconds = max(left, 0.001)
+    for name, value in options.cp_sat_parameters.items():
+        if not hasattr(params, name):
+            raise ValueError(f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters")
+        setattr(params, name, value)
     t_solve = time.perf_counter()
     try:
         status = solver.solve(model)

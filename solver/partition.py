@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
@@ -43,6 +43,8 @@ class SolverOptions:
     #: Skip the model when it would have more boolean variables than this (build time alone
     #: would eat an online budget); a tuned CP-SAT run can still be asked for with more.
     max_model_vars: int = 400_000
+    #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
+    cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
