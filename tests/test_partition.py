@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seqpart.heuristics import first_fit_decreasing
 from seqpart.solver import (
     Cost,
     InfeasibleError,
@@ -218,3 +219,17 @@ def test_side_constraints_match_brute_force(lengths: list[int], data: st.DataObj
     assert opt is not None
     check_plan(plan.bins, lengths, k, cap, groups=groups, equal_size=equal)
     assert plan.status == "optimal" and plan.max_load == opt
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=st.lists(st.integers(1, 1000), min_size=2, max_size=60), data=st.data())
+def test_any_count_from_first_fit_decreasing_to_n_always_gets_a_plan(
+    lengths: list[int], data: st.DataObject
+) -> None:
+    # Splitting a bin of a capped plan keeps it capped, so every k from the FFD count up to n
+    # has a plan; partition must find one even when starved of time (the per-rank agreement
+    # relies on it when the all-reduced count is above what a rank needs).
+    cap = data.draw(st.integers(max(lengths), max(lengths) * 4))
+    k = data.draw(st.integers(len(first_fit_decreasing(lengths, None, cap)), len(lengths)))
+    plan = partition(lengths, k, cap, time_limit=1e-4)
+    check_plan(plan.bins, lengths, k, cap)
