@@ -183,11 +183,13 @@ def _search_k(
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
+            floor += k == floor  # no equal split at this count: as good as proven
             continue
         at_ceiling = k == ceiling and not problem.equal_size
         if k > ceiling and not problem.equal_size:
             break
-        if not at_ceiling and deadline is not None and time.perf_counter() > deadline:
+        out_of_time = deadline is not None and time.perf_counter() > deadline
+        if out_of_time and not at_ceiling and not problem.equal_size:
             continue  # out of time: straight to the count first-fit decreasing achieves
         try:
             # Below the FFD count a heuristic miss is not proof: CP-SAT decides when it can.
@@ -196,15 +198,21 @@ def _search_k(
                 start=ffd if at_ceiling else None,
             )
         except InfeasibleError as err:
-            if err.proven:
+            # Only a run of proofs from the floor up moves it: a count merely not found in
+            # time stays a candidate for the minimum.
+            if err.proven and k == floor:
                 floor = k + 1
             last_error = err
             continue
         if best.bins is not None:
             return k, best, floor, "optimal" if k <= floor else "upper_bound"
-    if last_error is not None:
+    if last_error is not None and floor > n_items:
         raise last_error
-    raise InfeasibleError("no micro-batch count up to n works with these constraints", proven=True)
+    raise InfeasibleError(
+        f"no micro-batch count from {floor} to {n_items} gave a plan with these constraints"
+        + (f" (last: {last_error})" if last_error else ""),
+        proven=floor > n_items,
+    )
 
 
 def partition(
