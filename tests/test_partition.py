@@ -233,3 +233,11 @@ def test_any_count_from_first_fit_decreasing_to_n_always_gets_a_plan(
     k = data.draw(st.integers(len(first_fit_decreasing(lengths, None, cap)), len(lengths)))
     plan = partition(lengths, k, cap, time_limit=1e-4)
     check_plan(plan.bins, lengths, k, cap)
+
+
+def test_smallest_k_with_equal_sizes_skips_counts_that_do_not_divide_n() -> None:
+    plan = partition([5, 5, 4, 4, 3, 3], None, 10, equal_size=True)
+    assert plan.k == 3 and plan.sizes == [2, 2, 2] and plan.k_status == "optimal"
+    # 3 and 4 do not divide 5, so the first count with equal sizes is 5: proven, not guessed
+    plan = partition([6, 6, 6, 6, 6], None, 12, equal_size=True)
+    assert plan.k == 5 and plan.k_status == "optimal"
