@@ -39,6 +39,11 @@ SOLVE_STARTUP_SECONDS = 0.006
 #: Online budgets this short run one worker: a second one costs ~2.5 ms more to start
 #: (measured: 2.8 ms vs 5.3 ms for a trivial model), a big share of a 20 ms budget.
 SINGLE_WORKER_BELOW_SECONDS = 0.05
+#: CP-SAT reads the model before its own clock starts, and freeing a model costs time too:
+#: measured ~0.85 us and ~0.5 us per variable (145k variables: 120 ms and 58 ms). The build
+#: stops, and a solve only starts, while that much is left.
+LOAD_SECONDS_PER_VAR = 1.3e-6
+FREE_SECONDS_PER_VAR = 0.6e-6
 #: Kept back from the budget for reading the solution and validating the plan.
 FINISH_MARGIN_SECONDS = 0.002
 
@@ -81,56 +86,27 @@ def solve_items(
         return best
     if deadline is not None:
         remaining = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        need = size * BUILD_SECONDS_PER_VAR + SOLVE_STARTUP_SECONDS
+        need = size * (BUILD_SECONDS_PER_VAR + LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR)
+        need += SOLVE_STARTUP_SECONDS
         if not force and remaining < need:
             best.notes.append(
                 f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
                 f"{max(remaining, 0) * 1000:.0f} ms left"
             )
             return best
-    keys, members = _types(items)
-    model = cp_model.CpModel()
-    ub = best.max_load if best.bins is not None else sum(items.costs)
-    z = model.new_int_var(best.lower_bound, max(ub, best.lower_bound), "z")
-    y: list[list[cp_model.IntVar | None]] = []
-    pos = 0
-    for t, (_cost, _tok, _cnt) in enumerate(keys):
-        m = len(members[t])
-        pos += m
-        row: list[cp_model.IntVar | None] = []
-        for b in range(k):
-            if b >= pos:  # symmetry: bins are labelled by their first item in cost order
-                row.append(None)
-            elif m == 1:
-                row.append(model.new_bool_var(f"y[{t},{b}]"))
-            else:
-                row.append(model.new_int_var(0, m, f"y[{t},{b}]"))
-        y.append(row)
-    # Every item placed exactly once.
-    for t in range(len(keys)):
-        model.add(sum(v for v in y[t] if v is not None) == len(members[t]))
-    for b in range(k):
-        col = [(t, y[t][b]) for t in range(len(keys)) if y[t][b] is not None]
-        ts = [t for t, _ in col]
-        vs = [v for _, v in col]
-        # No micro-batch empty.
-        model.add(cp_model.LinearExpr.sum(vs) >= 1)
-        # Memory cap on tokens.
-        if cap is not None:
-            model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][1] for t in ts]) <= cap)
-        # Equal sample counts.
-        if max_count is not None:
-            model.add(
-                cp_model.LinearExpr.weighted_sum(vs, [keys[t][2] for t in ts]) == max_count
-            )
-        # The balanced load.
-        model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][0] for t in ts]) <= z)
-    model.minimize(z)
-    if best.bins is not None:
-        _add_hint(model, y, keys, best.bins, items, z, best.max_load)
-
+    # What must stay in the budget after the build: loading, starting and freeing the model.
+    reserve = size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR) + SOLVE_STARTUP_SECONDS
+    try:
+        build_by = None if deadline is None else deadline - reserve - FINISH_MARGIN_SECONDS
+        model, y, z, keys, members = _build(items, k, cap, max_count, best, build_by)
+    except _OutOfTime as stop:
+        best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
+        return best
     solver = cp_model.CpSolver()
     params = solver.parameters
+    # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
+    # a later Ctrl-C would kill the caller's process without its cleanup.
+    params.catch_sigint_signal = False
     params.num_workers = options.workers
     params.random_seed = options.seed
     params.log_search_progress = options.log
@@ -140,10 +116,14 @@ def solve_items(
     else:
         assert deadline is not None
         left = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        if left <= 0.0005 and not force:
-            best.notes.append("cp-sat skipped: the model build used the rest of the budget")
+        if left < reserve:
+            best.notes.append(
+                f"cp-sat skipped: {max(left, 0) * 1000:.0f} ms left after the build, too little "
+                f"to load {size} variables"
+            )
             return best
-        params.max_time_in_seconds = max(left, 0.001)
+        # CP-SAT's clock starts after loading; freeing the model comes after it stops.
+        params.max_time_in_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
         if left < SINGLE_WORKER_BELOW_SECONDS:
             params.num_workers = 1
     for name, value in options.cp_sat_parameters.items():
@@ -156,6 +136,8 @@ def solve_items(
     except Exception as err:  # a solver failure must never cost the caller its plan
         best.notes.append(f"cp-sat failed ({type(err).__name__}: {err}); heuristic plan kept")
         return best
+    finally:
+        _release(model)
     took = (time.perf_counter() - t_solve) * 1000
     name = solver.status_name(status)
     if status == cp_model.INFEASIBLE:
@@ -178,6 +160,85 @@ def solve_items(
         best.lower_bound = best.max_load
     best.notes.append(f"cp-sat {name} in {took:.0f} ms ({len(keys)} types, {k} bins)")
     return best
+
+
+def _release(model: cp_model.CpModel) -> None:
+    """Free the model now. ortools' CpModel keeps closures over itself in its ``__dict__``
+    (the CamelCase aliases), a reference cycle only the garbage collector frees: a later
+    collection, maybe inside some caller's 20 ms budget, then spends 30-60 ms on it."""
+    vars(model).clear()
+
+
+class _OutOfTime(Exception):
+    """The clock ran out while the model was being built."""
+
+
+def _build(
+    items: Items,
+    k: int,
+    cap: int | None,
+    max_count: int | None,
+    best: _Best,
+    deadline: float | None,
+) -> tuple[cp_model.CpModel, list[list[cp_model.IntVar | None]], cp_model.IntVar,
+           list[tuple[int, int, int]], list[list[int]]]:
+    """The model of the module docstring. Checks the clock once per row and per micro-batch,
+    so a build the size estimate got wrong (a loaded machine) stops near the deadline."""
+
+    keys, members = _types(items)
+    model = cp_model.CpModel()
+
+    def check(done: str) -> None:
+        if deadline is not None and time.perf_counter() > deadline:
+            _release(model)
+            raise _OutOfTime(done)
+
+    # Variables: y[t][b], and z, the largest load, between the bound and the best plan's load.
+    ub = best.max_load if best.bins is not None else sum(items.costs)
+    z = model.new_int_var(best.lower_bound, max(ub, best.lower_bound), "z")
+    y: list[list[cp_model.IntVar | None]] = []
+    pos = 0
+    for t in range(len(keys)):
+        m = len(members[t])
+        pos += m
+        row: list[cp_model.IntVar | None] = []
+        for b in range(k):
+            if b >= pos:  # symmetry: bins are labelled by their first item in cost order
+                row.append(None)
+            elif m == 1:
+                row.append(model.new_bool_var(f"y[{t},{b}]"))
+            else:
+                row.append(model.new_int_var(0, m, f"y[{t},{b}]"))
+        y.append(row)
+        if t % 16 == 0:
+            check(f"{t} of {len(keys)} variable rows")
+    # Every item placed exactly once.
+    for t in range(len(keys)):
+        model.add(cp_model.LinearExpr.sum([v for v in y[t] if v is not None]) == len(members[t]))
+    for b in range(k):
+        check(f"{b} of {k} micro-batch constraints")
+        col = [(t, y[t][b]) for t in range(len(keys)) if y[t][b] is not None]
+        ts = [t for t, _ in col]
+        vs = [v for _, v in col]
+        # No micro-batch empty.
+        model.add(cp_model.LinearExpr.sum(vs) >= 1)
+        # Memory cap on tokens.
+        if cap is not None:
+            model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][1] for t in ts]) <= cap)
+        # Equal sample counts.
+        if max_count is not None:
+            model.add(
+                cp_model.LinearExpr.weighted_sum(vs, [keys[t][2] for t in ts]) == max_count
+            )
+        # The balanced load.
+        model.add(cp_model.LinearExpr.weighted_sum(vs, [keys[t][0] for t in ts]) <= z)
+    # Objective: the largest load.
+    model.minimize(z)
+    check("objective")
+    if best.bins is not None:
+        _add_hint(model, y, keys, best.bins, items, z, best.max_load)
+    check("hint")
+    return model, y, z, keys, members
 
 
 def _add_hint(
