@@ -1,0 +1,715 @@
+"""Data-parallel planning: ranks agree on one micro-batch count, or the whole step is planned once.
+
+Every data-parallel (DP) rank must run the same number of micro-batches, or the collectives in
+the backward pass deadlock. Two ways to get there:
+
+* :func:`partition_across_ranks` (per-rank agreement): each rank finds the smallest count it
+  needs for its own sequences, the group takes the MAX, rounds it **up** to ``multiple_of``, and
+  every rank splits into exactly that count with :func:`~seqpart.solver.partition`, so no rank
+  gets an empty or over-cap micro-batch (the seed issue's ``torch.cat([])`` crash).
+* :func:`plan_global` / :func:`plan_global_across_ranks` (global plan): assign sequences to ranks
+  and micro-batches together, so no rank is padded out with micro-batches it does not need.
+
+Failure is collective. Each rank does its local work inside ``try``, then every rank exchanges a
+small status row (rank, error code, sample count, needed count, cap, multiple_of, message bytes)
+in one ``all_gather``, so all ranks see the same facts and raise the same
+:class:`DistributedPlanError`; no rank is left waiting in a collective.
+
+torch is optional: it is imported inside the functions. Without an initialised process group
+(and ``group=None``) the functions plan for a group of one, so the same call works in a
+single-process run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics._inputs import as_lengths, as_positive_int
+
+from .partition import partition
+from .plan import InfeasibleError, Plan, find_violations
+
+__all__ = [
+    "DistributedPlanError",
+    "GlobalPlan",
+    "order_for_pipeline",
+    "partition_across_ranks",
+    "plan_global",
+    "plan_global_across_ranks",
+]
+
+# Status codes exchanged between ranks (ints, so they travel in an int64 tensor).
+_OK = 0
+_BAD_INPUT = 1
+_OVER_CAP = 2
+_INFEASIBLE = 3
+_NOT_FOUND = 4
+_PLAN_FAILED = 5
+_INTERNAL = 6
+_CODE_NAMES = {
+    _OK: "ok",
+    _BAD_INPUT: "bad_input",
+    _OVER_CAP: "over_cap",
+    _INFEASIBLE: "infeasible",
+    _NOT_FOUND: "not_found",
+    _PLAN_FAILED: "plan_failed",
+    _INTERNAL: "internal",
+}
+
+# Row layout: fixed header, then the failing rank's message as UTF-8 bytes (zero padded), so
+# every rank can raise the exact same message without a pickled object exchange.
+_RANK, _CODE, _N, _K_NEEDED, _CAP, _MULTIPLE, _MIN_K = range(7)
+_HEADER = 7
+_MESSAGE_BYTES = 384
+
+
+class DistributedPlanError(ValueError):
+    """Raised with the same message on every rank of the group when any rank cannot plan.
+
+    ``code`` names the problem: "too_few_samples", "mismatched_args", "over_cap", "infeasible",
+    "not_found" (no plan within the time limit), "bad_input", "plan_failed", "global_failed" or
+    "internal". ``rank`` is the global rank at fault (None when no single rank is), ``numbers``
+    the figures quoted in the message (sample count, needed and agreed counts, caps).
+    """
+
+    def __init__(
+        self, message: str, *, code: str, rank: int | None = None, numbers: dict[str, Any] | None = None
+    ) -> None:
+        self.code = code
+        self.rank = rank
+        self.numbers = dict(numbers or {})
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class GlobalPlan:
+    """The global plan as every rank receives it from :func:`plan_global_across_ranks`.
+
+    ``plans[r]`` is rank r's plan (group-rank order); its bins hold indices into ``lengths``, the
+    concatenation of every rank's local lengths in group-rank order. Rank r's local sequence j
+    is global index ``offsets[r] + j``; :meth:`owner` maps back. Moving each sequence to the rank
+    that trains it is the caller's job (the plan only says where it goes).
+    """
+
+    plans: list[Plan]
+    offsets: list[int]
+    lengths: list[int]
+    rank: int
+
+    @property
+    def my_plan(self) -> Plan:
+        """This rank's plan."""
+        return self.plans[self.rank]
+
+    def owner(self, index: int) -> tuple[int, int]:
+        """(group rank that holds global sequence ``index`` now, its local index there)."""
+        if not 0 <= index < len(self.lengths):
+            raise IndexError(f"sequence {index} is outside range(0, {len(self.lengths)})")
+        r = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return r, index - self.offsets[r]
+
+
+# --------------------------------------------------------------------------- communication
+
+
+class _LocalComm:
+    """A group of one: used when torch.distributed is absent or not initialised."""
+
+    rank = 0
+    global_rank = 0
+    size = 1
+
+    def gather_rows(self, row: list[int]) -> list[list[int]]:
+        return [list(row)]
+
+    def gather_lengths(self, local: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+        return [local]
+
+    def broadcast(self, obj: Any) -> Any:
+        return obj
+
+
+class _TorchComm:
+    """The collectives this module needs, on the group's device."""
+
+    def __init__(self, group: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self._torch = torch
+        self._dist = dist
+        self.group = group
+        self.rank = dist.get_rank(group)
+        if self.rank < 0:
+            raise ValueError(
+                "this process is not a member of the given group: call the planner only on "
+                "the group's ranks"
+            )
+        self.global_rank = dist.get_rank()
+        self.size = dist.get_world_size(group)
+        self.device = _group_device(group)
+
+    def gather_rows(self, row: list[int]) -> list[list[int]]:
+        torch = self._torch
+        mine = torch.tensor(row, dtype=torch.int64, device=self.device)
+        out = [torch.empty_like(mine) for _ in range(self.size)]
+        self._dist.all_gather(out, mine, group=self.group)
+        return [t.cpu().tolist() for t in out]
+
+    def gather_lengths(self, local: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+        # all_gather needs equal shapes: pad to the longest rank, trim with the known sizes.
+        torch = self._torch
+        longest = max(sizes)
+        padded = torch.zeros(longest, dtype=torch.int64, device=self.device)
+        padded[: len(local)] = torch.as_tensor(local, dtype=torch.int64, device=self.device)
+        out = [torch.empty_like(padded) for _ in range(self.size)]
+        self._dist.all_gather(out, padded, group=self.group)
+        return [t[:n].cpu().numpy() for t, n in zip(out, sizes, strict=True)]
+
+    def broadcast(self, obj: Any) -> Any:
+        box = [obj]
+        self._dist.broadcast_object_list(box, group=self.group, group_src=0, device=self.device)
+        return box[0]
+
+
+def _group_device(group: Any) -> Any:
+    """Where tensors for this group's collectives must live: NCCL only moves CUDA tensors (on
+    the current device), gloo/MPI move CPU tensors; a mixed group ("cpu:gloo,cuda:nccl") takes
+    CPU tensors."""
+    import torch
+    import torch.distributed as dist
+
+    backend = str(dist.get_backend(group)).lower()
+    if "gloo" in backend or "mpi" in backend:
+        return torch.device("cpu")
+    if "nccl" in backend:
+        return torch.device("cuda", torch.cuda.current_device())
+    if "xccl" in backend:
+        return torch.device("xpu", torch.xpu.current_device())
+    return torch.device("cpu")
+
+
+def _make_comm(group: Any) -> _LocalComm | _TorchComm:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        dist = None  # type: ignore[assignment]
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        if group is not None:
+            raise ValueError(
+                "group= was given but torch.distributed is not initialised: call "
+                "torch.distributed.init_process_group first (or pass group=None)"
+            )
+        return _LocalComm()
+    return _TorchComm(group)
+
+
+# --------------------------------------------------------------------------- status rows
+
+
+def _row(
+    comm: _LocalComm | _TorchComm,
+    code: int,
+    n: int,
+    k_needed: int,
+    cap: int,
+    multiple_of: int,
+    min_k: int,
+    message: str = "",
+) -> list[int]:
+    raw = message.encode("utf-8")[:_MESSAGE_BYTES]
+    body = list(raw) + [0] * (_MESSAGE_BYTES - len(raw))
+    return [comm.global_rank, code, n, k_needed, cap, multiple_of, min_k, *body]
+
+
+def _message(row: Sequence[int]) -> str:
+    raw = bytes(int(b) for b in row[_HEADER:] if b)
+    return raw.decode("utf-8", errors="ignore")
+
+
+def _cap_code(cap: Any) -> int:
+    """cap as it travels: the int, 0 for None, -1 for anything invalid."""
+    if cap is None:
+        return 0
+    if isinstance(cap, (bool, np.bool_)) or not isinstance(cap, (int, np.integer)) or cap < 1:
+        return -1
+    return int(cap)
+
+
+def _count_code(value: Any) -> int:
+    """multiple_of / min_k as they travel: the int, -1 for anything invalid."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        return -1
+    return int(value)
+
+
+def _mismatch_error(rows: list[list[int]]) -> DistributedPlanError | None:
+    """Ranks passing different caps or multiple_of would plan for different limits."""
+    for field_name, col in (("cap", _CAP), ("multiple_of", _MULTIPLE), ("min_k", _MIN_K)):
+        values = [r[col] for r in rows if r[col] >= 0]
+        if values and min(values) != max(values):
+            lo = next(r for r in rows if r[col] == min(values))
+            hi = next(r for r in rows if r[col] == max(values))
+            lo_text, hi_text = (
+                "None" if col == _CAP and v == 0 else str(v) for v in (lo[col], hi[col])
+            )
+            return DistributedPlanError(
+                f"ranks disagree on {field_name}: rank {lo[_RANK]} passed "
+                f"{lo_text}, rank {hi[_RANK]} passed {hi_text}; every rank must "
+                f"pass the same {field_name} (derive it from the shared config, not per rank)",
+                code="mismatched_args",
+                rank=None,
+                numbers={f"{field_name}_min": min(values), f"{field_name}_max": max(values)},
+            )
+    return None
+
+
+def _failure_error(rows: list[list[int]], size: int, what: str) -> DistributedPlanError | None:
+    """The first failing rank's error (lowest group rank), the same on every rank."""
+    failed = [r for r in rows if r[_CODE] != _OK]
+    if not failed:
+        return None
+    first = failed[0]
+    others = f" ({len(failed) - 1} other ranks failed too)" if len(failed) > 1 else ""
+    cap = "None" if first[_CAP] == 0 else str(first[_CAP])
+    count = f"{first[_N]} sequences, " if first[_N] > 0 else ""  # 0: its input was unreadable
+    return DistributedPlanError(
+        f"rank {first[_RANK]} of {size} could not {what} ({count}cap={cap}): "
+        f"{_message(first)}{others}",
+        code=_CODE_NAMES.get(first[_CODE], "internal"),
+        rank=first[_RANK],
+        numbers={"n_local": first[_N], "cap": first[_CAP]},
+    )
+
+
+def _classify(err: Exception) -> int:
+    if isinstance(err, InfeasibleError):
+        return _INFEASIBLE if err.proven else _NOT_FOUND
+    if isinstance(err, (ValueError, TypeError)):
+        return _BAD_INPUT
+    return _INTERNAL
+
+
+def _round_up(k: int, multiple_of: int) -> int:
+    return -(-k // multiple_of) * multiple_of
+
+
+def _raise_same(err: DistributedPlanError | None, local: Exception | None) -> None:
+    """Raise ``err`` on every rank; the rank that failed chains its own exception."""
+    if err is not None:
+        raise err from local
+
+
+# --------------------------------------------------------------------------- per-rank agreement
+
+
+def partition_across_ranks(
+    local_lengths: Any,
+    cap: int | None,
+    *,
+    group: Any = None,
+    multiple_of: int = 1,
+    min_k: int = 1,
+    time_limit: float = 0.1,
+    **partition_kwargs: Any,
+) -> Plan:
+    """Split this rank's sequences into the micro-batch count all ranks of ``group`` agree on.
+
+    Every rank computes the smallest count it can find for its own lengths
+    (``partition(local_lengths, k=None, cap)``), the group takes the MAX and rounds it **up** to a
+    multiple of ``multiple_of`` (virtual pipeline stages need a multiple of
+    ``microbatch_group_size_per_vp_stage``; rounding down breaks the cap), and every rank splits
+    into exactly that count: no empty micro-batch, none over the cap.
+
+    Must be called by every rank of the group (it runs two small ``all_gather`` collectives on
+    the group's device: CPU for gloo, the current CUDA device for NCCL). Without an initialised
+    process group and with ``group=None`` it plans for a group of one.
+
+    Args:
+        local_lengths: this rank's token count per sequence (list, numpy array or tensor).
+        cap: max tokens per micro-batch (``max_tokens_per_gpu * cp_size``); must be the same on
+            every rank. None means no cap (then the count is ``multiple_of``).
+        group: the data-parallel process group (None: the default group).
+        multiple_of: the agreed count is rounded up to a multiple of this; same on every rank.
+        min_k: the agreed count is at least this (e.g. the pipeline depth, so every stage has
+            work); same on every rank.
+        time_limit: seconds for each of the (at most two) local ``partition`` calls.
+        **partition_kwargs: passed to :func:`~seqpart.solver.partition` (cost, oversize,
+            equal_size, groups, engine, options); ``k`` is chosen here.
+
+    Returns:
+        This rank's :class:`Plan` (indices into ``local_lengths``); ``k`` is the agreed count,
+        ``k_status`` is "given", and ``notes`` record how the count was agreed.
+
+    Raises:
+        DistributedPlanError: on every rank, with the same message, when any rank fails: bad or
+            over-cap input, no local plan, ranks passing different ``cap``/``multiple_of``, a rank
+            with fewer sequences than the agreed count, or no plan at the agreed count.
+        ValueError: ``group`` given without an initialised process group (raised before any
+            collective, so on every rank alike).
+    """
+    comm = _make_comm(group)
+    cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
+    tokens: np.ndarray | None = None
+    local_plan: Plan | None = None
+    local_error: Exception | None = None
+    code, n, k_needed, text = _OK, 0, 0, ""
+    try:
+        tokens = as_lengths(local_lengths, "local_lengths")
+        n = len(tokens)
+        cap_value = as_positive_int(cap, "cap", allow_none=True)
+        as_positive_int(multiple_of, "multiple_of")
+        as_positive_int(min_k, "min_k")
+        if "k" in partition_kwargs:
+            raise TypeError("partition_across_ranks chooses k itself: drop the k= argument")
+        if cap_value is not None and partition_kwargs.get("oversize", "error") == "error":
+            too_long = np.flatnonzero(tokens > cap_value)
+            if too_long.size:
+                i = int(too_long[0])
+                code = _OVER_CAP
+                more = f" (and {too_long.size - 1} more)" if too_long.size > 1 else ""
+                raise ValueError(
+                    f"sequence {i} has {int(tokens[i])} tokens, over cap={cap_value}{more}: raise "
+                    "the cap, truncate or drop it, or pass oversize='alone' to give each such "
+                    "sequence a micro-batch of its own"
+                )
+        local_plan = partition(tokens, None, cap_value, time_limit=time_limit, **partition_kwargs)
+        k_needed = local_plan.k
+    except Exception as err:  # any failure must reach the collective below, or peers hang
+        local_error = err
+        code = code if code != _OK else _classify(err)
+        text = str(err)
+    rows = comm.gather_rows(_row(comm, code, n, k_needed, cap_code, mult_code, min_k_code, text))
+    agree_error = _mismatch_error(rows) or _failure_error(
+        rows, comm.size, "find its smallest micro-batch count"
+    )
+    _raise_same(agree_error, local_error)
+
+    # Every rank now holds the same rows, so the same count and the same verdict.
+    needs = [r[_K_NEEDED] for r in rows]
+    top = rows[needs.index(max(needs))]
+    mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
+    k_agreed = _round_up(max(max(needs), floor), mult)
+    rounding = (f", at least min_k={floor}" if floor > max(needs) else "") + (
+        f", rounded up to a multiple of {mult}" if mult > 1 else ""
+    )
+    short = [r for r in rows if r[_N] < k_agreed]
+    if short:
+        first = short[0]
+        others = f" ({len(short) - 1} other ranks too)" if len(short) > 1 else ""
+        raise DistributedPlanError(
+            f"rank {first[_RANK]} has {first[_N]} sequences but the {comm.size} ranks agreed on "
+            f"k={k_agreed} micro-batches (rank {top[_RANK]} needs {max(needs)} under "
+            f"cap={rows[0][_CAP] or None}{rounding}){others}; each micro-batch must be non-empty. "
+            f"Fix: give every rank at least {k_agreed} sequences (split the step's samples evenly "
+            "across ranks, or plan it with plan_global_across_ranks), or raise the cap so fewer "
+            "micro-batches are needed",
+            code="too_few_samples",
+            rank=first[_RANK],
+            numbers={"n_local": first[_N], "k_agreed": k_agreed, "k_needed_max": max(needs),
+                     "rank_needing_most": top[_RANK], "cap": rows[0][_CAP]},
+        )
+
+    plan: Plan | None = None
+    local_error, code, text = None, _OK, ""
+    try:
+        assert local_plan is not None and tokens is not None
+        if local_plan.k == k_agreed:
+            plan = local_plan
+        else:
+            plan = partition(
+                tokens, k_agreed, cap, time_limit=time_limit, **partition_kwargs
+            )
+        own = local_plan.k
+        plan = dataclasses.replace(
+            plan,
+            k_status="given",
+            k_lower_bound=None,
+            notes=[
+                *plan.notes,
+                f"k={k_agreed} agreed across {comm.size} ranks (max needed {max(needs)} by rank "
+                f"{top[_RANK]}{rounding}); this rank alone needed {own}",
+            ],
+        )
+    except Exception as err:  # reported collectively, as above
+        local_error, code, text = err, _PLAN_FAILED, str(err)
+    rows = comm.gather_rows(_row(comm, code, n, k_agreed, cap_code, mult_code, min_k_code, text))
+    _raise_same(
+        _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
+        local_error,
+    )
+    assert plan is not None
+    return plan
+
+
+# --------------------------------------------------------------------------- global plan
+
+
+def plan_global(
+    lengths: Any,
+    dp_size: int,
+    cap: int | None,
+    *,
+    multiple_of: int = 1,
+    time_limit: float = 0.5,
+    **partition_kwargs: Any,
+) -> list[Plan]:
+    """Plan a whole step: assign sequences to ``dp_size`` ranks and to micro-batches together.
+
+    Every rank gets the same number ``m`` of micro-batches (the smallest multiple of
+    ``multiple_of`` for which ``dp_size * m`` non-empty micro-batches under the cap exist), and:
+
+    1. the ``dp_size * m`` micro-batches are made by ``partition(lengths, k=dp_size*m, cap)``,
+       so the largest micro-batch load is minimal (proven when ``status == "optimal"``);
+    2. they are dealt to ranks, exactly ``m`` each, by ``partition(loads, k=dp_size,
+       equal_size=True)`` on their loads, which balances the per-rank totals in the chosen cost.
+
+    Level 1 comes first: rank balance never costs a heavier micro-batch. Single process; see
+    :func:`plan_global_across_ranks` for the collective form.
+
+    Args:
+        lengths: token count per sequence of the whole step (all ranks' samples).
+        dp_size: number of data-parallel ranks.
+        cap: max tokens per micro-batch; None for no cap (then ``m = multiple_of``).
+        multiple_of: ``m`` is a multiple of this (virtual pipeline stages).
+        time_limit: seconds for the whole call, shared by the count search, the split and the
+            rank assignment (each step gets what the earlier ones left, at least 10 ms).
+        **partition_kwargs: passed to the micro-batch ``partition`` (cost, oversize, groups,
+            equal_size, engine, options).
+
+    Returns:
+        ``dp_size`` plans; plan r is rank r's, its bins hold indices into ``lengths``. Per-rank
+        fields: ``bins``/``loads``/``tokens``/``max_load`` are that rank's own micro-batches;
+        ``k`` is ``m``; ``lower_bound`` is the bound on the largest micro-batch load of the
+        *whole step* and ``status`` is "optimal" when the step's largest load meets it, so a
+        lightly loaded rank can show ``max_load < lower_bound`` (a negative ``gap``);
+        ``k_status`` is "optimal" when ``m`` is the proven smallest (given ``multiple_of``),
+        else "upper_bound", with ``k_lower_bound`` the proven floor on ``m``; ``notes`` give
+        the step's largest load and the spread of rank totals.
+
+    Raises:
+        InfeasibleError: fewer sequences than ``dp_size * m`` (some micro-batch would be
+            empty), or no split found / possible under the cap.
+        ValueError / TypeError: bad arguments, naming the fix.
+    """
+    t0 = time.perf_counter()
+    deadline = t0 + _positive_seconds(time_limit)
+    tokens = as_lengths(lengths)
+    n = len(tokens)
+    dp_size = as_positive_int(dp_size, "dp_size")
+    cap = as_positive_int(cap, "cap", allow_none=True)
+    multiple_of = as_positive_int(multiple_of, "multiple_of")
+    if "k" in partition_kwargs:
+        raise TypeError("plan_global chooses the micro-batch count itself: drop the k= argument")
+    if partition_kwargs.get("equal_size"):
+        raise ValueError(
+            "plan_global does not support equal_size=True (sample counts per micro-batch): "
+            "use partition per rank for that"
+        )
+    if n < dp_size * multiple_of:
+        raise InfeasibleError(
+            f"{n} sequences cannot fill {dp_size} ranks x {multiple_of} non-empty micro-batches: "
+            f"need at least {dp_size * multiple_of} sequences, or fewer ranks or a smaller "
+            "multiple_of",
+            proven=True,
+        )
+
+    def budget(share: float) -> float:
+        return max(0.01, (deadline - time.perf_counter()) * share)
+
+    # Smallest total count: the bound gives the floor on m, the search's plan the ceiling.
+    search = partition(tokens, None, cap, time_limit=budget(0.4), **partition_kwargs)
+    k_floor = search.k_lower_bound or search.k
+    m_floor = _round_up(-(-k_floor // dp_size), multiple_of)
+    m_ceiling = _round_up(-(-search.k // dp_size), multiple_of)
+    if dp_size * m_floor > n:
+        raise InfeasibleError(
+            f"the cap needs at least {k_floor} micro-batches, so {dp_size} ranks need "
+            f"{m_floor} each ({dp_size * m_floor} in all), but there are only {n} sequences: "
+            "raise the cap, use fewer ranks, or add samples",
+            proven=True,
+        )
+    step: Plan | None = None
+    m = m_floor
+    last: InfeasibleError | None = None
+    while m <= m_ceiling and dp_size * m <= n:
+        k = dp_size * m
+        if search.k == k:
+            step = search
+            break
+        try:
+            step = partition(tokens, k, cap, time_limit=budget(0.6), **partition_kwargs)
+            break
+        except InfeasibleError as err:
+            last = err
+            m += multiple_of
+    if step is None:
+        if last is not None:
+            raise last
+        raise InfeasibleError(
+            f"{dp_size} ranks x {m} micro-batches need {dp_size * m} sequences, only {n} given: "
+            "raise the cap, use fewer ranks, or add samples",
+            proven=True,
+        )
+
+    # Deal the micro-batches to ranks, m each, balancing rank totals (equal-size partition).
+    if dp_size == 1:
+        by_rank = [list(range(len(step.bins)))]
+        assign_method = "single rank"
+    else:
+        assignment = partition(
+            step.loads, dp_size, None, time_limit=budget(1.0), equal_size=True,
+            engine=partition_kwargs.get("engine", "auto"),
+            options=partition_kwargs.get("options"),
+        )
+        by_rank, assign_method = assignment.bins, assignment.method
+
+    costs = step.cost.of(tokens)
+    all_bins = [step.bins[b] for ranks in by_rank for b in ranks]
+    found = find_violations(
+        all_bins, tokens, dp_size * m, cap, oversize=step.oversize,
+        groups=partition_kwargs.get("groups") or (),
+    )
+    if not found.ok or any(len(r) != m for r in by_rank):
+        raise RuntimeError(f"seqpart produced an invalid global plan (please report): {found}")
+
+    totals = [int(sum(step.loads[b] for b in ranks)) for ranks in by_rank]
+    status = "optimal" if step.max_load <= step.lower_bound else "feasible"
+    seconds = time.perf_counter() - t0
+    plans = []
+    for r, ranks in enumerate(by_rank):
+        bins = sorted((step.bins[b] for b in ranks), key=lambda b: b[0])
+        loads = [int(costs[b].sum()) for b in bins]
+        mine = {i for b in bins for i in b}
+        plans.append(
+            Plan(
+                bins=bins,
+                loads=loads,
+                tokens=[int(tokens[b].sum()) for b in bins],
+                max_load=max(loads),
+                lower_bound=step.lower_bound,
+                status=status,
+                method=f"plan_global[{step.method}; ranks: {assign_method}]",
+                seconds=seconds,
+                k=m,
+                cap=cap,
+                cost=step.cost,
+                k_status="optimal" if m == m_floor else "upper_bound",
+                k_lower_bound=m_floor,
+                oversize=[i for i in step.oversize if i in mine],
+                notes=[
+                    *step.notes,
+                    f"rank {r} of {dp_size}: total load {totals[r]}; step: largest micro-batch "
+                    f"load {step.max_load} (bound {step.lower_bound}), rank totals "
+                    f"{min(totals)}..{max(totals)}",
+                ],
+            )
+        )
+    return plans
+
+
+def _positive_seconds(time_limit: Any) -> float:
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
+        time_limit > 0
+    ):
+        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    return float(time_limit)
+
+
+def plan_global_across_ranks(
+    local_lengths: Any,
+    cap: int | None,
+    *,
+    group: Any = None,
+    multiple_of: int = 1,
+    time_limit: float = 0.5,
+    **partition_kwargs: Any,
+) -> GlobalPlan:
+    """Gather every rank's lengths, plan the step once on group rank 0, give all ranks that plan.
+
+    The variable-length lists travel as one ``all_gather`` of status rows (which carries the
+    sizes) and one ``all_gather`` of the lengths padded to the longest rank; rank 0 runs
+    :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
+    rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
+    ``time_limit`` and ``partition_kwargs`` are used; ``cap`` and ``multiple_of`` must match on
+    every rank (checked).
+
+    Raises:
+        DistributedPlanError: on every rank, with the same message: a rank's input is invalid,
+            the ranks disagree on ``cap``/``multiple_of``, or the global plan failed.
+    """
+    comm = _make_comm(group)
+    cap_code, mult_code = _cap_code(cap), _count_code(multiple_of)
+    tokens = np.zeros(0, dtype=np.int64)
+    local_error: Exception | None = None
+    code, text = _OK, ""
+    try:
+        tokens = as_lengths(local_lengths, "local_lengths")
+        as_positive_int(cap, "cap", allow_none=True)
+        as_positive_int(multiple_of, "multiple_of")
+    except Exception as err:  # reported collectively
+        local_error, code, text = err, _classify(err), str(err)
+    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text))
+    _raise_same(
+        _mismatch_error(rows) or _failure_error(rows, comm.size, "share its lengths"), local_error
+    )
+
+    sizes = [r[_N] for r in rows]
+    lengths = np.concatenate(comm.gather_lengths(tokens, sizes))
+    offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(int).tolist()
+
+    payload: tuple[str, Any] | None = None
+    local_error = None
+    if comm.rank == 0:
+        try:
+            payload = (
+                "ok",
+                plan_global(
+                    lengths, comm.size, cap, multiple_of=multiple_of, time_limit=time_limit,
+                    **partition_kwargs,
+                ),
+            )
+        except Exception as err:  # every rank must still reach the broadcast
+            local_error = err
+            payload = ("error", f"{type(err).__name__}: {err}")
+    payload = comm.broadcast(payload)
+    assert payload is not None
+    if payload[0] == "error":
+        raise DistributedPlanError(
+            f"the global plan for {comm.size} ranks ({len(lengths)} sequences, "
+            f"cap={cap}) failed on rank 0: {payload[1]}",
+            code="global_failed",
+            rank=None,
+            numbers={"n_total": len(lengths), "cap": cap, "dp_size": comm.size},
+        ) from local_error
+    return GlobalPlan(
+        plans=payload[1], offsets=offsets, lengths=lengths.tolist(), rank=comm.rank
+    )
+
+
+# --------------------------------------------------------------------------- pipeline order
+
+
+def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
+    """An execution order of micro-batches for pipeline parallelism: lightest at both ends,
+    heaviest in the middle.
+
+    Why: during pipeline warm-up and cool-down only some stages are busy, so a heavy micro-batch
+    there stretches the exposed bubble; in the steady middle its time overlaps other stages'.
+
+    Returns positions into ``plan.bins`` (or ``loads``): run ``plan.bins[order[0]]`` first. Ties
+    keep the lower position first, so the order is deterministic on every rank.
+    """
+    loads = list(plan_or_loads.loads if isinstance(plan_or_loads, Plan) else plan_or_loads)
+    ascending = sorted(range(len(loads)), key=lambda b: (loads[b], b))
+    # Alternate the ascending sequence between the front half and the back half (reversed),
+    # so loads rise towards the middle from both ends.
+    front = ascending[0::2]
+    back = ascending[1::2]
+    return front + back[::-1]

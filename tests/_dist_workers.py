@@ -1,0 +1,138 @@
+"""Worker side of tests/test_distributed.py: runs in spawned processes, one per rank.
+
+Each rank joins a gloo group, runs every scenario in order and writes what happened (the plan's
+fields, or the error's type, code and message) to ``<out_dir>/rank<r>.json`` after each one, so
+a hang still leaves the finished scenarios on disk. Running all scenarios in one group keeps
+the suite fast (one torch import per rank) and checks that after every error all ranks are
+still in step: a rank left waiting would make the next scenario's collective hang or fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from typing import Any
+
+CAP = 100
+
+# Per-rank lengths (index = rank, world size 3). Alone, rank 0 needs 1 micro-batch, rank 1
+# needs 3 and rank 2 needs 2: the seed issue's situation.
+SEED_LENGTHS = [
+    [30, 20, 10, 5],
+    [90, 80, 70, 10, 5, 5],
+    [60, 50, 40, 30],
+]
+# Rank 0 has 2 sequences but rank 1 needs 3 micro-batches.
+TOO_FEW_LENGTHS = [
+    [10, 10],
+    [90, 80, 70],
+    [40, 30, 20],
+]
+# Rank 2 holds a sequence over the cap.
+OVER_CAP_LENGTHS = [
+    [30, 20, 10],
+    [50, 40],
+    [60, 150, 10],
+]
+GLOBAL_LENGTHS = [
+    [95, 90, 85, 80, 5, 5, 5],
+    [10, 12, 14, 16, 18, 20],
+    [50, 49, 48, 47, 3, 2, 1, 60],
+]
+
+
+def _plan_record(plan: Any) -> dict[str, Any]:
+    return {"ok": True, **plan.to_dict()}
+
+
+def _error_record(err: BaseException) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "type": type(err).__name__,
+        "code": getattr(err, "code", None),
+        "rank": getattr(err, "rank", None),
+        "message": str(err),
+    }
+
+
+def _scenarios(rank: int, world: int) -> dict[str, Any]:
+    from seqpart.solver.distributed import partition_across_ranks, plan_global_across_ranks
+
+    def seed() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, time_limit=0.2)
+
+    def multiple_of() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, multiple_of=2, time_limit=0.2)
+
+    def too_few() -> Any:
+        return partition_across_ranks(TOO_FEW_LENGTHS[rank], CAP, time_limit=0.2)
+
+    def over_cap() -> Any:
+        return partition_across_ranks(OVER_CAP_LENGTHS[rank], CAP, time_limit=0.2)
+
+    def mismatched_cap() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP * 2 if rank == 1 else CAP)
+
+    def mismatched_multiple_of() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, multiple_of=1 + (rank == world - 1))
+
+    def global_plan() -> Any:
+        result = plan_global_across_ranks(GLOBAL_LENGTHS[rank], CAP, time_limit=0.5)
+        return {
+            "ok": True,
+            "plans": [p.to_dict() for p in result.plans],
+            "offsets": result.offsets,
+            "lengths": result.lengths,
+            "rank": result.rank,
+            "owner_of_last": list(result.owner(len(result.lengths) - 1)),
+        }
+
+    def global_bad_input() -> Any:
+        lengths = [10, -1] if rank == 1 else GLOBAL_LENGTHS[rank]
+        return plan_global_across_ranks(lengths, CAP)
+
+    return {
+        "seed": seed,
+        "multiple_of": multiple_of,
+        "too_few": too_few,
+        "over_cap": over_cap,
+        "mismatched_cap": mismatched_cap,
+        "mismatched_multiple_of": mismatched_multiple_of,
+        "global_plan": global_plan,
+        "global_bad_input": global_bad_input,
+    }
+
+
+def run_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Entry point of one spawned rank."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{init_file}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=30),  # a mismatched collective errors instead of hanging
+    )
+    results: dict[str, Any] = {}
+    path = os.path.join(out_dir, f"rank{rank}.json")
+    try:
+        for name, scenario in _scenarios(rank, world).items():
+            try:
+                out = scenario()
+                results[name] = out if isinstance(out, dict) else _plan_record(out)
+            except Exception as err:  # recorded; the test decides what was expected
+                results[name] = _error_record(err)
+            with open(path, "w") as f:
+                json.dump(results, f)
+        # Every rank reaches this only if no scenario left a rank behind.
+        total = torch.tensor([1], dtype=torch.int64)
+        dist.all_reduce(total)
+        results["lockstep"] = int(total.item())
+        with open(path, "w") as f:
+            json.dump(results, f)
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,169 @@
+"""Real multi-process tests of seqpart.solver.distributed: 3 ranks on CPU in a gloo group.
+
+The ranks run every scenario once (see tests/_dist_workers.py) inside a module-scoped fixture;
+each test checks one scenario's outcome on all ranks. Every spawn is joined with a timeout and
+killed on expiry, so a hang fails the test instead of stalling the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+import _dist_workers as workers  # noqa: E402  (after the skip: it needs nothing, but reads clearer)
+
+from seqpart.heuristics import first_fit  # noqa: E402
+from seqpart.solver import find_violations  # noqa: E402
+
+WORLD = 3
+SPAWN_TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _spawn(world: int, init_file: Path, out_dir: Path, timeout: float) -> None:
+    ctx = mp.get_context("spawn")
+    procs = [
+        ctx.Process(target=workers.run_worker, args=(r, world, str(init_file), str(out_dir)))
+        for r in range(world)
+    ]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+    if hung:
+        pytest.fail(f"ranks {hung} still running after {timeout:.0f}s: a collective hung")
+    failed = {r: p.exitcode for r, p in enumerate(procs) if p.exitcode != 0}
+    if failed:
+        pytest.fail(f"ranks exited with non-zero codes {failed}")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("gloo")
+    _spawn(WORLD, tmp / "init", tmp, SPAWN_TIMEOUT)
+    return [json.loads((tmp / f"rank{r}.json").read_text()) for r in range(WORLD)]
+
+
+def _outcomes(results: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [r[name] for r in results]
+
+
+def _assert_valid_local_plans(outs: list[dict[str, Any]], lengths: list[list[int]]) -> None:
+    for rank, out in enumerate(outs):
+        assert out["ok"], f"rank {rank}: {out}"
+        found = find_violations(out["bins"], lengths[rank], out["k"], workers.CAP)
+        assert found.ok, (rank, found.messages)
+        assert all(t <= workers.CAP for t in out["tokens"])
+        assert all(len(b) > 0 for b in out["bins"])
+
+
+def _assert_same_error(outs: list[dict[str, Any]], code: str, rank: int | None) -> str:
+    for out in outs:
+        assert not out["ok"], out
+        assert out["type"] == "DistributedPlanError"
+        assert out["code"] == code
+        assert out["rank"] == rank
+    messages = {out["message"] for out in outs}
+    assert len(messages) == 1, messages
+    return messages.pop()
+
+
+def test_seed_scenario_every_rank_runs_the_same_count_none_empty(
+    results: list[dict[str, Any]],
+) -> None:
+    # What the wrapper prevents: rank 0 alone needs 1 micro-batch, and capped first fit into
+    # the agreed 3 leaves trailing micro-batches empty (torch.cat([]) in the trainer).
+    assert any(len(b) == 0 for b in first_fit(workers.SEED_LENGTHS[0], 3, workers.CAP))
+    outs = _outcomes(results, "seed")
+    _assert_valid_local_plans(outs, workers.SEED_LENGTHS)
+    assert [o["k"] for o in outs] == [3, 3, 3]
+    assert "this rank alone needed 1" in outs[0]["notes"][-1]
+
+
+def test_multiple_of_rounds_the_agreed_count_up(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "multiple_of")
+    _assert_valid_local_plans(outs, workers.SEED_LENGTHS)
+    assert [o["k"] for o in outs] == [4, 4, 4]  # max needed 3, next multiple of 2
+
+
+def test_rank_with_fewer_samples_than_the_count_fails_on_every_rank(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "too_few"), "too_few_samples", rank=0)
+    assert "rank 0 has 2 sequences" in message
+    assert "k=3" in message
+    assert "rank 1 needs 3" in message
+
+
+def test_sequence_over_the_cap_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "over_cap"), "over_cap", rank=2)
+    assert "150 tokens, over cap=100" in message
+    assert "oversize='alone'" in message
+
+
+def test_mismatched_caps_fail_on_every_rank(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "mismatched_cap"), "mismatched_args", None)
+    assert "disagree on cap" in message and "200" in message
+
+
+def test_mismatched_multiple_of_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "mismatched_multiple_of")
+    message = _assert_same_error(outs, "mismatched_args", None)
+    assert "disagree on multiple_of" in message
+
+
+def test_global_plan_is_identical_on_every_rank_and_valid(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "global_plan")
+    assert all(o["ok"] for o in outs), outs
+    assert [o["rank"] for o in outs] == list(range(WORLD))
+    assert all(o["plans"] == outs[0]["plans"] for o in outs)  # broadcast: bit-identical
+    lengths = [x for rank_lengths in workers.GLOBAL_LENGTHS for x in rank_lengths]
+    assert outs[0]["lengths"] == lengths
+    assert outs[0]["offsets"] == [0, 7, 13]
+    assert outs[0]["owner_of_last"] == [2, 7]
+    plans = outs[0]["plans"]
+    m = plans[0]["k"]
+    assert all(p["k"] == m and len(p["bins"]) == m for p in plans)
+    union = [b for p in plans for b in p["bins"]]
+    found = find_violations(union, lengths, WORLD * m, workers.CAP)
+    assert found.ok, found.messages
+
+
+def test_global_plan_bad_input_on_one_rank_fails_on_every_rank(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "global_bad_input"), "bad_input", rank=1)
+    assert "local_lengths[1] is -1" in message
+
+
+def test_ranks_stay_in_lockstep_after_every_error(results: list[dict[str, Any]]) -> None:
+    assert [r["lockstep"] for r in results] == [WORLD] * WORLD
+
+
+def test_example_training_loop_runs() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "dp_training_loop.py")],
+        capture_output=True,
+        text=True,
+        timeout=SPAWN_TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rank 0:" in proc.stdout and "rank 1:" in proc.stdout

@@ -1,0 +1,312 @@
+"""The trainer drop-ins, and the single-process forms of seqpart.solver.distributed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from seqpart.heuristics import first_fit, first_fit_decreasing
+from seqpart.solver import InfeasibleError, Plan, find_violations
+from seqpart.solver.distributed import (
+    DistributedPlanError,
+    GlobalPlan,
+    order_for_pipeline,
+    partition_across_ranks,
+    plan_global,
+    plan_global_across_ranks,
+)
+from seqpart.solver.trainers import (
+    get_capped_seqlen_balanced_partitions,
+    get_minimum_num_micro_batch_size,
+    get_seqlen_balanced_partitions,
+)
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _sums(parts: list[list[int]], values: list[int]) -> list[int]:
+    return [sum(values[i] for i in p) for p in parts]
+
+
+def _assert_partition_shape(parts: object, n: int, k: int) -> None:
+    assert isinstance(parts, list) and len(parts) == k
+    for p in parts:
+        assert isinstance(p, list) and p, parts
+        assert all(type(i) is int for i in p)
+        assert p == sorted(p)
+    assert sorted(i for p in parts for i in p) == list(range(n))
+
+
+# --------------------------------------------------------------------------- balanced partitions
+
+
+def test_balanced_partitions_on_the_cap_example() -> None:
+    # Karmarkar-Karp splits this into 16 + 14, over a cap of 15 that first fit respects; the
+    # optimum is 15 + 15.
+    values = [8, 7, 6, 5, 4]
+    parts = get_seqlen_balanced_partitions(values, 2, equal_size=False)
+    _assert_partition_shape(parts, 5, 2)
+    assert _sums(parts, values) == [15, 15]
+
+
+def test_balanced_partitions_come_heaviest_first() -> None:
+    values = [10, 1, 1, 1, 9, 2]
+    parts = get_seqlen_balanced_partitions(values, 3, equal_size=False)
+    _assert_partition_shape(parts, 6, 3)
+    sums = _sums(parts, values)
+    assert sums == sorted(sums, reverse=True)
+
+
+def test_balanced_partitions_equal_size() -> None:
+    values = [1, 2, 3, 4, 5, 6, 7, 8]
+    parts = get_seqlen_balanced_partitions(values, 2, equal_size=True)
+    _assert_partition_shape(parts, 8, 2)
+    assert [len(p) for p in parts] == [4, 4]
+    assert _sums(parts, values) == [18, 18]
+
+
+def test_balanced_partitions_accept_numpy_and_zeros() -> None:
+    values = np.array([0, 0, 5, 0, 3])
+    parts = get_seqlen_balanced_partitions(values, 4, equal_size=False)
+    _assert_partition_shape(parts, 5, 4)
+
+
+def test_balanced_partitions_reject_too_few_and_indivisible() -> None:
+    with pytest.raises(ValueError, match="k_partitions <= 2"):
+        get_seqlen_balanced_partitions([3, 4], 3, equal_size=False)
+    with pytest.raises(ValueError, match="divisible"):
+        get_seqlen_balanced_partitions([1, 2, 3, 4, 5], 2, equal_size=True)
+
+
+@FAST
+@given(
+    st.lists(st.integers(0, 500), min_size=1, max_size=40),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_balanced_partitions_property(values: list[int], k: int, equal_size: bool) -> None:
+    assume(k <= len(values))
+    assume(not equal_size or (len(values) % k == 0 and min(values) > 0))
+    parts = get_seqlen_balanced_partitions(values, k, equal_size)
+    _assert_partition_shape(parts, len(values), k)
+    if equal_size:
+        assert {len(p) for p in parts} == {len(values) // k}
+
+
+# --------------------------------------------------------------------------- micro-batch count
+
+
+def test_count_beats_arrival_order_first_fit() -> None:
+    values = [3, 3, 3, 7, 7, 7]
+    assert len(first_fit(values, None, 10)) == 4
+    assert get_minimum_num_micro_batch_size(values, 10) == 3
+
+
+def test_count_mirrors_the_original_on_edge_cases() -> None:
+    assert get_minimum_num_micro_batch_size([8, 7, 6, 5, 4], 15) == 2
+    assert get_minimum_num_micro_batch_size([20, 3, 4], 15) == 2  # over-cap sequence alone
+    assert get_minimum_num_micro_batch_size([], 15) == 0
+    assert get_minimum_num_micro_batch_size([0, 0], 15) == 1
+    assert isinstance(get_minimum_num_micro_batch_size([5, 5], 6), int)
+
+
+@FAST
+@given(st.lists(st.integers(0, 300), min_size=1, max_size=60), st.integers(50, 400))
+def test_count_never_exceeds_first_fit_and_is_usable(values: list[int], cap: int) -> None:
+    count = get_minimum_num_micro_batch_size(values, cap)
+    # first fit in arrival order, written out as the trainers have it
+    bins: list[int] = []
+    for x in values:
+        for b, used in enumerate(bins):
+            if used + x <= cap:
+                bins[b] += x
+                break
+        else:
+            bins.append(x)
+    assert 1 <= count <= len(bins)
+    # The count is achievable: the capped balancer splits into exactly that many.
+    parts = get_capped_seqlen_balanced_partitions(values, count, cap)
+    _assert_partition_shape(parts, len(values), count)
+    for p in parts:
+        positive = [values[i] for i in p if values[i] > 0]
+        assert sum(positive) <= cap or len(positive) == 1
+
+
+# --------------------------------------------------------------------------- capped partitions
+
+
+def test_capped_partitions_respect_the_cap() -> None:
+    values = [8, 7, 6, 5, 4]
+    parts = get_capped_seqlen_balanced_partitions(values, 2, 15)
+    _assert_partition_shape(parts, 5, 2)
+    assert max(_sums(parts, values)) <= 15
+
+
+def test_capped_partitions_put_oversize_alone() -> None:
+    assert get_capped_seqlen_balanced_partitions([20, 3, 4], 2, 15) == [[0], [1, 2]]
+
+
+def test_capped_partitions_more_than_needed_are_never_empty() -> None:
+    # The seed issue: a rank needing 1 micro-batch is told to run 3.
+    values = [30, 20, 10, 5]
+    assert any(len(b) == 0 for b in first_fit(values, 3, 100))
+    parts = get_capped_seqlen_balanced_partitions(values, 3, 100)
+    _assert_partition_shape(parts, 4, 3)
+
+
+def test_capped_partitions_with_zero_lengths() -> None:
+    values = [0, 0, 5, 0, 3]
+    parts = get_capped_seqlen_balanced_partitions(values, 4, 6)
+    _assert_partition_shape(parts, 5, 4)
+    assert max(_sums(parts, values)) <= 6
+
+
+def test_capped_partitions_errors_name_the_fix() -> None:
+    with pytest.raises(ValueError, match="k_partitions <= 2"):
+        get_capped_seqlen_balanced_partitions([3, 4], 3, 10)
+    with pytest.raises(InfeasibleError):
+        get_capped_seqlen_balanced_partitions([9, 9, 9], 2, 10)
+
+
+def test_capped_partitions_equal_size() -> None:
+    values = [6, 1, 5, 2, 4, 3]
+    parts = get_capped_seqlen_balanced_partitions(values, 3, 7, equal_size=True)
+    _assert_partition_shape(parts, 6, 3)
+    assert _sums(parts, values) == [7, 7, 7]
+
+
+# --------------------------------------------------------------------------- plan_global
+
+
+def _check_global(plans: list[Plan], lengths: list[int], dp: int, cap: int, mult: int) -> int:
+    assert len(plans) == dp
+    m = plans[0].k
+    assert m % mult == 0
+    assert all(p.k == m and len(p.bins) == m for p in plans)
+    union = [b for p in plans for b in p.bins]
+    found = find_violations(union, lengths, dp * m, cap)
+    assert found.ok, found.messages
+    arr = np.asarray(lengths)
+    for p in plans:
+        assert p.tokens == [int(arr[b].sum()) for b in p.bins]
+        assert p.loads == p.tokens  # token cost
+        assert p.max_load == max(p.loads)
+        assert [b[0] for b in p.bins] == sorted(b[0] for b in p.bins)
+        assert p.lower_bound == plans[0].lower_bound
+    step_max = max(p.max_load for p in plans)
+    assert step_max >= plans[0].lower_bound
+    assert all(p.status == ("optimal" if step_max == p.lower_bound else "feasible") for p in plans)
+    return m
+
+
+def test_plan_global_small_example() -> None:
+    lengths = [95, 90, 85, 80, 5, 5, 5, 10, 12, 14, 16, 18, 20, 50, 49, 48, 47, 3, 2, 1, 60]
+    plans = plan_global(lengths, 3, 100)
+    m = _check_global(plans, lengths, 3, 100, 1)
+    assert m == 3  # 715 tokens need 8 micro-batches: 3 ranks x 3
+    assert plans[0].status == "optimal" and plans[0].k_status == "optimal"
+    totals = [sum(p.tokens) for p in plans]
+    assert max(totals) - min(totals) <= 10
+
+
+def test_plan_global_multiple_of_and_too_few() -> None:
+    lengths = [40] * 10
+    plans = plan_global(lengths, 2, 100, multiple_of=2)
+    assert _check_global(plans, lengths, 2, 100, 2) == 4  # 5 needed -> 3 each -> 4 each
+    with pytest.raises(InfeasibleError, match="only 5 sequences"):
+        plan_global([90] * 5, 2, 100)
+
+
+@FAST
+@given(
+    st.lists(st.integers(1, 100), min_size=1, max_size=30),
+    st.integers(1, 4),
+    st.integers(100, 250),
+    st.integers(1, 2),
+)
+def test_plan_global_property(lengths: list[int], dp: int, cap: int, mult: int) -> None:
+    # FFD's count splits into any larger count up to n, so m_ffd ranks' worth always exists.
+    ffd = len(first_fit_decreasing(lengths, None, cap))
+    m_ffd = _round_up(_ceil_div(ffd, dp), mult)
+    try:
+        plans = plan_global(lengths, dp, cap, multiple_of=mult, time_limit=0.05)
+    except InfeasibleError as err:
+        # Only because too few sequences fill dp ranks x m non-empty micro-batches.
+        assert err.proven and "sequences" in str(err)
+        assert len(lengths) < dp * m_ffd
+        return
+    m = _check_global(plans, lengths, dp, cap, mult)
+    assert m <= m_ffd
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _round_up(a: int, b: int) -> int:
+    return _ceil_div(a, b) * b
+
+
+def test_plan_global_rejects_bad_arguments() -> None:
+    with pytest.raises(TypeError, match="drop the k= argument"):
+        plan_global([1, 2], 1, 10, k=2)
+    with pytest.raises(ValueError, match="dp_size must be >= 1"):
+        plan_global([1, 2], 0, 10)
+
+
+def test_order_for_pipeline_is_light_at_both_ends() -> None:
+    loads = [5, 4, 3, 2, 1]
+    order = order_for_pipeline(loads)
+    assert order == [4, 2, 0, 1, 3]
+    assert sorted(order) == list(range(5))
+    plan = plan_global([50, 40, 30, 20, 10, 5], 1, 60)[0]
+    seq = [plan.loads[b] for b in order_for_pipeline(plan)]
+    peak = seq.index(max(seq))
+    assert seq[:peak + 1] == sorted(seq[:peak + 1])
+    assert seq[peak:] == sorted(seq[peak:], reverse=True)
+
+
+# --------------------------------------------------------------------------- group of one
+
+
+def test_partition_across_ranks_without_a_process_group() -> None:
+    plan = partition_across_ranks([30, 20, 10, 5, 90], 100, multiple_of=3)
+    assert plan.k == 3 and plan.k_status == "given"
+    assert find_violations(plan.bins, [30, 20, 10, 5, 90], 3, 100).ok
+    with pytest.raises(DistributedPlanError, match="rank 0 has 2 sequences") as info:
+        partition_across_ranks([90, 90], 100, multiple_of=3)
+    assert info.value.code == "too_few_samples" and info.value.rank == 0
+    with pytest.raises(DistributedPlanError, match="over cap=100") as info:
+        partition_across_ranks([150, 3], 100)
+    assert info.value.code == "over_cap"
+    assert isinstance(info.value.__cause__, ValueError)
+    with pytest.raises(ValueError, match="not initialised"):
+        partition_across_ranks([1, 2], 10, group=object())
+
+
+def test_partition_across_ranks_min_k_and_bad_arguments() -> None:
+    lengths = [30, 20, 10, 5, 90]
+    plan = partition_across_ranks(lengths, 100, min_k=4)
+    assert plan.k == 4 and find_violations(plan.bins, lengths, 4, 100).ok
+    with pytest.raises(DistributedPlanError, match="at least min_k=4, rounded up to a multiple"):
+        partition_across_ranks(lengths, 100, min_k=4, multiple_of=3)  # 6 > 5 sequences
+    with pytest.raises(DistributedPlanError, match="multiple_of must be >= 1") as info:
+        partition_across_ranks(lengths, 100, multiple_of=0)
+    assert info.value.code == "bad_input"
+    with pytest.raises(DistributedPlanError, match="drop the k= argument"):
+        partition_across_ranks(lengths, 100, k=3)
+
+
+def test_partition_across_ranks_oversize_alone_passes_through() -> None:
+    plan = partition_across_ranks([150, 3, 4], 100, oversize="alone")
+    assert plan.k == 2 and plan.oversize == [0]
+
+
+def test_plan_global_across_ranks_without_a_process_group() -> None:
+    result = plan_global_across_ranks([30, 20, 10, 5, 90], 100)
+    assert isinstance(result, GlobalPlan)
+    assert result.rank == 0 and result.offsets == [0]
+    assert result.my_plan.k == 2
+    assert result.owner(4) == (0, 4)
