@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .bounds import load_lower_bound, min_bins_l1, min_bins_l2, min_bins_lower_bound
+from .bounds import (
+    load_lower_bound,
+    load_lower_bound_packing,
+    min_bins_l1,
+    min_bins_l2,
+    min_bins_lower_bound,
+)
 from .capped_balance import capped_balance
 from .first_fit import first_fit
 from .first_fit_decreasing import first_fit_decreasing
@@ -54,6 +60,7 @@ __all__ = [
     "improve",
     "karmarkar_karp",
     "load_lower_bound",
+    "load_lower_bound_packing",
     "local_search",
     "lpt",
     "min_bins_l1",

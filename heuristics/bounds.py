@@ -56,8 +56,11 @@ def min_bins_l2(lengths: Any, cap: int) -> int:
     the latter leave or open ceil(excess / cap) more.
     """
     t = np.sort(as_lengths(lengths))
-    cap = as_positive_int(cap, "cap")
-    prefix = np.concatenate(([0], np.cumsum(t)))
+    return _l2_sorted(t, np.concatenate(([0], np.cumsum(t))), as_positive_int(cap, "cap"))
+
+
+def _l2_sorted(t: np.ndarray, prefix: np.ndarray, cap: int) -> int:
+    """L2 on ascending ``t`` with its prefix sums (shared by the repeated calls below)."""
     n = len(t)
     alphas = np.unique(np.concatenate(([0], t[2 * t <= cap])))
     # Index boundaries in the ascending array.
@@ -71,6 +74,29 @@ def min_bins_l2(lengths: Any, cap: int) -> int:
     room = n2 * cap - sum2
     extra = np.maximum(0, -(-(sum3 - room) // cap))
     return int((n1 + n2 + extra).max())
+
+
+def load_lower_bound_packing(costs: Any, k: int, lo: int, hi: int) -> int:
+    """The smallest z in [lo, hi] for which L2 allows k bins of capacity z; hi if none.
+
+    A plan with max load z packs the costs into k bins of capacity z, so L2(costs, z) <= k is
+    necessary. It is what the counting bound misses when many items are over half the load:
+    two such items never share a micro-batch. Binary search, one L2 per step; ``hi`` is
+    typically the best plan's load, so a result of ``hi`` proves that plan optimal.
+    """
+    c = np.sort(as_lengths(costs, "costs"))
+    k = as_positive_int(k, "k")
+    prefix = np.concatenate(([0], np.cumsum(c)))
+    lo = max(lo, int(c[-1]))
+    if lo >= hi or _l2_sorted(c, prefix, lo) <= k:
+        return min(lo, hi)
+    while lo < hi:  # invariant: lo is infeasible for L2, hi is the answer so far
+        mid = (lo + hi) // 2
+        if _l2_sorted(c, prefix, mid) <= k:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def min_bins_lower_bound(lengths: Any, cap: int) -> int:

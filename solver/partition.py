@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.heuristics._common import order_desc
 from seqpart.heuristics.capped_balance import capped_balance_lists
 from seqpart.heuristics.first_fit import first_fit_lists
@@ -111,6 +112,9 @@ def _heuristic_plan(
             load = _max_load(bins, items)
             if best.bins is None or load < best.max_load:
                 best.bins, best.max_load, best.method = bins, load, method
+    if best.bins is not None and best.max_load > lb:
+        # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
+        lb = best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
     if best.bins is not None and best.max_load > lb:
         best.bins = improve_lists(
             items.tokens, items.costs, items.counts, best.bins, cap, max_count, deadline, lb

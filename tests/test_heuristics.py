@@ -15,6 +15,7 @@ from seqpart.heuristics import (
     improve,
     karmarkar_karp,
     load_lower_bound,
+    load_lower_bound_packing,
     min_bins_l1,
     min_bins_l2,
     min_bins_lower_bound,
@@ -78,6 +79,15 @@ def test_load_lower_bound() -> None:
     assert load_lower_bound([9, 1, 1, 1], 2, max_count=2) == 10  # c_1 + smallest
 
 
+def test_packing_bound_sees_what_counting_misses() -> None:
+    # [5,3,2,2] into 2: counting gives max(ceil(12/2), 5, 3+2) = 6, but no two bins of 6 hold
+    # these (5 needs a bin, 3+2+2 = 7): L2 at capacity 6 asks for 3 bins, so the optimum is 7.
+    assert load_lower_bound([5, 3, 2, 2], 2) == 6
+    assert load_lower_bound_packing([5, 3, 2, 2], 2, 6, 12) == 7
+    assert load_lower_bound_packing([5, 3, 2, 2], 2, 6, 7) == 7
+    assert load_lower_bound_packing([4, 4, 4], 3, 4, 9) == 4  # already tight: unchanged
+
+
 def test_bin_count_bounds() -> None:
     assert min_bins_l1([5, 5, 5], 10) == 2
     # three items over half the cap need three bins; L1 says only two
@@ -125,6 +135,7 @@ def test_lower_bound_never_exceeds_the_optimum(lengths: list[int], data: st.Data
     opt = brute_force_min_max(lengths, k, None)
     assert opt is not None
     assert load_lower_bound(lengths, k) <= opt
+    assert load_lower_bound_packing(lengths, k, 1, sum(lengths)) <= opt
     assert max(sum(lengths[i] for i in b) for b in karmarkar_karp(lengths, k)) >= opt
 
 
