@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.heuristics._common import order_desc
+from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.heuristics.capped_balance import capped_balance_lists
 from seqpart.heuristics.first_fit import first_fit_lists
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists

@@ -126,6 +126,7 @@ def test_cp_sat_failure_falls_back_to_the_heuristic(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(cpsat_module.cp_model.CpSolver, "solve", broken)
     # a weak bound, so the heuristic plan is not proven and the model is called
     monkeypatch.setattr(partition_module, "load_lower_bound", lambda *a, **k: 1)
+    monkeypatch.setattr(partition_module, "load_lower_bound_packing", lambda *a, **k: 1)
     lengths = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1, 1]
     plan = partition(lengths, 4, 20, time_limit=1.0)
     check_plan(plan.bins, lengths, 4, 20)
