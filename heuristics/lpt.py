@@ -43,6 +43,7 @@ def lpt_lists(
     tok = [0] * k
     cnt = [0] * k
     unconstrained = cap is None and max_count is None
+    by_tokens = cost is tokens or cost == tokens
     for i in order if order is not None else order_desc(cost):
         if unconstrained:
             load, b = heap[0]
@@ -59,6 +60,8 @@ def lpt_lists(
                     chosen = entry
                     break
                 skipped.append(entry)
+                if by_tokens and fits_count:
+                    break  # loads are tokens: the least-loaded bin has the most room
             if chosen is None:  # nothing fits: least-loaded bin, the validator will flag it
                 chosen = skipped.pop(0)
             load, b = chosen

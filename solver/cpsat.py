@@ -107,6 +107,8 @@ def solve_items(
     # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
     # a later Ctrl-C would kill the caller's process without its cleanup.
     params.catch_sigint_signal = False
+    # A hint that breaks the cap is worth repairing rather than dropping.
+    params.repair_hint = best.bins is None and best.hint is not None
     params.num_workers = options.workers
     params.random_seed = options.seed
     params.log_search_progress = options.log
@@ -167,6 +169,10 @@ def _release(model: cp_model.CpModel) -> None:
     (the CamelCase aliases), a reference cycle only the garbage collector frees: a later
     collection, maybe inside some caller's 20 ms budget, then spends 30-60 ms on it."""
     vars(model).clear()
+
+
+def _load_of(bins: Sequence[Sequence[int]], items: Items) -> int:
+    return max(sum(items.costs[i] for i in b) for b in bins)
 
 
 class _OutOfTime(Exception):
@@ -237,6 +243,10 @@ def _build(
     check("objective")
     if best.bins is not None:
         _add_hint(model, y, keys, best.bins, items, z, best.max_load)
+    elif best.hint is not None and all(best.hint):
+        # No valid plan: hint the least-violating one and let CP-SAT repair it.
+        z_hint = min(max(_load_of(best.hint, items), best.lower_bound), sum(items.costs))
+        _add_hint(model, y, keys, best.hint, items, z, z_hint)
     check("hint")
     return model, y, z, keys, members
 
