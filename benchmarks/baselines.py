@@ -15,9 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
 from common import trainer_first_fit_count
+from ortools.sat.python import cp_model
 
 __all__ = ["NaiveResult", "naive_cpsat", "naive_cpsat_min_k", "trainer_first_fit_count",
            "trainer_karmarkar_karp"]
@@ -190,5 +189,7 @@ def naive_cpsat_min_k(
         res.variables = variables
         return res  # OPTIMAL is proven; FEASIBLE/UNKNOWN stop here unproven
     seconds = time.perf_counter() - t0
+    if k > len(lengths):  # every k up to n proven infeasible
+        return NaiveResult("INFEASIBLE", None, None, None, 0.0, seconds, True, variables, log)
     return NaiveResult("UNKNOWN (budget spent)", None, None, None, 0.0, seconds, False,
                        variables, log)

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -251,11 +252,29 @@ def machine_header(argv: Sequence[str]) -> str:
     return "\n".join(
         [
             "command: " + " ".join([Path(sys.executable).name, *argv]),
+            "seqpart: " + _code_version(),
             f"machine: {usable} usable cores (os.cpu_count={os.cpu_count()}), {cpu}",
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"ortools {ortools.__version__}, {platform.platform()}",
         ]
     )
+
+
+def _code_version() -> str:
+    """Git commit of the code under test, and whether the engine code has local changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--", "solver", "heuristics"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "commit unknown (no git)"
+    note = " + uncommitted or untracked files in solver/ or heuristics/" if dirty else ""
+    return f"commit {commit}{note}"
 
 
 def fmt_ms(seconds: float) -> str:
