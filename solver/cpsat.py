@@ -44,6 +44,26 @@ SINGLE_WORKER_BELOW_SECONDS = 0.05
 #: stops, and a solve only starts, while that much is left.
 LOAD_SECONDS_PER_VAR = 1.3e-6
 FREE_SECONDS_PER_VAR = 0.6e-6
+#: Parameters that crash the process rather than fail: refused with the reason.
+UNSAFE_PARAMETERS = {
+    "repair_hint": "ortools 9.15 aborts the whole process on it (CHECK heuristics.fixed_search) "
+    "with one worker, which budgets under 50 ms use",
+}
+
+
+def check_parameters(parameters: dict[str, object]) -> None:
+    """Reject unknown or unsafe CP-SAT parameter names up front, naming the problem."""
+    known = cp_model.CpSolver().parameters
+    for name in parameters:
+        if name in UNSAFE_PARAMETERS:
+            raise ValueError(f"CP-SAT parameter {name!r} is refused: {UNSAFE_PARAMETERS[name]}")
+        if not hasattr(known, name):
+            raise ValueError(
+                f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters: see "
+                "ortools' sat_parameters.proto for the names"
+            )
+
+
 #: Kept back from the budget for reading the solution and validating the plan.
 FINISH_MARGIN_SECONDS = 0.002
 
@@ -107,8 +127,6 @@ def solve_items(
     # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
     # a later Ctrl-C would kill the caller's process without its cleanup.
     params.catch_sigint_signal = False
-    # A hint that breaks the cap is worth repairing rather than dropping.
-    params.repair_hint = best.bins is None and best.hint is not None
     params.num_workers = options.workers
     params.random_seed = options.seed
     params.log_search_progress = options.log
@@ -128,9 +146,7 @@ def solve_items(
         params.max_time_in_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
         if left < SINGLE_WORKER_BELOW_SECONDS:
             params.num_workers = 1
-    for name, value in options.cp_sat_parameters.items():
-        if not hasattr(params, name):
-            raise ValueError(f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters")
+    for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
         setattr(params, name, value)
     t_solve = time.perf_counter()
     try:
@@ -244,7 +260,8 @@ def _build(
     if best.bins is not None:
         _add_hint(model, y, keys, best.bins, items, z, best.max_load)
     elif best.hint is not None and all(best.hint):
-        # No valid plan: hint the least-violating one and let CP-SAT repair it.
+        # No valid plan: the least-violating one still guides the search. (Not with
+        # repair_hint: ortools 9.15 aborts the process on it with one worker.)
         z_hint = min(max(_load_of(best.hint, items), best.lower_bound), sum(items.costs))
         _add_hint(model, y, keys, best.hint, items, z, z_hint)
     check("hint")

@@ -21,7 +21,7 @@ from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
 
-from .cpsat import solve_items
+from .cpsat import check_parameters, solve_items
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, make_items, make_problem
 
@@ -46,6 +46,11 @@ class SolverOptions:
     max_model_vars: int = 400_000
     #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
     cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
+        check_parameters(self.cp_sat_parameters)
 
 
 @dataclass

@@ -242,3 +242,35 @@ def test_smallest_k_with_equal_sizes_skips_counts_that_do_not_divide_n() -> None
     # 3 and 4 do not divide 5, so the first count with equal sizes is 5: proven, not guessed
     plan = partition([6, 6, 6, 6, 6], None, 12, equal_size=True)
     assert plan.k == 5 and plan.k_status == "optimal"
+
+
+@pytest.mark.parametrize("time_limit", [0.03, 1.0])  # one CP-SAT worker, then two
+def test_cp_sat_finds_the_plan_heuristics_missed(
+    monkeypatch: pytest.MonkeyPatch, time_limit: float
+) -> None:
+    # The heuristics return an over-cap split; it goes to CP-SAT as a hint. (ortools aborted the
+    # whole process when asked to repair such a hint with one worker: this guards that path.)
+    lengths = [7, 6, 5, 5, 4, 4, 3, 2]  # cap 12, k 3: 36 = 3 * 12, a tight packing exists
+
+    def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
+        return [list(range(len(tokens) - 2)), [len(tokens) - 2], [len(tokens) - 1]]
+
+    monkeypatch.setattr(partition_module, "lpt_lists", everything_in_one)
+    monkeypatch.setattr(partition_module, "capped_balance_lists", everything_in_one)
+    monkeypatch.setattr(partition_module, "karmarkar_karp_lists", everything_in_one)
+    plan = partition(lengths, 3, 12, time_limit=time_limit)
+    check_plan(plan.bins, lengths, 3, 12)
+    assert plan.method == "cp-sat" and plan.status == "optimal"
+
+
+def test_unknown_or_unsafe_cp_sat_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown CP-SAT parameter 'no_such_knob'"):
+        SolverOptions(cp_sat_parameters={"no_such_knob": 1})
+    with pytest.raises(ValueError, match="repair_hint"):
+        SolverOptions(cp_sat_parameters={"repair_hint": True})
+    with pytest.raises(ValueError, match="workers"):
+        SolverOptions(workers=0)
+    lengths = [7, 7, 7, 3, 5, 5, 2, 2, 9]
+    plan = partition(lengths, 3, 20, engine="cp-sat",
+                     options=SolverOptions(cp_sat_parameters={"linearization_level": 2}))
+    check_plan(plan.bins, lengths, 3, 20)
