@@ -6,7 +6,8 @@ until one tuple is left. It balances well but ignores the cap entirely: that is 
 seqpart exists to fix, and why this module is kept as the baseline.
 
 Subsets are kept as a merge tree (node ids), not as index lists, so a merge costs O(k log k)
-however many sequences the subsets already hold; the tree is flattened once at the end.
+however many sequences the subsets already hold; the tree is flattened once at the end. States
+store only their non-empty subsets, so the many early merges of lone sequences are cheap.
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ def karmarkar_karp_lists(
     n = len(cost)
     order = order_desc(cost)
     equal = max_count is not None and all(c == 1 for c in count) and n == k * max_count
-    # A state is (sums, nodes), sums ascending; node -1 is an empty subset.
+    # A state keeps only its non-empty subsets, sums ascending, the k - m empty ones implied
+    # in front: a lone sequence costs one entry, not k, and two sparse states merge by a sorted
+    # union (each heavy subset pairs with an empty one of the other).
     states: list[tuple[list[int], list[int]]] = []
     if equal:
         for start in range(0, n, k):
             run = order[start : start + k][::-1]
             states.append(([cost[i] for i in run], list(run)))
     else:
-        pad = [0] * (k - 1)
-        neg = [-1] * (k - 1)
-        states = [([*pad, cost[i]], [*neg, i]) for i in order]
+        states = [([cost[i]], [i]) for i in order]
     left: list[int] = []  # internal node id n + j has children left[j], right[j]
     right: list[int] = []
 
@@ -66,7 +67,10 @@ def karmarkar_karp_lists(
         right.append(y)
         return n + len(left) - 1
 
-    heap = [(-(s[-1] - s[0]), idx) for idx, (s, _) in enumerate(states)]
+    def spread(sums: list[int]) -> int:
+        return sums[-1] - (sums[0] if len(sums) == k else 0)
+
+    heap = [(-spread(s), idx) for idx, (s, _) in enumerate(states)]
     heapq.heapify(heap)
     tick = len(states)
     while len(heap) > 1:
@@ -74,24 +78,35 @@ def karmarkar_karp_lists(
         _, ib = heapq.heappop(heap)
         sa, na = states[ia]
         sb, nb = states[ib]
-        if k > 1 and sb[-2] == 0 and not equal:
-            # b holds one subset: the merge adds it to a's lightest subset, one insertion
-            value = sa[0] + sb[-1]
-            node = join(na[0], nb[-1])
-            sums, nodes = sa[1:], na[1:]
+        if len(sa) == 1 and len(sb) > 1:
+            sa, na, sb, nb = sb, nb, sa, na
+        if len(sb) == 1:  # a lone subset: one bisection into a, no re-sort
+            sums, nodes = list(sa), list(na)
+            value, node = sb[0], nb[0]
+            if len(sums) == k:  # a is full: the lone subset joins a's lightest
+                value += sums.pop(0)
+                node = join(nodes.pop(0), node)
             at = bisect.bisect_right(sums, value)
             sums.insert(at, value)
             nodes.insert(at, node)
+        elif len(sa) + len(sb) <= k:
+            paired = sorted(zip(sa + sb, na + nb, strict=True), key=_first)
         else:
-            paired = [(sa[j] + sb[k - 1 - j], join(na[j], nb[k - 1 - j])) for j in range(k)]
+            fa = [0] * (k - len(sa)) + sa  # expand the implied empty subsets
+            ga = [-1] * (k - len(na)) + na
+            fb = [0] * (k - len(sb)) + sb
+            gb = [-1] * (k - len(nb)) + nb
+            paired = [(fa[j] + fb[k - 1 - j], join(ga[j], gb[k - 1 - j])) for j in range(k)]
             paired.sort(key=_first)
+        if len(sb) > 1:
             sums = [p[0] for p in paired]
             nodes = [p[1] for p in paired]
         states.append((sums, nodes))
         states[ia] = states[ib] = ([], [])  # free memory early
-        heapq.heappush(heap, (-(sums[-1] - sums[0]), tick))
+        heapq.heappush(heap, (-spread(sums), tick))
         tick += 1
     _, nodes = states[heap[0][1]]
+    nodes = [-1] * (k - len(nodes)) + nodes
     bins: Bins = []
     for root in reversed(nodes):
         members: list[int] = []

@@ -19,6 +19,8 @@ from .capped_balance import capped_balance_lists
 
 #: Upper limit on (heavy item, partner) pairs scored per step: ~1 ms of numpy at most.
 _MAX_PAIRS = 60_000
+#: How many of the lightest bins hold the first swap partners tried.
+_LIGHT_BINS = 24
 
 
 def improve(
@@ -98,23 +100,19 @@ def improve_lists(
             if score.flat[flat] < best[0]:
                 a, j = divmod(flat, k)
                 best = (int(score.flat[flat]), int(heavy[a]), j, -1)
-        # Swaps of a in h with a lighter b elsewhere: both sides keep cap and count.
-        if len(heavy) > 16:  # big bins: one partner per (type, bin) keeps the matrix small
-            _, keep = np.unique(type_id * k + where, return_index=True)
-            partners = np.sort(keep)
-        else:
-            partners = np.arange(n)
-        width = max(1, _MAX_PAIRS // len(partners))
-        # Heavy types in windows of `width`, starting where the last step left off; the
-        # first window holding an improving swap ends the scan (the step stays cheap).
-        start = (step * width) % len(heavy)
-        for offset in range(0, len(heavy), width):
-            window = np.roll(heavy, -start)[offset : offset + width]
-            swap = _best_swap(window, partners, h, top, cst, tok, cnt_item, where, load, tload,
-                              cnt, cap_v, cnt_v)
-            if swap is not None and swap[0] < best[0]:
+        # Swaps of a in h with a lighter b elsewhere: both sides keep cap and count. Partners
+        # in the lightest bins are tried first (most swaps that help land there, and the
+        # matrix is small); the rest only when those hold none.
+        if best[1] < 0 and k > 2 * _LIGHT_BINS:
+            light = np.argpartition(load, _LIGHT_BINS)[:_LIGHT_BINS]
+            near = np.flatnonzero(np.isin(where, light))
+            swap = _best_swap(heavy, near, h, top, cst, tok, cnt_item, where, load, tload, cnt,
+                              cap_v, cnt_v)
+            if swap is not None:
                 best = swap
-                break
+        if best[1] < 0:
+            best = _scan_swaps(heavy, h, top, step, type_id, k, n, cst, tok, cnt_item, where,
+                               load, tload, cnt, cap_v, cnt_v, best)
         _, a, j, b = best
         if a < 0:
             break
@@ -153,6 +151,43 @@ def local_search(
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
     start = capped_balance_lists(tokens, cost, count, k, cap, max_count)
     return improve_lists(tokens, cost, count, start, cap, max_count)
+
+
+def _scan_swaps(
+    heavy: np.ndarray,
+    h: int,
+    top: int,
+    step: int,
+    type_id: np.ndarray,
+    k: int,
+    n: int,
+    cst: np.ndarray,
+    tok: np.ndarray,
+    cnt_item: np.ndarray,
+    where: np.ndarray,
+    load: np.ndarray,
+    tload: np.ndarray,
+    cnt: np.ndarray,
+    cap_v: int,
+    cnt_v: int,
+    best: tuple[int, int, int, int],
+) -> tuple[int, int, int, int]:
+    """Swaps against every other item, in windows of heavy types so a step stays cheap."""
+    if len(heavy) > 16:  # big bins: one partner per (type, bin) keeps the matrix small
+        _, keep = np.unique(type_id * k + where, return_index=True)
+        partners = np.sort(keep)
+    else:
+        partners = np.arange(n)
+    width = max(1, _MAX_PAIRS // len(partners))
+    # Start where the last step left off; the first window with an improving swap ends it.
+    start = (step * width) % len(heavy)
+    for offset in range(0, len(heavy), width):
+        window = np.roll(heavy, -start)[offset : offset + width]
+        swap = _best_swap(window, partners, h, top, cst, tok, cnt_item, where, load, tload,
+                          cnt, cap_v, cnt_v)
+        if swap is not None and swap[0] < best[0]:
+            return swap
+    return best
 
 
 def _best_swap(

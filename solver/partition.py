@@ -95,11 +95,12 @@ def _heuristic_plan(
     time_limit: float,
     start: list[list[int]] | None = None,
 ) -> _Best:
-    """Constructions, then local search from each valid one, best first, while time remains.
+    """Constructions, then local search from each valid one while time remains.
 
-    Capped LPT always runs (cheapest); Karmarkar-Karp and the capped balancer's packings run
-    when LPT is not proven optimal and their estimated cost fits the budget. That choice depends
-    on the sizes and ``time_limit`` only, never on the clock, so it is the same on every run.
+    Capped LPT always runs (cheapest). Karmarkar-Karp runs when LPT is not proven optimal and
+    its estimated cost fits the budget: a choice made from the sizes and ``time_limit``, never
+    the clock, so it is the same on every run. The capped balancer's packings run when LPT
+    breaks the cap.
     """
     n = len(items)
     candidates = [("lpt", lpt_lists(items.tokens, items.costs, items.counts, k, cap, max_count))]
@@ -110,33 +111,32 @@ def _heuristic_plan(
         return any(_valid(b, k, items, cap, max_count) and _max_load(b, items) <= lb
                    for _, b in candidates)
 
-    # Measured on 2 cores: KK ~6 ms at n=2048, k=6 and ~13 ms at k=95; the packings ~6 ms.
-    kk_seconds = 2.7e-6 * n + 3.7e-8 * n * k
-    packing_seconds = 3.5e-6 * n
-    unlimited = deadline is None
-    if not proven() and (unlimited or kk_seconds < 0.4 * time_limit):
+    # Measured on 2 cores at n=2048: KK 2-9 ms, slowest at small k.
+    kk_seconds = 4.5e-6 * n
+    if not proven() and (deadline is None or kk_seconds < 0.75 * time_limit):
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         candidates.append(("karmarkar_karp", kk))
-    any_valid = any(_valid(b, k, items, cap, max_count) for _, b in candidates)
-    if not proven() and (not any_valid or unlimited or packing_seconds < 0.3 * time_limit):
+    if not _valid(candidates[0][1], k, items, cap, max_count):
+        # The capped balancer begins with this same LPT; only its packings are new here.
         packed = capped_balance_lists(
             items.tokens, items.costs, items.counts, k, cap, max_count, deadline
         )
         candidates.append(("capped_balance", packed))
-    ranked = sorted(
-        ((_max_load(b, items), rank, method, b) for rank, (method, b) in enumerate(candidates)
-         if _valid(b, k, items, cap, max_count)),
-        key=lambda row: row[:2],
-    )
+    valid = [(_max_load(b, items), method, b) for method, b in candidates
+             if _valid(b, k, items, cap, max_count)]
     best = _Best(None, 0, lb, "", [])
-    if not ranked:
+    if not valid:
         best.hint = candidates[-1][1]  # the least-violating packing: a start for CP-SAT
         return best
-    best.max_load, _, best.method, best.bins = ranked[0]
+    best.max_load, best.method, best.bins = min(valid, key=lambda row: row[0])
+    # Local search starts first from the capped balancer's own start (LPT when it is valid,
+    # else the packings): what the local_search heuristic does, so partition never trails it
+    # when the budget allows that much. Then from the other starts, best first.
+    ranked = sorted(valid, key=lambda row: (row[1] not in ("lpt", "capped_balance"), row[0]))
     if best.max_load > lb:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
         lb = best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
-    for _, _, method, bins in ranked:
+    for _, method, bins in ranked:
         if best.max_load <= lb or (deadline is not None and time.perf_counter() > deadline):
             break
         polished = improve_lists(
