@@ -99,16 +99,16 @@ def find_violations(
     alone_ok = {int(i) for i in oversize}
     over = []
     if cap is not None:
-        for b, items in enumerate(bins):
-            valid = [int(i) for i in items if isinstance(i, (int, np.integer)) and 0 <= i < n]
-            total = int(tokens[valid].sum()) if valid else 0
-            if total > cap and not (len(valid) == 1 and valid[0] in alone_ok):
+        for b, total in enumerate(_bin_tokens(bins, tokens, flat)):
+            if total > cap and not (len(bins[b]) == 1 and int(bins[b][0]) in alone_ok):
                 over.append((b, total))
         if over:
             b, total = over[0]
             msgs.append(f"{len(over)} micro-batches exceed cap={cap} (first: #{b} with {total})")
-    where = {int(i): b for b, items in enumerate(bins) for i in items}
-    split = sum(1 for g in groups if len({where.get(int(i), -1) for i in g}) > 1)
+    split = 0
+    if groups:
+        where = {int(i): b for b, items in enumerate(bins) for i in items}
+        split = sum(1 for g in groups if len({where.get(int(i), -1) for i in g}) > 1)
     if split:
         msgs.append(f"{split} groups are split across micro-batches")
     unequal = 0
@@ -128,6 +128,25 @@ def find_violations(
         split_groups=split,
         unequal_bins=unequal,
     )
+
+
+def _bin_tokens(
+    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any]
+) -> list[int]:
+    """Token sum per bin, counting only entries that are valid indices."""
+    n = len(tokens)
+    if all(type(i) is int and 0 <= i < n for i in flat) and int(tokens.sum()) < 2**53:
+        sizes = [len(items) for items in bins]
+        bin_of = np.repeat(np.arange(len(bins)), sizes)
+        sums = np.bincount(bin_of, weights=tokens[np.asarray(flat, dtype=np.int64)],
+                           minlength=len(bins))
+        return [int(x) for x in sums]  # exact: every partial sum is below 2**53
+    out = []
+    for items in bins:
+        valid = [int(i) for i in items if isinstance(i, (int, np.integer))
+                 and not isinstance(i, (bool, np.bool_)) and 0 <= i < n]
+        out.append(int(tokens[valid].sum()) if valid else 0)
+    return out
 
 
 def check_plan(
