@@ -19,6 +19,7 @@ from .capped_balance import capped_balance_lists
 
 #: Upper limit on (heavy item, partner) pairs scored per step: ~1 ms of numpy at most.
 _MAX_PAIRS = 60_000
+_NO = np.iinfo(np.int64).max  # "not allowed" in score matrices
 #: How many of the lightest bins hold the first swap partners tried.
 _LIGHT_BINS = 24
 
@@ -71,11 +72,15 @@ def improve_lists(
     np.add.at(load, where, cst)
     np.add.at(tload, where, tok)
     np.add.at(cnt, where, cnt_item)
-    cap_v = np.iinfo(np.int64).max if cap is None else cap
-    cnt_v = np.iinfo(np.int64).max if max_count is None else max_count
+    cap_v = _NO if cap is None else cap
+    cnt_v = _NO if max_count is None else max_count
     # Items of one type (cost, tokens, count) are interchangeable: score one per type and bin.
-    _, type_id = np.unique(np.stack([cst, tok, cnt_item], axis=1), axis=0, return_inverse=True)
+    if np.array_equal(cst, tok) and bool((cnt_item == 1).all()):  # the usual case: one key
+        _, type_id = np.unique(tok, return_inverse=True)
+    else:
+        _, type_id = np.unique(np.stack([cst, tok, cnt_item], axis=1), axis=0, return_inverse=True)
     type_id = type_id.reshape(-1)
+    is_light = np.zeros(k, dtype=bool)
     for step in range(max_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -95,7 +100,7 @@ def improve_lists(
             )
             ok[:, h] = False
             score = np.maximum(new_j, top - cst[heavy][:, None])
-            score = np.where(ok & (new_j < top), score, np.iinfo(np.int64).max)
+            score = np.where(ok & (new_j < top), score, _NO)
             flat = int(np.argmin(score))
             if score.flat[flat] < best[0]:
                 a, j = divmod(flat, k)
@@ -104,8 +109,9 @@ def improve_lists(
         # in the lightest bins are tried first (most swaps that help land there, and the
         # matrix is small); the rest only when those hold none.
         if best[1] < 0 and k > 2 * _LIGHT_BINS:
-            light = np.argpartition(load, _LIGHT_BINS)[:_LIGHT_BINS]
-            near = np.flatnonzero(np.isin(where, light))
+            is_light[:] = False
+            is_light[np.argpartition(load, _LIGHT_BINS)[:_LIGHT_BINS]] = True
+            near = np.flatnonzero(is_light[where])
             swap = _best_swap(heavy, near, h, top, cst, tok, cnt_item, where, load, tload, cnt,
                               cap_v, cnt_v)
             if swap is not None:
@@ -227,6 +233,6 @@ def _best_swap(
     )
     if not ok.any():
         return None
-    score = np.where(ok, np.maximum(new_j[ra, rc], top - delta[ra, rc]), np.iinfo(np.int64).max)
+    score = np.where(ok, np.maximum(new_j[ra, rc], top - delta[ra, rc]), _NO)
     pick = int(np.argmin(score))
     return int(score[pick]), int(a_i[pick]), int(jb[pick]), int(rb[pick])

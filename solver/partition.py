@@ -134,10 +134,11 @@ def _heuristic_plan(
         best.hint = candidates[-1][1]  # the least-violating packing: a start for CP-SAT
         return best
     best.max_load, best.method, best.bins = min(valid, key=lambda row: row[0])
-    # Local search starts first from the capped balancer's own start (LPT when it is valid,
-    # else the packings): what the local_search heuristic does, so partition never trails it
-    # when the budget allows that much. Then from the other starts, best first.
-    ranked = sorted(valid, key=lambda row: (row[1] not in ("lpt", "capped_balance"), row[0]))
+    # Local search from the best start first (a good start converges in few steps), then
+    # from the others while time remains; the capped balancer's own start (LPT, or the
+    # packings) is always among them, so partition matches the local_search heuristic
+    # whenever the budget holds both.
+    ranked = sorted(valid, key=lambda row: row[0])
     if best.max_load > lb:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
         lb = best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
