@@ -202,14 +202,13 @@ def repair_lists(
         _, a, j, b = best
         if a < 0:
             break
-        for item, src, dst in ((a, o, j), (b, j, o)):
+        for item, src, dst in ((a, o, j), (b, j, o)):  # the move, and the swap's return
             if item < 0:
                 continue
             members[src].remove(item)
             members[dst].append(item)
             where[item] = dst
-            tload[src] -= tok[item]
-            tload[dst] += tok[item]
-            cnt[src] -= cnt_item[item]
-            cnt[dst] += cnt_item[item]
+            for per_bin, per_item in ((tload, tok), (cnt, cnt_item)):
+                per_bin[src] -= per_item[item]
+                per_bin[dst] += per_item[item]
     return members

@@ -122,25 +122,15 @@ def improve_lists(
         _, a, j, b = best
         if a < 0:
             break
-        members[h].remove(a)
-        members[j].append(a)
-        where[a] = j
-        load[h] -= cst[a]
-        load[j] += cst[a]
-        tload[h] -= tok[a]
-        tload[j] += tok[a]
-        cnt[h] -= cnt_item[a]
-        cnt[j] += cnt_item[a]
-        if b >= 0:
-            members[j].remove(b)
-            members[h].append(b)
-            where[b] = h
-            load[j] -= cst[b]
-            load[h] += cst[b]
-            tload[j] -= tok[b]
-            tload[h] += tok[b]
-            cnt[j] -= cnt_item[b]
-            cnt[h] += cnt_item[b]
+        for item, src, dst in ((a, h, j), (b, j, h)):  # the move, and the swap's return
+            if item < 0:
+                continue
+            members[src].remove(item)
+            members[dst].append(item)
+            where[item] = dst
+            for per_bin, per_item in ((load, cst), (tload, tok), (cnt, cnt_item)):
+                per_bin[src] -= per_item[item]
+                per_bin[dst] += per_item[item]
     return [sorted(m) for m in members]
 
 
