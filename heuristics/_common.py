@@ -41,3 +41,25 @@ def order_desc(values: Sequence[int]) -> list[int]:
     """Indices by value, largest first, ties by index: deterministic everywhere."""
     arr = np.asarray(values, dtype=np.int64)
     return np.lexsort((np.arange(len(arr)), -arr)).tolist()
+
+
+def apply_move_or_swap(
+    members: Bins,
+    where: np.ndarray,
+    totals: Sequence[tuple[np.ndarray, np.ndarray]],
+    a: int,
+    src: int,
+    dst: int,
+    b: int = -1,
+) -> None:
+    """Move item ``a`` from bin ``src`` to ``dst`` and, for a swap, item ``b`` back, keeping
+    ``where`` and each (per-bin total, per-item value) pair in ``totals`` in step."""
+    for item, s, d in ((a, src, dst), (b, dst, src)):
+        if item < 0:
+            continue
+        members[s].remove(item)
+        members[d].append(item)
+        where[item] = d
+        for per_bin, per_item in totals:
+            per_bin[s] -= per_item[item]
+            per_bin[d] += per_item[item]

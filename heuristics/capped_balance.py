@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, order_desc, prepare
+from ._common import Bins, apply_move_or_swap, order_desc, prepare
 from .first_fit import first_fit_lists
 from .lpt import lpt_lists
 
@@ -202,13 +202,5 @@ def repair_lists(
         _, a, j, b = best
         if a < 0:
             break
-        for item, src, dst in ((a, o, j), (b, j, o)):  # the move, and the swap's return
-            if item < 0:
-                continue
-            members[src].remove(item)
-            members[dst].append(item)
-            where[item] = dst
-            for per_bin, per_item in ((tload, tok), (cnt, cnt_item)):
-                per_bin[src] -= per_item[item]
-                per_bin[dst] += per_item[item]
+        apply_move_or_swap(members, where, ((tload, tok), (cnt, cnt_item)), a, o, j, b)
     return members

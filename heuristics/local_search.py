@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, prepare
+from ._common import Bins, apply_move_or_swap, prepare
 from .capped_balance import capped_balance_lists
 
 #: Upper limit on (heavy item, partner) pairs scored per step: ~1 ms of numpy at most.
@@ -81,6 +81,7 @@ def improve_lists(
         _, type_id = np.unique(np.stack([cst, tok, cnt_item], axis=1), axis=0, return_inverse=True)
     type_id = type_id.reshape(-1)
     is_light = np.zeros(k, dtype=bool)
+    totals = ((load, cst), (tload, tok), (cnt, cnt_item))
     for step in range(max_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -122,15 +123,7 @@ def improve_lists(
         _, a, j, b = best
         if a < 0:
             break
-        for item, src, dst in ((a, h, j), (b, j, h)):  # the move, and the swap's return
-            if item < 0:
-                continue
-            members[src].remove(item)
-            members[dst].append(item)
-            where[item] = dst
-            for per_bin, per_item in ((load, cst), (tload, tok), (cnt, cnt_item)):
-                per_bin[src] -= per_item[item]
-                per_bin[dst] += per_item[item]
+        apply_move_or_swap(members, where, totals, a, h, j, b)
     return [sorted(m) for m in members]
 
 
