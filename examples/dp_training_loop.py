@@ -10,7 +10,8 @@ an empty micro-batch), and run a fake forward pass. Then the same step is planne
 
 from __future__ import annotations
 
-import socket
+import os
+import tempfile
 
 import numpy as np
 import torch
@@ -59,8 +60,8 @@ def train_step(rank: int) -> None:
                   f"largest {max(p.tokens)}", flush=True)
 
 
-def worker(rank: int, port: int) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+def worker(rank: int, rendezvous: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank,
                             world_size=WORLD)
     try:
         train_step(rank)
@@ -68,11 +69,7 @@ def worker(rank: int, port: int) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 if __name__ == "__main__":
-    mp.spawn(worker, args=(free_port(),), nprocs=WORLD, join=True)
+    # A file rendezvous: no port to pick, so no race with another process taking it.
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(worker, args=(os.path.join(tmp, "rendezvous"),), nprocs=WORLD, join=True)
