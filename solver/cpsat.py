@@ -79,9 +79,10 @@ def _types(items: Items) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
     return keys, [by_type[key] for key in keys]
 
 
-def model_size(items: Items, k: int) -> int:
+def model_size(items: Items, k: int, members: list[list[int]] | None = None) -> int:
     """Number of y variables the model would create (after symmetry fixing)."""
-    _, members = _types(items)
+    if members is None:
+        _, members = _types(items)
     pos = 0
     size = 0
     for m in members:
@@ -102,7 +103,8 @@ def solve_items(
     force: bool = False,
 ) -> _Best:
     """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
-    size = model_size(items, k)
+    types = _types(items)
+    size = model_size(items, k, types[1])
     if size > options.max_model_vars and not force:
         best.notes.append(f"cp-sat skipped: {size} variables > max_model_vars")
         return best
@@ -120,7 +122,8 @@ def solve_items(
     reserve = size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR) + SOLVE_STARTUP_SECONDS
     try:
         build_by = None if deadline is None else deadline - reserve - FINISH_MARGIN_SECONDS
-        model, y, z, keys, members = _build(items, k, cap, max_count, best, build_by)
+        model, y, z = _build(items, types, k, cap, max_count, best, build_by)
+        keys, members = types
     except _OutOfTime as stop:
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
@@ -199,17 +202,17 @@ class _OutOfTime(Exception):
 
 def _build(
     items: Items,
+    types: tuple[list[tuple[int, int, int]], list[list[int]]],
     k: int,
     cap: int | None,
     max_count: int | None,
     best: _Best,
     deadline: float | None,
-) -> tuple[cp_model.CpModel, list[list[cp_model.IntVar | None]], cp_model.IntVar,
-           list[tuple[int, int, int]], list[list[int]]]:
+) -> tuple[cp_model.CpModel, list[list[cp_model.IntVar | None]], cp_model.IntVar]:
     """The model of the module docstring. Checks the clock once per row and per micro-batch,
     so a build the size estimate got wrong (a loaded machine) stops near the deadline."""
 
-    keys, members = _types(items)
+    keys, members = types
     model = cp_model.CpModel()
 
     def check(done: str) -> None:
@@ -267,7 +270,7 @@ def _build(
         z_hint = min(max(_load_of(best.hint, items), best.lower_bound), sum(items.costs))
         _add_hint(model, y, keys, best.hint, items, z, z_hint)
     check("hint")
-    return model, y, z, keys, members
+    return model, y, z
 
 
 def _add_hint(

@@ -111,24 +111,27 @@ def _heuristic_plan(
     candidates = [("lpt", [sorted(b) for b in lpt])]
     if start is not None:
         candidates.append(("first_fit_decreasing", start))
+    # (load, method, bins) of each valid candidate, scored once as it is added.
+    valid = [(_max_load(b, items), m, b) for m, b in candidates
+             if _valid(b, k, items, cap, max_count)]
+
+    def add(method: str, bins: list[list[int]]) -> None:
+        candidates.append((method, bins))
+        if _valid(bins, k, items, cap, max_count):
+            valid.append((_max_load(bins, items), method, bins))
 
     def proven() -> bool:
-        return any(_valid(b, k, items, cap, max_count) and _max_load(b, items) <= lb
-                   for _, b in candidates)
+        return any(load <= lb for load, _, _ in valid)
 
     # Measured on 2 cores at n=2048: KK 2-9 ms, slowest at small k.
     kk_seconds = 4.5e-6 * n
     if not proven() and (deadline is None or kk_seconds < 0.75 * time_limit):
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        candidates.append(("karmarkar_karp", kk))
-    if not _valid(candidates[0][1], k, items, cap, max_count):
+        add("karmarkar_karp", karmarkar_karp_lists(items.costs, items.counts, k, max_count))
+    if not any(method == "lpt" for _, method, _ in valid):
         # The capped balancer begins with this same LPT; only its packings are new here.
-        packed = capped_balance_lists(
+        add("capped_balance", capped_balance_lists(
             items.tokens, items.costs, items.counts, k, cap, max_count, deadline
-        )
-        candidates.append(("capped_balance", packed))
-    valid = [(_max_load(b, items), method, b) for method, b in candidates
-             if _valid(b, k, items, cap, max_count)]
+        ))
     best = _Best(None, 0, lb, "", [])
     if not valid:
         best.hint = candidates[-1][1]  # the least-violating packing: a start for CP-SAT
