@@ -70,7 +70,8 @@ def find_violations(
     if wrong_k:
         msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
     flat = [i for items in bins for i in items]
-    if all(type(i) is int for i in flat):  # the common case, checked without a Python loop
+    plain_ints = all(type(i) is int for i in flat)
+    if plain_ints:  # the common case, checked without a Python loop
         idx = np.asarray(flat, dtype=np.int64)
         in_range = (idx >= 0) & (idx < n)
         out_of_range = int((~in_range).sum())
@@ -99,7 +100,8 @@ def find_violations(
     alone_ok = {int(i) for i in oversize}
     over = []
     if cap is not None:
-        for b, total in enumerate(_bin_tokens(bins, tokens, flat)):
+        clean = plain_ints and not out_of_range
+        for b, total in enumerate(_bin_tokens(bins, tokens, flat, clean)):
             if total > cap and not (len(bins[b]) == 1 and int(bins[b][0]) in alone_ok):
                 over.append((b, total))
         if over:
@@ -131,11 +133,11 @@ def find_violations(
 
 
 def _bin_tokens(
-    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any]
+    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], clean: bool
 ) -> list[int]:
-    """Token sum per bin, counting only entries that are valid indices."""
+    """Token sum per bin, counting only entries that are valid indices (``clean``: all are)."""
     n = len(tokens)
-    if all(type(i) is int and 0 <= i < n for i in flat) and int(tokens.sum()) < 2**53:
+    if clean and int(tokens.sum()) < 2**53:
         sizes = [len(items) for items in bins]
         bin_of = np.repeat(np.arange(len(bins)), sizes)
         sums = np.bincount(bin_of, weights=tokens[np.asarray(flat, dtype=np.int64)],
