@@ -42,6 +42,11 @@ def as_lengths(values: Any, name: str = "lengths") -> np.ndarray:
         arr = items.astype(np.int64, copy=False)
         if values.dtype.kind == "u" and values.max() > _INT64_MAX:
             raise ValueError(f"{name} holds a value above 2**63-1: token counts must fit in int64")
+    elif set(map(type, items)) <= {int}:  # the common case: plain ints, checked in bulk
+        try:
+            arr = np.asarray(items, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{name} holds a value above 2**63-1: token counts must fit in int64") from None
     else:
         for i, x in enumerate(items):
             if isinstance(x, (bool, np.bool_)):

@@ -1,27 +1,132 @@
-"""Local search: moves and swaps out of the heaviest micro-batch, cap respected.
+"""Local search: moves and swaps out of the heaviest micro-batches, cap respected.
 
-Each accepted step lowers the heaviest load, or keeps it and lowers the number of micro-batches
-at that load, so the search always terminates. Moves never empty a micro-batch and never break
-the cap or the per-bin sample count. Candidate swaps are scored with numpy in one shot per step,
-which keeps a step around 0.1 ms at n=2048.
+Every accepted change replaces the loads of two bins by two loads both below the heavier bin's
+old load, so the loads sorted in descending order fall lexicographically and the search always
+terminates. Moves never empty a micro-batch and never break the cap or the per-bin sample
+count. A bin that starts over the cap may only lose tokens, so a start that breaks the cap
+(LPT, Karmarkar-Karp) is repaired by the search instead of discarded.
+
+Why a step is cheap: a swap of heavy item a with item b of bin j is best when cost(a) - cost(b)
+is near half the gap between the two loads. With all items in one array sorted by (bin, cost),
+one binary search per (a, j) finds the two partners either side of that ideal; a move is a swap
+with a zero-cost "nothing" item kept in every bin. That is 2*|h|*k candidates instead of |h|*n
+pairs. When loads are tokens and swaps cannot change a bin's sample count, the best candidate is
+the best move or swap there is (the score is unimodal in the cost difference and the cap only
+bounds the difference from above); otherwise a full scan backs the search up before it stops.
+
+Why steps are batched: when k is large, most of a step's cost is numpy call overhead, and fixing
+one heavy bin at a time takes about one step per bin above the final load. So each step pairs
+the heaviest bins with the lightest ones at once and applies every disjoint improvement found.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ._common import Bins, apply_move_or_swap, prepare
 from .capped_balance import capped_balance_lists
+from .lpt import lpt_lists
 
-#: Upper limit on (heavy item, partner) pairs scored per step: ~1 ms of numpy at most.
+#: Upper limit on (heavy item, partner) pairs scored at once in a full scan: ~1 ms of numpy.
 _MAX_PAIRS = 60_000
 _NO = np.iinfo(np.int64).max  # "not allowed" in score matrices
-#: How many of the lightest bins hold the first swap partners tried.
-_LIGHT_BINS = 24
+#: Partners are first looked for in this many of the lightest bins; the rest are searched only
+#: when those offer no improvement.
+_LIGHT_BINS = 16
+#: Heavy bins improved together in one batched step (batching needs k >= 3 * this).
+_BATCH = 16
+
+Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)
+
+
+@dataclass
+class _State:
+    """Per-item values and per-bin totals, kept in step as items move.
+
+    Items n..n+k-1 are the zero-cost "nothing" items, one per bin, that make a move a swap.
+    """
+
+    n: int  # real items
+    cst: np.ndarray  # per item: cost (the load being balanced)
+    tok: np.ndarray  # per item: tokens (what the cap limits)
+    cnt_item: np.ndarray  # per item: samples it stands for
+    where: np.ndarray  # per item: its bin
+    size: np.ndarray  # per bin: items
+    load: np.ndarray  # per bin: cost
+    tload: np.ndarray  # per bin: tokens
+    cnt: np.ndarray  # per bin: samples
+    cap_v: int  # the cap, or "no limit"
+    cnt_v: int  # the per-bin sample count, or "no limit"
+    span: int  # > every cost: keys are (bin * span + cost) * len(cst) + item
+    by_tokens: bool  # cost == tokens for every item
+    keys: np.ndarray | None = None  # sorted keys, rebuilt lazily after a change
+
+    def sorted_keys(self) -> np.ndarray:
+        if self.keys is None:
+            m = len(self.cst)
+            self.keys = np.sort((self.where * self.span + self.cst) * m + np.arange(m))
+        return self.keys
+
+    def candidates(
+        self, heavy: np.ndarray, bins: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For every heavy item a and bin j in ``bins`` (none of them a's own), the two items
+        of j nearest the ideal partner cost. Returns (a, a's bin, b, j, score) of the
+        improving, allowed ones."""
+        m = len(self.cst)
+        keys = self.sorted_keys()
+        h_of = self.where[heavy]
+        top = self.load[h_of]  # (H,)
+        c_heavy = self.cst[heavy]
+        load_j = self.load[bins][:, None]  # (J, 1)
+        want = (top - load_j) // 2  # (J, H): the cost difference that evens the two out
+        if self.by_tokens:  # and no more than j's room under the cap
+            want = np.minimum(want, np.maximum(self.cap_v - self.tload[bins], 0)[:, None])
+        # Clipped at 0 so the search stays inside bin j's block of keys.
+        ideal = (bins * self.span)[:, None] + np.maximum(c_heavy - want, 0)
+        pos = np.searchsorted(keys, ideal * m)
+        pos = np.stack((pos - 1, pos))  # (2, J, H): the partners either side of the ideal
+        np.clip(pos, 0, m - 1, out=pos)
+        b = keys[pos] % m
+        delta = c_heavy - self.cst[b]
+        new_j = load_j + delta
+        ok = (self.where[b] == bins[:, None]) & (delta > 0) & (new_j < top)
+        _, r, c = np.nonzero(ok)
+        b, delta, new_j = b[ok], delta[ok], new_j[ok]
+        a, h, j, top = heavy[c], h_of[c], bins[r], top[c]
+        ok = self.allowed(a, h, b, j)
+        score = np.maximum(new_j, top - delta)
+        return a[ok], h[ok], b[ok], j[ok], score[ok]
+
+    def allowed(self, a: np.ndarray, h: np.ndarray, b: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Cap, sample-count and non-empty tests for swapping a (in h) with b (in j)."""
+        dt = self.tok[a] - self.tok[b]
+        # A bin may end over the cap only if it was over it before and loses tokens.
+        ok = (self.tload[j] + dt <= np.maximum(self.cap_v, self.tload[j])) & (
+            self.tload[h] - dt <= np.maximum(self.cap_v, self.tload[h])
+        )
+        if self.cnt_v != _NO:
+            dc = self.cnt_item[a] - self.cnt_item[b]
+            ok &= (self.cnt[j] + dc <= self.cnt_v) & (self.cnt[h] - dc <= self.cnt_v)
+        return ok & ((b < self.n) | (self.size[h] > 1))  # a move must leave h an item
+
+    def best_pair(self, a: np.ndarray, b: np.ndarray, h: int, top: int) -> Step | None:
+        """Best improving, allowed swap among paired candidates a[i] (in h) and b[i]."""
+        j = self.where[b]
+        delta = self.cst[a] - self.cst[b]
+        new_j = self.load[j] + delta
+        hh = np.full(len(a), h)
+        ok = (delta > 0) & (new_j < top) & (j != h) & self.allowed(a, hh, b, j)
+        if not ok.any():
+            return None
+        score = np.where(ok, np.maximum(new_j, top - delta), _NO)
+        pick = int(np.argmin(score))
+        return int(score[pick]), int(a[pick]), int(j[pick]), int(b[pick])
 
 
 def improve(
@@ -39,7 +144,8 @@ def improve(
     """Return an improved copy of ``bins``.
 
     ``deadline`` is a ``time.perf_counter()`` value; ``target`` a load at which to stop early (a
-    lower bound: nothing beats it).
+    lower bound: nothing beats it). ``bins`` may break the cap: the search then works the
+    over-cap bins down, and the caller checks whether it got them under.
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
     return improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
@@ -59,71 +165,47 @@ def improve_lists(
     """Local search on validated lists; see :func:`improve`."""
     k = len(bins)
     n = len(tokens)
-    tok = np.asarray(tokens, dtype=np.int64)
-    cst = np.asarray(cost, dtype=np.int64)
-    cnt_item = np.asarray(count, dtype=np.int64)
-    where = np.empty(n, dtype=np.int64)
     members = [list(b) for b in bins]
-    for b, items in enumerate(members):
-        where[items] = b
-    load = np.zeros(k, dtype=np.int64)
-    tload = np.zeros(k, dtype=np.int64)
-    cnt = np.zeros(k, dtype=np.int64)
-    np.add.at(load, where, cst)
-    np.add.at(tload, where, tok)
-    np.add.at(cnt, where, cnt_item)
-    cap_v = _NO if cap is None else cap
-    cnt_v = _NO if max_count is None else max_count
-    # Items of one type (cost, tokens, count) are interchangeable: score one per type and bin.
-    if np.array_equal(cst, tok) and bool((cnt_item == 1).all()):  # the usual case: one key
-        _, type_id = np.unique(tok, return_inverse=True)
+    if n == 0 or k < 2:
+        return [sorted(m) for m in members]
+    s = _make_state(tokens, cost, count, members, cap, max_count)
+    unit_counts = bool((s.cnt_item[:n] == s.cnt_item[0]).all())
+    # The nearest-partner search finds the best step outright when loads are tokens and a
+    # swap cannot change a bin's sample count; otherwise a full scan runs before giving up.
+    exact = s.by_tokens and (unit_counts or max_count is None)
+    # Items of one type (cost, tokens, count) are interchangeable: one per type is enough.
+    if s.by_tokens and bool((s.cnt_item[:n] == 1).all()):  # the usual case: one key
+        _, type_id = np.unique(s.tok[:n], return_inverse=True)
     else:
-        _, type_id = np.unique(np.stack([cst, tok, cnt_item], axis=1), axis=0, return_inverse=True)
+        _, type_id = np.unique(
+            np.stack([s.cst[:n], s.tok[:n], s.cnt_item[:n]], axis=1), axis=0, return_inverse=True
+        )
     type_id = type_id.reshape(-1)
-    is_light = np.zeros(k, dtype=bool)
-    totals = ((load, cst), (tload, tok), (cnt, cnt_item))
+    batched = k >= 3 * _BATCH
     for step in range(max_steps):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        h = int(np.argmax(load))
-        top = int(load[h])
+        h = int(np.argmax(s.load))
+        top = int(s.load[h])
         if target is not None and top <= target:
             break
+        if batched:
+            if _batched_step(s, members):
+                continue
+            h = int(np.argmax(s.load))  # it may have improved another bin tied at the top
+            top = int(s.load[h])
         heavy_all = np.asarray(members[h], dtype=np.int64)
-        _, first = np.unique(type_id[heavy_all], return_index=True)
-        heavy = heavy_all[np.sort(first)]
-        best = (top, -1, -1, -1)  # (new pair max, item a, target bin, item b or -1)
-        # Moves of a from h to bin j: needs h to keep an item, j room for tokens and count.
-        if len(heavy_all) > 1:
-            new_j = load[None, :] + cst[heavy][:, None]  # (|h|, k)
-            ok = (tload[None, :] + tok[heavy][:, None] <= cap_v) & (
-                cnt[None, :] + cnt_item[heavy][:, None] <= cnt_v
-            )
-            ok[:, h] = False
-            score = np.maximum(new_j, top - cst[heavy][:, None])
-            score = np.where(ok & (new_j < top), score, _NO)
-            flat = int(np.argmin(score))
-            if score.flat[flat] < best[0]:
-                a, j = divmod(flat, k)
-                best = (int(score.flat[flat]), int(heavy[a]), j, -1)
-        # Swaps of a in h with a lighter b elsewhere: both sides keep cap and count. Partners
-        # in the lightest bins are tried first (most swaps that help land there, and the
-        # matrix is small); the rest only when those hold none.
-        if best[1] < 0 and k > 2 * _LIGHT_BINS:
-            is_light[:] = False
-            is_light[np.argpartition(load, _LIGHT_BINS)[:_LIGHT_BINS]] = True
-            near = np.flatnonzero(is_light[where])
-            swap = _best_swap(heavy, near, h, top, cst, tok, cnt_item, where, load, tload, cnt,
-                              cap_v, cnt_v)
-            if swap is not None:
-                best = swap
-        if best[1] < 0:
-            best = _scan_swaps(heavy, h, top, step, type_id, k, n, cst, tok, cnt_item, where,
-                               load, tload, cnt, cap_v, cnt_v, best)
-        _, a, j, b = best
-        if a < 0:
+        if len(heavy_all) > 16:
+            _, first = np.unique(type_id[heavy_all], return_index=True)
+            heavy = heavy_all[np.sort(first)]
+        else:
+            heavy = heavy_all
+        best = _nearest_step(s, heavy, h, top)
+        if best is None and not (exact and len(heavy_all) > 1):
+            best = _scan_step(s, heavy, h, top, step, type_id)
+        if best is None:
             break
-        apply_move_or_swap(members, where, totals, a, h, j, b)
+        _apply(s, members, best[1], h, best[2], best[3])
     return [sorted(m) for m in members]
 
 
@@ -136,86 +218,150 @@ def local_search(
     counts: Sequence[int] | None = None,
     max_count: int | None = None,
 ) -> Bins:
-    """The capped balancer's plan, improved by moves and swaps (same signature as the others)."""
+    """LPT improved by moves and swaps; the capped balancer's plan when that breaks the cap.
+
+    When loads are tokens, an LPT that breaks the cap is searched from too: the search usually
+    gets it under the cap, and from a balanced start it ends lower than from the balancer's
+    tight packings (measured on the bundled data). Same signature as the other heuristics.
+    """
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
+    start = [sorted(b) for b in lpt_lists(tokens, cost, count, k, cap, max_count)]
+    fits = _fits(start, tokens, count, cap, max_count)
+    if fits or (cost == tokens and all(start)):
+        out = improve_lists(tokens, cost, count, start, cap, max_count)
+        if fits or _fits(out, tokens, count, cap, max_count):
+            return out
     start = capped_balance_lists(tokens, cost, count, k, cap, max_count)
     return improve_lists(tokens, cost, count, start, cap, max_count)
 
 
-def _scan_swaps(
-    heavy: np.ndarray,
-    h: int,
-    top: int,
-    step: int,
-    type_id: np.ndarray,
-    k: int,
-    n: int,
-    cst: np.ndarray,
-    tok: np.ndarray,
-    cnt_item: np.ndarray,
-    where: np.ndarray,
-    load: np.ndarray,
-    tload: np.ndarray,
-    cnt: np.ndarray,
-    cap_v: int,
-    cnt_v: int,
-    best: tuple[int, int, int, int],
-) -> tuple[int, int, int, int]:
-    """Swaps against every other item, in windows of heavy types so a step stays cheap."""
+def _fits(
+    bins: Bins, tokens: list[int], count: list[int], cap: int | None, max_count: int | None
+) -> bool:
+    """No empty bin, none over the cap or the sample count."""
+    return all(
+        b
+        and (cap is None or sum(tokens[i] for i in b) <= cap)
+        and (max_count is None or sum(count[i] for i in b) <= max_count)
+        for b in bins
+    )
+
+
+def _make_state(
+    tokens: list[int],
+    cost: list[int],
+    count: list[int],
+    members: Bins,
+    cap: int | None,
+    max_count: int | None,
+) -> _State:
+    n, k = len(tokens), len(members)
+    zeros = [0] * k
+    cst = np.asarray(cost + zeros, dtype=np.int64)
+    tok = np.asarray(tokens + zeros, dtype=np.int64)
+    cnt_item = np.asarray(count + zeros, dtype=np.int64)
+    where = np.empty(n + k, dtype=np.int64)
+    for b, items in enumerate(members):
+        where[items] = b
+    where[n:] = np.arange(k)
+    size = np.asarray([len(m) for m in members], dtype=np.int64)
+    load = np.bincount(where, weights=cst, minlength=k).astype(np.int64)
+    tload = np.bincount(where, weights=tok, minlength=k).astype(np.int64)
+    cnt = np.bincount(where, weights=cnt_item, minlength=k).astype(np.int64)
+    span = int(cst.max()) + 1
+    if (k + 1) * span * (n + k) >= 2**62:  # keys would overflow int64
+        raise ValueError(
+            f"costs up to {span - 1} with n={n}, k={k} are too large for local search: "
+            "scale the costs down"
+        )
+    return _State(
+        n, cst, tok, cnt_item, where, size, load, tload, cnt,
+        _NO if cap is None else cap, _NO if max_count is None else max_count, span,
+        bool(np.array_equal(cst, tok)),
+    )
+
+
+def _apply(s: _State, members: Bins, a: int, h: int, j: int, b: int) -> None:
+    """Swap a (in h) with b (in j); b may be j's "nothing" item, which makes it a move."""
+    b = b if b < s.n else -1
+    apply_move_or_swap(members, s.where, ((s.load, s.cst), (s.tload, s.tok), (s.cnt, s.cnt_item)),
+                       a, h, j, b)
+    if b < 0:
+        s.size[h] -= 1
+        s.size[j] += 1
+    s.keys = None
+
+
+def _batched_step(s: _State, members: Bins) -> bool:
+    """Improve the heaviest bins against the lightest ones at once; False when the heaviest
+    bin gained nothing (the caller then searches every bin for it)."""
+    k = len(s.load)
+    by_load = np.argsort(s.load, kind="stable")
+    heavy_bins = by_load[: -_BATCH - 1 : -1]  # heaviest first
+    light_bins = by_load[:_LIGHT_BINS]
+    rank = np.empty(k, dtype=np.int64)
+    rank[by_load] = np.arange(k)[::-1]  # 0 for the heaviest bin
+    heavy = np.flatnonzero(rank[s.where[: s.n]] < _BATCH)
+    a, h, b, j, score = s.candidates(heavy, light_bins)
+    if not len(a):
+        return False
+    # Heavier bins choose first, each its best change; a light bin takes one change. Only
+    # the best candidate per (heavy bin, light bin) can be chosen, so the loop sees few.
+    order = np.lexsort((score, rank[h] * k + j))
+    pair = (rank[h] * k + j)[order]
+    order = order[np.flatnonzero(np.diff(pair, prepend=-1))]
+    order = order[np.argsort(rank[h[order]], kind="stable")]
+    picked_heavy: set[int] = set()
+    used_light: set[int] = set()
+    for hi, ji, ai, bi in zip(h[order].tolist(), j[order].tolist(), a[order].tolist(),
+                              b[order].tolist(), strict=True):
+        if hi in picked_heavy or ji in used_light:
+            continue
+        picked_heavy.add(hi)
+        used_light.add(ji)
+        _apply(s, members, ai, hi, ji, bi)
+    return int(heavy_bins[0]) in picked_heavy
+
+
+def _nearest_step(s: _State, heavy: np.ndarray, h: int, top: int) -> Step | None:
+    """Best change for bin h by the nearest-partner search: the lightest bins first, then the
+    rest only when those offer none, so "no change" is said only after trying every bin."""
+    by_load = np.argsort(s.load, kind="stable")
+    by_load = by_load[by_load != h]
+    groups = [by_load[:_LIGHT_BINS], by_load[_LIGHT_BINS:]] if len(by_load) > _LIGHT_BINS else [by_load]
+    for bins in groups:
+        a, _, b, j, score = s.candidates(heavy, bins)
+        if len(a):
+            pick = int(np.argmin(score))
+            return int(score[pick]), int(a[pick]), int(j[pick]), int(b[pick])
+    return None
+
+
+def _scan_step(
+    s: _State, heavy: np.ndarray, h: int, top: int, step: int, type_id: np.ndarray
+) -> Step | None:
+    """Moves and swaps against every other item, in windows of heavy types so a step stays
+    cheap: the fallback when the nearest-partner search is not exact."""
+    k, n = len(s.load), s.n
     if len(heavy) > 16:  # big bins: one partner per (type, bin) keeps the matrix small
-        _, keep = np.unique(type_id * k + where, return_index=True)
+        _, keep = np.unique(type_id * k + s.where[:n], return_index=True)
         partners = np.sort(keep)
     else:
         partners = np.arange(n)
+    partners = partners[s.where[partners] != h]
+    partners = np.concatenate((partners, np.arange(n, n + k)))  # the "nothing" items: moves
     width = max(1, _MAX_PAIRS // len(partners))
-    # Start where the last step left off; the first window with an improving swap ends it.
+    # Start where the last step left off; the first window with an improving change ends it.
     start = (step * width) % len(heavy)
+    rolled = np.roll(heavy, -start)
     for offset in range(0, len(heavy), width):
-        window = np.roll(heavy, -start)[offset : offset + width]
-        swap = _best_swap(window, partners, h, top, cst, tok, cnt_item, where, load, tload,
-                          cnt, cap_v, cnt_v)
-        if swap is not None and swap[0] < best[0]:
-            return swap
-    return best
-
-
-def _best_swap(
-    heavy: np.ndarray,
-    partners: np.ndarray,
-    h: int,
-    top: int,
-    cst: np.ndarray,
-    tok: np.ndarray,
-    cnt_item: np.ndarray,
-    where: np.ndarray,
-    load: np.ndarray,
-    tload: np.ndarray,
-    cnt: np.ndarray,
-    cap_v: int,
-    cnt_v: int,
-) -> tuple[int, int, int, int] | None:
-    """Best swap of a heavy item with a lighter partner elsewhere: (new pair max, a, bin, b).
-
-    The cheap test (the swap must lower the max) runs on the whole matrix, the cap and count
-    tests only on its survivors.
-    """
-    delta = cst[heavy][:, None] - cst[partners][None, :]
-    new_j = load[where[partners]][None, :] + delta
-    ra, rc = np.nonzero((delta > 0) & (new_j < top) & (where[partners][None, :] != h))
-    if not ra.size:
-        return None
-    rb = partners[rc]
-    a_i, jb = heavy[ra], where[rb]
-    dt = tok[a_i] - tok[rb]
-    dc = cnt_item[a_i] - cnt_item[rb]
-    ok = (
-        (tload[jb] + dt <= cap_v)
-        & (tload[h] - dt <= cap_v)
-        & (cnt[jb] + dc <= cnt_v)
-        & (cnt[h] - dc <= cnt_v)
-    )
-    if not ok.any():
-        return None
-    score = np.where(ok, np.maximum(new_j[ra, rc], top - delta[ra, rc]), _NO)
-    pick = int(np.argmin(score))
-    return int(score[pick]), int(a_i[pick]), int(jb[pick]), int(rb[pick])
+        window = rolled[offset : offset + width]
+        # The cheap test (the change must lower the max) runs on the whole matrix, the cap and
+        # count tests only on its survivors.
+        delta = s.cst[window][:, None] - s.cst[partners][None, :]
+        ra, rc = np.nonzero((delta > 0) & (s.load[s.where[partners]][None, :] + delta < top))
+        if ra.size:
+            found = s.best_pair(window[ra], partners[rc], h, top)
+            if found is not None:
+                return found
+    return None

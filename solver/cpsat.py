@@ -103,6 +103,11 @@ def solve_items(
     force: bool = False,
 ) -> _Best:
     """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
+    if deadline is not None and not force and (
+        deadline - time.perf_counter() < FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS
+    ):
+        best.notes.append("cp-sat skipped: no time left after the heuristics")
+        return best
     types = _types(items)
     size = model_size(items, k, types[1])
     if size > options.max_model_vars and not force:

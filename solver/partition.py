@@ -87,6 +87,17 @@ def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
     return max(sum(items.costs[i] for i in b) for b in bins)
 
 
+def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
+    """Total load above the lower bound: the work local search has left to do."""
+    return sum(max(0, sum(items.costs[i] for i in b) - lb) for b in bins)
+
+
+#: Measured on 2 cores at n=2048, seconds per item: Karmarkar-Karp 2-9 ms (slowest at small
+#: k), the capped balancer's packings 1.3-6 ms.
+_KK_SECONDS_PER_ITEM = 4.5e-6
+_CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
+
+
 def _heuristic_plan(
     items: Items,
     k: int,
@@ -97,64 +108,119 @@ def _heuristic_plan(
     time_limit: float,
     start: list[list[int]] | None = None,
 ) -> _Best:
-    """Constructions, then local search from each valid one while time remains.
+    """Constructions and local search, in the order that pays off soonest.
 
-    Capped LPT always runs (cheapest). Karmarkar-Karp runs when LPT is not proven optimal and
-    its estimated cost fits the budget: a choice made from the sizes and ``time_limit``, never
-    the clock, so it is the same on every run. The capped balancer's packings run when LPT
-    breaks the cap.
+    1. Capped LPT (cheapest), then local search from it: the local_search heuristic's own path,
+       so partition is never behind it when the budget holds that path. When loads are tokens
+       the search also starts from an LPT that breaks the cap, and usually repairs it.
+    2. Karmarkar-Karp, when LPT is not proven optimal and its estimated cost fits the budget
+       (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
+    3. The capped balancer's packings, when LPT breaks the cap and time remains, or at once when
+       no valid plan has been found (they are the fallback that always exists).
+    4. Local search from the remaining starts, least load above the bound first, while time
+       remains. Without a deadline (deterministic mode) every step runs to completion.
     """
     n = len(items)
-    # Sorted like the capped balancer's output, so local search from it retraces the
-    # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
-    lpt = lpt_lists(items.tokens, items.costs, items.counts, k, cap, max_count)
-    candidates = [("lpt", [sorted(b) for b in lpt])]
-    if start is not None:
-        candidates.append(("first_fit_decreasing", start))
-    # (load, method, bins) of each valid candidate, scored once as it is added.
-    valid = [(_max_load(b, items), m, b) for m, b in candidates
-             if _valid(b, k, items, cap, max_count)]
+    by_tokens = items.costs == items.tokens
 
-    def add(method: str, bins: list[list[int]]) -> None:
-        candidates.append((method, bins))
-        if _valid(bins, k, items, cap, max_count):
-            valid.append((_max_load(bins, items), method, bins))
+    def valid(bins: list[list[int]]) -> bool:
+        return _valid(bins, k, items, cap, max_count)
+
+    def searchable(bins: list[list[int]]) -> bool:
+        # A start that only breaks the cap is searched from when loads are tokens: the search
+        # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
+        return valid(bins) or (by_tokens and _valid(bins, k, items, None, max_count))
+
+    def out_of_time(margin: float = 0.0) -> bool:
+        return deadline is not None and time.perf_counter() > deadline - margin
+
+    best = _Best(None, 0, lb, "", [])
+    hints: list[list[list[int]]] = []  # invalid starts, in order: the last is a CP-SAT hint
+
+    def offer(method: str, bins: list[list[int]]) -> None:
+        if valid(bins):
+            load = _max_load(bins, items)
+            if best.bins is None or load < best.max_load:
+                best.bins, best.max_load, best.method = bins, load, method
+        else:
+            hints.append(bins)
 
     def proven() -> bool:
-        return any(load <= lb for load, _, _ in valid)
+        return best.bins is not None and best.max_load <= best.lower_bound
 
-    # Measured on 2 cores at n=2048: KK 2-9 ms, slowest at small k.
-    kk_seconds = 4.5e-6 * n
-    if not proven() and (deadline is None or kk_seconds < 0.75 * time_limit):
-        add("karmarkar_karp", karmarkar_karp_lists(items.costs, items.counts, k, max_count))
-    if not any(method == "lpt" for _, method, _ in valid):
-        # The capped balancer begins with this same LPT; only its packings are new here.
-        add("capped_balance", capped_balance_lists(
-            items.tokens, items.costs, items.counts, k, cap, max_count, deadline
-        ))
-    best = _Best(None, 0, lb, "", [])
-    if not valid:
-        best.hint = candidates[-1][1]  # the least-violating packing: a start for CP-SAT
-        return best
-    best.max_load, best.method, best.bins = min(valid, key=lambda row: row[0])
-    # Local search from the best start first (a good start converges in few steps), then
-    # from the others while time remains; the capped balancer's own start (LPT, or the
-    # packings) is always among them, so partition matches the local_search heuristic
-    # whenever the budget holds both.
-    ranked = sorted(valid, key=lambda row: row[0])
-    if best.max_load > lb:
-        # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
-        lb = best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
-    for _, method, bins in ranked:
-        if best.max_load <= lb or (deadline is not None and time.perf_counter() > deadline):
-            break
+    def polish(method: str, bins: list[list[int]], until: float | None) -> list[list[int]]:
         polished = improve_lists(
-            items.tokens, items.costs, items.counts, bins, cap, max_count, deadline, lb
+            items.tokens, items.costs, items.counts, bins, cap, max_count, until,
+            best.lower_bound,
         )
-        load = _max_load(polished, items)
-        if load < best.max_load:
-            best.bins, best.max_load, best.method = polished, load, method + "+local_search"
-    if deadline is not None and time.perf_counter() > deadline:
+        offer(method + "+local_search", polished)
+        return polished
+
+    # Sorted like the capped balancer's output, so local search from it retraces the
+    # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
+    lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
+                                        max_count)]
+    offer("lpt", lpt)
+    starts: list[tuple[str, list[list[int]]]] = []  # still to search from
+    if start is not None:
+        offer("first_fit_decreasing", start)
+        starts.append(("first_fit_decreasing", start))
+    lpt_valid = best.method == "lpt"
+    if best.bins is not None and best.max_load > lb:
+        # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
+        best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+
+    # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
+    # balancer in case the search cannot repair it.
+    if not proven() and searchable(lpt):
+        cb_reserve = 0.0 if lpt_valid else _CAPPED_BALANCE_SECONDS_PER_ITEM * n
+        until = None if deadline is None else deadline - cb_reserve
+        polished = polish("lpt", lpt, until)
+        if out_of_time(cb_reserve) and not proven():
+            starts.append(("lpt", polished))  # cut short: resume it below if it ranks first
+
+    # 2. Karmarkar-Karp.
+    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
+        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+        offer("karmarkar_karp", kk)
+        if searchable(kk):
+            starts.append(("karmarkar_karp", kk))
+
+    # 3. The capped balancer's packings: at once when no valid plan is known (they are the
+    # fallback), otherwise only as one more start after the others.
+    def capped_balance() -> list[list[int]]:
+        # It begins with this same LPT; only its packings are new here.
+        cb = capped_balance_lists(
+            items.tokens, items.costs, items.counts, k, cap, max_count, deadline
+        )
+        offer("capped_balance", cb)
+        return cb
+
+    need_cb = not lpt_valid and not proven()
+    if need_cb and best.bins is None:
+        cb = capped_balance()
+        need_cb = False
+        if valid(cb):
+            starts.append(("capped_balance", cb))
+
+    if best.bins is not None and best.lower_bound == lb and best.max_load > lb:
+        best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+
+    # 4. The other starts, the least load above the bound first (the least work left).
+    starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
+    for method, bins in starts:
+        if proven() or out_of_time():
+            break
+        polish(method, bins, deadline)
+    if need_cb and not proven() and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
+        cb = capped_balance()
+        if valid(cb):
+            polish("capped_balance", cb, deadline)
+
+    if best.bins is None and hints:
+        best.hint = hints[-1]  # the least-violating packing: a start for CP-SAT
+    if out_of_time():
         best.notes.append("heuristics stopped by the time limit")
     return best
 
