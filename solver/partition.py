@@ -87,6 +87,12 @@ def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
     return max(sum(items.costs[i] for i in b) for b in bins)
 
 
+def _violation(bins: Sequence[Sequence[int]], items: Items, cap: int | None) -> tuple[int, int]:
+    """(empty bins, tokens over the cap): how far a split is from valid."""
+    over = 0 if cap is None else sum(max(0, sum(items.tokens[i] for i in b) - cap) for b in bins)
+    return sum(1 for b in bins if not b), over
+
+
 def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
     """Total load above the lower bound: the work local search has left to do."""
     return sum(max(0, sum(items.costs[i] for i in b) - lb) for b in bins)
@@ -113,12 +119,13 @@ def _heuristic_plan(
     1. Capped LPT (cheapest), then local search from it: the local_search heuristic's own path,
        so partition is never behind it when the budget holds that path. When loads are tokens
        the search also starts from an LPT that breaks the cap, and usually repairs it.
-    2. Karmarkar-Karp, when LPT is not proven optimal and its estimated cost fits the budget
+    2. When LPT breaks the cap and no valid plan is known yet, the capped balancer's packings:
+       the fallback that always exists (time is kept back for it in step 1).
+    3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
        (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
-    3. The capped balancer's packings, when LPT breaks the cap and time remains, or at once when
-       no valid plan has been found (they are the fallback that always exists).
-    4. Local search from the remaining starts, least load above the bound first, while time
-       remains. Without a deadline (deterministic mode) every step runs to completion.
+    4. Local search from the remaining starts, least load above the bound first, then from the
+       capped balancer's packings if they have not run yet, while time remains.
+    Without a deadline (deterministic mode) every step runs to completion.
     """
     n = len(items)
     by_tokens = items.costs == items.tokens
@@ -135,7 +142,7 @@ def _heuristic_plan(
         return deadline is not None and time.perf_counter() > deadline - margin
 
     best = _Best(None, 0, lb, "", [])
-    hints: list[list[list[int]]] = []  # invalid starts, in order: the last is a CP-SAT hint
+    hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
 
     def offer(method: str, bins: list[list[int]]) -> None:
         if valid(bins):
@@ -179,16 +186,8 @@ def _heuristic_plan(
         if out_of_time(cb_reserve) and not proven():
             starts.append(("lpt", polished))  # cut short: resume it below if it ranks first
 
-    # 2. Karmarkar-Karp.
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
-    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        offer("karmarkar_karp", kk)
-        if searchable(kk):
-            starts.append(("karmarkar_karp", kk))
-
-    # 3. The capped balancer's packings: at once when no valid plan is known (they are the
-    # fallback), otherwise only as one more start after the others.
+    # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
+    # fallback that always exists. Otherwise only as one more start, after the others.
     def capped_balance() -> list[list[int]]:
         # It begins with this same LPT; only its packings are new here.
         cb = capped_balance_lists(
@@ -203,6 +202,14 @@ def _heuristic_plan(
         need_cb = False
         if valid(cb):
             starts.append(("capped_balance", cb))
+
+    # 3. Karmarkar-Karp.
+    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
+        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+        offer("karmarkar_karp", kk)
+        if searchable(kk):
+            starts.append(("karmarkar_karp", kk))
 
     if best.bins is not None and best.lower_bound == lb and best.max_load > lb:
         best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
@@ -219,7 +226,8 @@ def _heuristic_plan(
             polish("capped_balance", cb, deadline)
 
     if best.bins is None and hints:
-        best.hint = hints[-1]  # the least-violating packing: a start for CP-SAT
+        # The least-violating split: a start for CP-SAT.
+        best.hint = min(hints, key=lambda bins: _violation(bins, items, cap))
     if out_of_time():
         best.notes.append("heuristics stopped by the time limit")
     return best
