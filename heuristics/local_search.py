@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, apply_move_or_swap, prepare
+from ._common import Bins, prepare
 from .capped_balance import capped_balance_lists
 from .lpt import lpt_lists
 
@@ -237,7 +237,7 @@ def improve_lists(
             heavy = heavy_all[np.sort(first)]
         else:
             heavy = heavy_all
-        best = _nearest_step(s, heavy, h, top)
+        best = _single_step(s, heavy, h, top, lightest_last=batched)
         if best is None and not (exact and len(heavy_all) > 1):
             best = _scan_step(s, heavy, h, top, step, type_id)
         if best is None:
@@ -320,12 +320,20 @@ def _make_state(
 
 def _apply(s: _State, members: Bins, a: int, h: int, j: int, b: int) -> None:
     """Swap a (in h) with b (in j); b may be j's "nothing" item, which makes it a move."""
-    b = b if b < s.n else -1
-    apply_move_or_swap(members, s.where, ((s.load, s.cst), (s.tload, s.tok), (s.cnt, s.cnt_item)),
-                       a, h, j, b)
-    if b < 0:
+    members[h].remove(a)
+    members[j].append(a)
+    s.where[a] = j
+    if b < s.n:
+        members[j].remove(b)
+        members[h].append(b)
+        s.where[b] = h
+    else:  # a move: j's "nothing" item stays in j
         s.size[h] -= 1
         s.size[j] += 1
+    for per_bin, per_item in ((s.load, s.cst), (s.tload, s.tok), (s.cnt, s.cnt_item)):
+        moved = per_item[a] - per_item[b]  # the "nothing" item is all zeros
+        per_bin[h] -= moved
+        per_bin[j] += moved
     s.keys = None
 
 
@@ -361,14 +369,21 @@ def _batched_step(s: _State, members: Bins) -> bool:
     return int(heavy_bins[0]) in picked_heavy
 
 
-def _nearest_step(s: _State, heavy: np.ndarray, h: int, top: int) -> Step | None:
-    """Best change for bin h by the nearest-partner search: the lightest bins first, then the
-    rest only when those offer none, so "no change" is said only after trying every bin."""
+def _single_step(
+    s: _State, heavy: np.ndarray, h: int, top: int, lightest_last: bool
+) -> Step | None:
+    """Best change for bin h, searching groups of ever heavier bins (most improving partners
+    sit in the lightest) and stopping at the first group that offers one; "no change" is
+    said only after every bin was tried.
+
+    ``lightest_last``: a batched step has just found nothing for h among the lightest bins,
+    so they are tried last (items that step moved into them may still help)."""
     by_load = np.argsort(s.load, kind="stable")
     by_load = by_load[by_load != h]
-    # Widening groups of ever heavier bins: most improving partners sit in the lightest.
     edges = [0, _LIGHT_BINS, _LIGHT_BINS + 64, len(by_load)]
     groups = [by_load[lo:hi] for lo, hi in zip(edges, edges[1:], strict=False) if lo < len(by_load)]
+    if lightest_last:
+        groups = groups[1:] + groups[:1]
     for bins in groups:
         found = s.pairs_in_range(heavy, bins)
         a, _, b, j, score = found if found is not None else s.candidates(heavy, bins)
