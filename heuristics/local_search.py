@@ -198,8 +198,13 @@ def improve_lists(
     deadline: float | None = None,
     target: int | None = None,
     max_steps: int = 100_000,
+    repair_deadline: float | None = None,
 ) -> Bins:
-    """Local search on validated lists; see :func:`improve`."""
+    """Local search on validated lists; see :func:`improve`.
+
+    ``repair_deadline``: for a start that breaks the cap, the time by which the search must
+    have got every bin under it, or stop (so the caller keeps time for another construction).
+    """
     k = len(bins)
     n = len(tokens)
     members = [list(b) for b in bins]
@@ -219,9 +224,15 @@ def improve_lists(
         )
     type_id = type_id.reshape(-1)
     batched = k >= 3 * _BATCH
+    repaired = repair_deadline is None or int(s.tload.max()) <= s.cap_v
     for step in range(max_steps):
-        if deadline is not None and time.perf_counter() > deadline:
+        now = time.perf_counter() if deadline is not None or not repaired else 0.0
+        if deadline is not None and now > deadline:
             break
+        if not repaired:
+            repaired = int(s.tload.max()) <= s.cap_v
+            if not repaired and repair_deadline is not None and now > repair_deadline:
+                break
         h = int(np.argmax(s.load))
         top = int(s.load[h])
         if target is not None and top <= target:

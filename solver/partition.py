@@ -155,10 +155,12 @@ def _heuristic_plan(
     def proven() -> bool:
         return best.bins is not None and best.max_load <= best.lower_bound
 
-    def polish(method: str, bins: list[list[int]], until: float | None) -> list[list[int]]:
+    def polish(
+        method: str, bins: list[list[int]], repair_by: float | None = None
+    ) -> list[list[int]]:
         polished = improve_lists(
-            items.tokens, items.costs, items.counts, bins, cap, max_count, until,
-            best.lower_bound,
+            items.tokens, items.costs, items.counts, bins, cap, max_count, deadline,
+            best.lower_bound, repair_deadline=repair_by,
         )
         offer(method + "+local_search", polished)
         return polished
@@ -180,11 +182,12 @@ def _heuristic_plan(
     # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
     # balancer in case the search cannot repair it.
     if not proven() and searchable(lpt):
-        cb_reserve = 0.0 if lpt_valid else _CAPPED_BALANCE_SECONDS_PER_ITEM * n
-        until = None if deadline is None else deadline - cb_reserve
-        polished = polish("lpt", lpt, until)
-        if out_of_time(cb_reserve) and not proven():
-            starts.append(("lpt", polished))  # cut short: resume it below if it ranks first
+        repair_by = None
+        if deadline is not None and not lpt_valid:
+            repair_by = deadline - _CAPPED_BALANCE_SECONDS_PER_ITEM * n
+        polished = polish("lpt", lpt, repair_by)
+        if repair_by is not None and not valid(polished) and time.perf_counter() > repair_by:
+            starts.append(("lpt", polished))  # cut short: resume it later if time allows
 
     # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
     # fallback that always exists. Otherwise only as one more start, after the others.
@@ -219,11 +222,11 @@ def _heuristic_plan(
     for method, bins in starts:
         if proven() or out_of_time():
             break
-        polish(method, bins, deadline)
+        polish(method, bins)
     if need_cb and not proven() and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
         cb = capped_balance()
         if valid(cb):
-            polish("capped_balance", cb, deadline)
+            polish("capped_balance", cb)
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.

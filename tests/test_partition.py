@@ -260,7 +260,7 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
     monkeypatch.setattr(partition_module, "karmarkar_karp_lists", everything_in_one)
     # Local search would repair that split (loads are tokens): keep it from trying.
     monkeypatch.setattr(partition_module, "improve_lists", lambda tokens, costs, counts, bins,
-                        *args: [list(b) for b in bins])
+                        *args, **kwargs: [list(b) for b in bins])
     plan = partition(lengths, 3, 12, time_limit=time_limit)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method == "cp-sat" and plan.status == "optimal"
