@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.heuristics import improve, karmarkar_karp, lpt
+from seqpart.heuristics import improve, karmarkar_karp, local_search, lpt
+from seqpart.heuristics.local_search import improve_lists
 from seqpart.solver import find_violations
 
 NO_LIMIT = 10**18
@@ -156,3 +157,23 @@ def test_over_cap_bins_only_lose_tokens(lengths: list[int], data: st.DataObject)
     assert over(out) <= over(start)
     assert max(loads_of(out, lengths)) <= max(loads_of(start, lengths))
     assert improving_change(lengths, lengths, [1] * n, out, cap, None) is None
+
+
+def test_local_search_heuristic_repairs_lpt_over_the_cap() -> None:
+    # Capped LPT gives loads 38/31/37 over cap 37; the search gets all three under it.
+    lengths = [8, 10, 16, 13, 18, 1, 14, 10, 16]
+    assert not find_violations(lpt(lengths, 3, 37), lengths, 3, 37).ok
+    out = local_search(lengths, 3, 37)
+    assert find_violations(out, lengths, 3, 37).ok
+    assert max(loads_of(out, lengths)) == 36  # ceil(106 / 3): the optimum
+
+
+def test_repair_deadline_gives_up_on_an_over_cap_start_only() -> None:
+    lengths = [8, 10, 16, 13, 18, 1, 14, 10, 16]
+    start = lpt(lengths, 3, 37)  # over the cap
+    given_up = improve_lists(lengths, lengths, [1] * 9, start, 37, None, repair_deadline=0.0)
+    assert sorted(map(sorted, given_up)) == sorted(map(sorted, start))
+    # 35/38/33 is under a cap of 60: nothing to repair, so the deadline does not stop it.
+    searched = improve_lists(lengths, lengths, [1] * 9, round_robin(9, 3), 60, None,
+                             repair_deadline=0.0)
+    assert max(loads_of(searched, lengths)) == 36

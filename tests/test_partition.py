@@ -277,3 +277,12 @@ def test_unknown_or_unsafe_cp_sat_parameters_are_refused() -> None:
     plan = partition(lengths, 3, 20, engine="cp-sat",
                      options=SolverOptions(cp_sat_parameters={"linearization_level": 2}))
     check_plan(plan.bins, lengths, 3, 20)
+
+
+def test_lpt_over_the_cap_is_repaired_by_local_search() -> None:
+    # Capped LPT breaks cap 37 (38/31/37); partition searches from it anyway and proves 36.
+    lengths = [8, 10, 16, 13, 18, 1, 14, 10, 16]
+    plan = partition(lengths, 3, 37, engine="heuristics")
+    check_plan(plan.bins, lengths, 3, 37)
+    assert plan.method == "lpt+local_search"
+    assert plan.max_load == 36 and plan.status == "optimal"
