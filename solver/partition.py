@@ -170,11 +170,11 @@ def _heuristic_plan(
     lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
                                         max_count)]
     offer("lpt", lpt)
+    lpt_valid = best.bins is not None
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer("first_fit_decreasing", start)
         starts.append(("first_fit_decreasing", start))
-    lpt_valid = best.method == "lpt"
     if best.bins is not None and best.max_load > lb:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
         best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
