@@ -18,8 +18,9 @@ difference and the cap only bounds it from above); otherwise a full scan runs be
 Why steps are batched. When k is large, fixing one heavy bin at a time takes about one step per
 bin above the final load, and most of a step's cost is numpy call overhead. So each step pairs
 the heaviest bins with the lightest ones at once and applies every disjoint improvement found.
-Measured on the bundled data at n = 256..2048 (LPT start): 2.7x faster than one bin at a time
-with the full-scan search, with the same or lower final loads in total.
+Measured with benchmarks/bench_local_search.py against the one-bin-at-a-time, full-scan version
+(commit 67e47e2), 105 batches at n = 256..2048 from an LPT start: 0.36x the total time (the
+slowest run 11.5 ms instead of 59 ms), and a mean gap of 0.0096% instead of 0.020%.
 """
 
 from __future__ import annotations
