@@ -130,13 +130,10 @@ def _heuristic_plan(
     n = len(items)
     by_tokens = items.costs == items.tokens
 
-    def valid(bins: list[list[int]]) -> bool:
-        return _valid(bins, k, items, cap, max_count)
-
-    def searchable(bins: list[list[int]]) -> bool:
+    def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
         # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
-        return valid(bins) or (by_tokens and _valid(bins, k, items, None, max_count))
+        return is_valid or (by_tokens and _valid(bins, k, items, None, max_count))
 
     def out_of_time(margin: float = 0.0) -> bool:
         return deadline is not None and time.perf_counter() > deadline - margin
@@ -144,78 +141,83 @@ def _heuristic_plan(
     best = _Best(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
 
-    def offer(method: str, bins: list[list[int]]) -> None:
-        if valid(bins):
-            load = _max_load(bins, items)
-            if best.bins is None or load < best.max_load:
-                best.bins, best.max_load, best.method = bins, load, method
-        else:
+    def offer(method: str, bins: list[list[int]]) -> bool:
+        """Keep ``bins`` if it is the best valid plan so far; say whether it is valid."""
+        if not _valid(bins, k, items, cap, max_count):
             hints.append(bins)
+            return False
+        load = _max_load(bins, items)
+        if best.bins is None or load < best.max_load:
+            best.bins, best.max_load, best.method = bins, load, method
+        return True
 
     def proven() -> bool:
         return best.bins is not None and best.max_load <= best.lower_bound
 
     def polish(
         method: str, bins: list[list[int]], repair_by: float | None = None
-    ) -> list[list[int]]:
+    ) -> tuple[list[list[int]], bool]:
         polished = improve_lists(
             items.tokens, items.costs, items.counts, bins, cap, max_count, deadline,
             best.lower_bound, repair_deadline=repair_by,
         )
-        offer(method + "+local_search", polished)
-        return polished
+        return polished, offer(method + "+local_search", polished)
 
     # Sorted like the capped balancer's output, so local search from it retraces the
     # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
     lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
                                         max_count)]
-    offer("lpt", lpt)
-    lpt_valid = best.bins is not None
+    lpt_valid = offer("lpt", lpt)
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer("first_fit_decreasing", start)
         starts.append(("first_fit_decreasing", start))
-    if best.bins is not None and best.max_load > lb:
-        # Many items over half the load cannot share a micro-batch: a bin-packing bound sees it.
-        best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+    tightened = False
+
+    def tighten_bound() -> None:
+        # Many items over half the load cannot share a micro-batch: a bin-packing bound sees
+        # it. Searched up to the best load, so it waits for the first valid plan; once is enough.
+        nonlocal tightened
+        if not tightened and best.bins is not None and best.max_load > lb:
+            tightened = True
+            best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+
+    tighten_bound()
 
     # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
     # balancer in case the search cannot repair it.
-    if not proven() and searchable(lpt):
+    if not proven() and searchable(lpt, lpt_valid):
         repair_by = None
         if deadline is not None and not lpt_valid:
             repair_by = deadline - _CAPPED_BALANCE_SECONDS_PER_ITEM * n
-        polished = polish("lpt", lpt, repair_by)
-        if repair_by is not None and not valid(polished) and time.perf_counter() > repair_by:
+        polished, repaired = polish("lpt", lpt, repair_by)
+        if repair_by is not None and not repaired and time.perf_counter() > repair_by:
             starts.append(("lpt", polished))  # cut short: resume it later if time allows
 
     # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
     # fallback that always exists. Otherwise only as one more start, after the others.
-    def capped_balance() -> list[list[int]]:
+    def capped_balance() -> tuple[list[list[int]], bool]:
         # It begins with this same LPT; only its packings are new here.
         cb = capped_balance_lists(
             items.tokens, items.costs, items.counts, k, cap, max_count, deadline
         )
-        offer("capped_balance", cb)
-        return cb
+        return cb, offer("capped_balance", cb)
 
     need_cb = not lpt_valid and not proven()
     if need_cb and best.bins is None:
-        cb = capped_balance()
         need_cb = False
-        if valid(cb):
+        cb, cb_valid = capped_balance()
+        if cb_valid:
             starts.append(("capped_balance", cb))
 
     # 3. Karmarkar-Karp.
     kk_seconds = _KK_SECONDS_PER_ITEM * n
     if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        offer("karmarkar_karp", kk)
-        if searchable(kk):
+        if searchable(kk, offer("karmarkar_karp", kk)):
             starts.append(("karmarkar_karp", kk))
 
-    if best.bins is not None and best.lower_bound == lb and best.max_load > lb:
-        best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+    tighten_bound()
 
     # 4. The other starts, the least load above the bound first (the least work left).
     starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
@@ -224,8 +226,8 @@ def _heuristic_plan(
             break
         polish(method, bins)
     if need_cb and not proven() and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
-        cb = capped_balance()
-        if valid(cb):
+        cb, cb_valid = capped_balance()
+        if cb_valid:
             polish("capped_balance", cb)
 
     if best.bins is None and hints:
