@@ -193,6 +193,7 @@ def _heuristic_plan(
         polished, repaired = polish("lpt", lpt, repair_by)
         if repair_by is not None and not repaired and time.perf_counter() > repair_by:
             starts.append(("lpt", polished))  # cut short: resume it later if time allows
+        tighten_bound()
 
     # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
     # fallback that always exists. Otherwise only as one more start, after the others.
