@@ -217,8 +217,9 @@ def improve_lists(
         return [sorted(m) for m in members]
     s = _make_state(tokens, cost, count, members, cap, max_count)
     unit_counts = bool((s.cnt_item[:n] == s.cnt_item[0]).all())
-    # The nearest-partner search finds the best step outright when loads are tokens and a
-    # swap cannot change a bin's sample count; otherwise a full scan runs before giving up.
+    # When the nearest-partner search stood in for scoring every pair, its "no change" is
+    # certain only if loads are tokens and a swap cannot change a bin's sample count (and h
+    # has an item to spare for a move); otherwise a full scan runs before giving up.
     exact = s.by_tokens and (unit_counts or max_count is None)
     # Items of one type (cost, tokens, count) are interchangeable: one per type is enough.
     if s.by_tokens and bool((s.cnt_item[:n] == 1).all()):  # the usual case: one key
@@ -253,8 +254,8 @@ def improve_lists(
             heavy = heavy_all[np.sort(first)]
         else:
             heavy = heavy_all
-        best = _single_step(s, heavy, h, top, lightest_last=batched)
-        if best is None and not (exact and len(heavy_all) > 1):
+        best, certain = _single_step(s, heavy, h, lightest_last=batched)
+        if best is None and not certain and not (exact and len(heavy_all) > 1):
             best = _scan_step(s, heavy, h, top, step, type_id)
         if best is None:
             break
@@ -386,11 +387,11 @@ def _batched_step(s: _State, members: Bins) -> bool:
 
 
 def _single_step(
-    s: _State, heavy: np.ndarray, h: int, top: int, lightest_last: bool
-) -> Step | None:
+    s: _State, heavy: np.ndarray, h: int, lightest_last: bool
+) -> tuple[Step | None, bool]:
     """Best change for bin h, searching groups of ever heavier bins (most improving partners
-    sit in the lightest) and stopping at the first group that offers one; "no change" is
-    said only after every bin was tried.
+    sit in the lightest) and stopping at the first group that offers one. Also says whether
+    "no change" is certain: every group had all its pairs in range scored.
 
     ``lightest_last``: a batched step has just found nothing for h among the lightest bins,
     so they are tried last (items that step moved into them may still help)."""
@@ -400,20 +401,22 @@ def _single_step(
     groups = [by_load[lo:hi] for lo, hi in zip(edges, edges[1:], strict=False) if lo < len(by_load)]
     if lightest_last:
         groups = groups[1:] + groups[:1]
+    certain = True
     for bins in groups:
         found = s.pairs_in_range(heavy, bins)
+        certain &= found is not None
         a, _, b, j, score = found if found is not None else s.candidates(heavy, bins)
         if len(a):
             pick = int(np.argmin(score))
-            return int(score[pick]), int(a[pick]), int(j[pick]), int(b[pick])
-    return None
+            return (int(score[pick]), int(a[pick]), int(j[pick]), int(b[pick])), True
+    return None, certain
 
 
 def _scan_step(
     s: _State, heavy: np.ndarray, h: int, top: int, step: int, type_id: np.ndarray
 ) -> Step | None:
     """Moves and swaps against every other item, in windows of heavy types so a step stays
-    cheap: the fallback when the nearest-partner search is not exact."""
+    cheap: the fallback when the nearest-partner search could have missed a change."""
     k, n = len(s.load), s.n
     if len(heavy) > 16:  # big bins: one partner per (type, bin) keeps the matrix small
         _, keep = np.unique(type_id * k + s.where[:n], return_index=True)

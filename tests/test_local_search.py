@@ -94,7 +94,7 @@ def test_stops_only_where_no_move_or_swap_helps(lengths: list[int], data: st.Dat
     check_round_robin_start_ends_at_local_optimum(lengths, k, cap)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 3000), min_size=120, max_size=400),
     data=st.data(),
