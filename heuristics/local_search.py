@@ -72,6 +72,7 @@ class _State:
     cnt_v: int  # the per-bin sample count, or "no limit"
     span: int  # > every cost: keys are (bin * span + cost) * len(cst) + item
     by_tokens: bool  # cost == tokens for every item
+    keyable: bool  # the keys fit in int64 (else only pairs in range and full scans are used)
     keys: np.ndarray | None = None  # sorted keys, rebuilt lazily after a change
 
     def sorted_keys(self) -> np.ndarray:
@@ -85,7 +86,10 @@ class _State:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """For every heavy item a and bin j in ``bins`` (none of them a's own), the two items
         of j nearest the ideal partner cost. Returns (a, a's bin, b, j, score) of the
-        improving, allowed ones."""
+        improving, allowed ones (none when the keys would overflow: the caller falls back)."""
+        if not self.keyable:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, empty, empty
         m = len(self.cst)
         keys = self.sorted_keys()
         h_of = self.where[heavy]
@@ -319,19 +323,19 @@ def _make_state(
         where[items] = b
     where[n:] = np.arange(k)
     size = np.asarray([len(m) for m in members], dtype=np.int64)
-    load = np.bincount(where, weights=cst, minlength=k).astype(np.int64)
-    tload = np.bincount(where, weights=tok, minlength=k).astype(np.int64)
-    cnt = np.bincount(where, weights=cnt_item, minlength=k).astype(np.int64)
+
+    def per_bin(values: np.ndarray) -> np.ndarray:
+        if int(values.sum()) < 2**53:  # bincount adds in float64: exact below 2**53
+            return np.bincount(where, weights=values, minlength=k).astype(np.int64)
+        totals = np.zeros(k, dtype=np.int64)
+        np.add.at(totals, where, values)
+        return totals
+
     span = int(cst.max()) + 1
-    if (k + 1) * span * (n + k) >= 2**62:  # keys would overflow int64
-        raise ValueError(
-            f"costs up to {span - 1} with n={n}, k={k} are too large for local search: "
-            "scale the costs down"
-        )
     return _State(
-        n, cst, tok, cnt_item, where, size, load, tload, cnt,
+        n, cst, tok, cnt_item, where, size, per_bin(cst), per_bin(tok), per_bin(cnt_item),
         _NO if cap is None else cap, _NO if max_count is None else max_count, span,
-        bool(np.array_equal(cst, tok)),
+        bool(np.array_equal(cst, tok)), keyable=(k + 1) * span * (n + k) < 2**62,
     )
 
 

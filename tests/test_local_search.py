@@ -180,3 +180,13 @@ def test_repair_deadline_gives_up_on_an_over_cap_start_only() -> None:
     searched = improve_lists(lengths, lengths, [1] * 9, round_robin(9, 3), 60, None,
                              repair_deadline=0.0)
     assert max(loads_of(searched, lengths)) == 36
+
+
+def test_costs_too_large_for_the_sorted_keys_still_search_every_pair() -> None:
+    # (bin, cost, item) keys would overflow int64 here, so the nearest-partner lookup is off;
+    # scoring pairs in range and the full scan must still reach a local optimum.
+    lengths = [3, 5, 7, 2, 9, 4, 6, 1]
+    costs = [x * 10**17 for x in lengths]
+    out = improve(lengths, [[0, 1, 2, 3], [4, 5], [6, 7]], costs=costs)
+    assert max(loads_of(out, costs)) == 13 * 10**17  # ceil(37 / 3) = 13: the optimum
+    assert improving_change(costs, lengths, [1] * 8, out, None, None) is None
