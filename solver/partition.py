@@ -116,11 +116,12 @@ def _heuristic_plan(
 ) -> _Best:
     """Constructions and local search, in the order that pays off soonest.
 
-    1. Capped LPT (cheapest), then local search from it: the local_search heuristic's own path,
-       so partition is never behind it when the budget holds that path. When loads are tokens
-       the search also starts from an LPT that breaks the cap, and usually repairs it.
-    2. When LPT breaks the cap and no valid plan is known yet, the capped balancer's packings:
-       the fallback that always exists (time is kept back for it in step 1).
+    1. Capped LPT (cheapest), then local search from it. When loads are tokens the search also
+       starts from an LPT that breaks the cap, and usually repairs it.
+    2. When that left no valid plan, the capped balancer's packings (the fallback that always
+       exists; time is kept back for it in step 1), and local search from them. Steps 1 and 2
+       are the local_search heuristic's own path, so partition is never behind it when the
+       budget holds that path.
     3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
        (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
     4. Local search from the remaining starts, least load above the bound first, then from the
@@ -208,8 +209,9 @@ def _heuristic_plan(
     if need_cb and best.bins is None:
         need_cb = False
         cb, cb_valid = capped_balance()
-        if cb_valid:
-            starts.append(("capped_balance", cb))
+        if cb_valid:  # and search from it at once: the rest of local_search's own path
+            polish("capped_balance", cb)
+            tighten_bound()
 
     # 3. Karmarkar-Karp.
     kk_seconds = _KK_SECONDS_PER_ITEM * n
