@@ -11,6 +11,8 @@ Karmarkar-Karp, which may too; the capped balancer) ``improve_lists`` runs to co
     python benchmarks/bench_local_search.py --against /tmp/local_search_old.py
 
 and prints both, with time ratios in the same process. Gap is against the bin-packing bound.
+The other file is imported inside ``seqpart.heuristics``, so it runs on this tree's shared
+helpers (``_common``): the comparison is of the search itself.
 """
 
 from __future__ import annotations

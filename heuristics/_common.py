@@ -54,12 +54,14 @@ def apply_move_or_swap(
 ) -> None:
     """Move item ``a`` from bin ``src`` to ``dst`` and, for a swap, item ``b`` back, keeping
     ``where`` and each (per-bin total, per-item value) pair in ``totals`` in step."""
-    for item, s, d in ((a, src, dst), (b, dst, src)):
-        if item < 0:
-            continue
-        members[s].remove(item)
-        members[d].append(item)
-        where[item] = d
-        for per_bin, per_item in totals:
-            per_bin[s] -= per_item[item]
-            per_bin[d] += per_item[item]
+    members[src].remove(a)
+    members[dst].append(a)
+    where[a] = dst
+    if b >= 0:
+        members[dst].remove(b)
+        members[src].append(b)
+        where[b] = src
+    for per_bin, per_item in totals:  # one net change per total: it runs in local search's loop
+        moved = per_item[a] - per_item[b] if b >= 0 else per_item[a]
+        per_bin[src] -= moved
+        per_bin[dst] += moved
