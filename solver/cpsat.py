@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 # Imported with the package, not inside a call: the first import takes ~0.15 s, which would
 # otherwise land inside the first caller's time budget.
 from ortools.sat.python import cp_model
 
+from .options import BestPlan, SolverOptions
 from .plan import InfeasibleError
 from .problem import Items
-
-if TYPE_CHECKING:
-    from .partition import SolverOptions, _Best
 
 #: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
 #: constraints), 2.8 ms (one worker) to 5.3 ms (two) to start a solve. Used to decide whether a
@@ -45,26 +42,6 @@ SINGLE_WORKER_BELOW_SECONDS = 0.05
 #: stops, and a solve only starts, while that much is left.
 LOAD_SECONDS_PER_VAR = 1.3e-6
 FREE_SECONDS_PER_VAR = 0.6e-6
-#: Parameters that crash the process rather than fail: refused with the reason.
-UNSAFE_PARAMETERS = {
-    "repair_hint": "ortools 9.15 aborts the whole process on it (CHECK heuristics.fixed_search) "
-    "with one worker, which budgets under 50 ms use",
-}
-
-
-def check_parameters(parameters: dict[str, object]) -> None:
-    """Reject unknown or unsafe CP-SAT parameter names up front, naming the problem."""
-    known = cp_model.CpSolver().parameters
-    for name in parameters:
-        if name in UNSAFE_PARAMETERS:
-            raise ValueError(f"CP-SAT parameter {name!r} is refused: {UNSAFE_PARAMETERS[name]}")
-        if not hasattr(known, name):
-            raise ValueError(
-                f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters: see "
-                "ortools' sat_parameters.proto for the names"
-            )
-
-
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
@@ -96,12 +73,12 @@ def solve_items(
     k: int,
     cap: int | None,
     max_count: int | None,
-    best: _Best,
+    best: BestPlan,
     deadline: float | None,
     time_limit: float,
     options: SolverOptions,
     force: bool = False,
-) -> _Best:
+) -> BestPlan:
     """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
     if deadline is not None and not force and (
         deadline - time.perf_counter() < FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS
@@ -211,7 +188,7 @@ def _build(
     k: int,
     cap: int | None,
     max_count: int | None,
-    best: _Best,
+    best: BestPlan,
     deadline: float | None,
 ) -> tuple[cp_model.CpModel, list[list[cp_model.IntVar | None]], cp_model.IntVar]:
     """The model of the module docstring. Checks the clock once per row and per micro-batch,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -23,48 +22,10 @@ from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
 
-from .cpsat import check_parameters, solve_items
+from .cpsat import solve_items
+from .options import ENGINES, BestPlan, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, make_items, make_problem
-
-ENGINES = ("auto", "heuristics", "cp-sat")
-
-
-@dataclass(frozen=True)
-class SolverOptions:
-    """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
-
-    ``deterministic``: identical plans on every machine and run, at a price: the heuristics run
-    to completion whatever the clock says and CP-SAT's limit is counted in its deterministic time
-    units, so wall time can overrun ``time_limit`` (see the README for measured figures).
-    """
-
-    workers: int = 2
-    seed: int = 0
-    log: bool = False
-    deterministic: bool = False
-    #: Skip the model when it would have more boolean variables than this (build time alone
-    #: would eat an online budget); a tuned CP-SAT run can still be asked for with more.
-    max_model_vars: int = 400_000
-    #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
-    cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
-            raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
-        check_parameters(self.cp_sat_parameters)
-
-
-@dataclass
-class _Best:
-    """The best item-level plan so far, and what is known about it."""
-
-    bins: list[list[int]] | None
-    max_load: int
-    lower_bound: int
-    method: str
-    notes: list[str]
-    hint: list[list[int]] | None = None  # an invalid plan CP-SAT may repair, when none is valid
 
 
 def _valid(
@@ -113,7 +74,7 @@ def _heuristic_plan(
     deadline: float | None,
     time_limit: float,
     start: list[list[int]] | None = None,
-) -> _Best:
+) -> BestPlan:
     """Constructions and local search, in the order that pays off soonest.
 
     1. Capped LPT (cheapest), then local search from it. When loads are tokens the search also
@@ -139,7 +100,7 @@ def _heuristic_plan(
     def out_of_time(margin: float = 0.0) -> bool:
         return deadline is not None and time.perf_counter() > deadline - margin
 
-    best = _Best(None, 0, lb, "", [])
+    best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
 
     def offer(method: str, bins: list[list[int]]) -> bool:
@@ -250,7 +211,7 @@ def _fixed_k(
     engine: str,
     options: SolverOptions,
     start: list[list[int]] | None = None,
-) -> _Best:
+) -> BestPlan:
     cap = problem.cap
     n_items = len(items)
     if k > n_items:
@@ -290,7 +251,7 @@ def _search_k(
     time_limit: float,
     engine: str,
     options: SolverOptions,
-) -> tuple[int, _Best, int, str]:
+) -> tuple[int, BestPlan, int, str]:
     """Smallest k with a valid plan: bounds give the floor, first-fit decreasing the ceiling."""
     cap = problem.cap
     n_items = len(items)
@@ -399,7 +360,7 @@ def partition(
         best = (
             _fixed_k(items, k_items, problem, deadline, time_limit, engine, options)
             if len(items)
-            else _Best([], 0, 0, "oversize_only", [])
+            else BestPlan([], 0, 0, "oversize_only", [])
         )
     elif len(items):
         k_items, best, floor, k_status = _search_k(
@@ -407,7 +368,7 @@ def partition(
         )
         k_floor = floor + n_over
     else:
-        k_items, best, k_floor, k_status = 0, _Best([], 0, 0, "oversize_only", []), n_over, "optimal"
+        k_items, best, k_floor, k_status = 0, BestPlan([], 0, 0, "oversize_only", []), n_over, "optimal"
     if best.bins is None:
         raise InfeasibleError(
             f"no plan with k={k_items + n_over} under cap={problem.cap} was found in "
@@ -421,7 +382,7 @@ def partition(
 def _finish(
     problem: Problem,
     items: Items,
-    best: _Best,
+    best: BestPlan,
     k: int,
     k_status: str,
     k_floor: int | None,
