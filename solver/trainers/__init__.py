@@ -1,0 +1,50 @@
+"""Drop-ins with the trainers' own signatures, and one call to put them in place.
+
+* Leaf functions (:mod:`.balance`): :func:`get_seqlen_balanced_partitions` (verl, slime,
+  OpenRLHF; AReaL's ``_kk_partition``), :func:`get_minimum_num_micro_batch_size` (slime) and
+  :func:`get_capped_seqlen_balanced_partitions` (the capped balancer the trainers lack).
+* Step schedulers: :func:`build_dp_schedule` (slime, :mod:`.slime`) and
+  :func:`rearrange_micro_batches` (verl, :mod:`.verl`), cap held.
+* OpenRLHF's signatures where they differ: :mod:`.openrlhf`.
+* :func:`patch` / :func:`patch_verl` / :func:`patch_slime` / :func:`patch_openrlhf` /
+  :func:`patch_areal` (:mod:`.patch`): rebind the trainer's functions in every module that
+  imported them by name, so one call is enough.
+
+Every drop-in accepts what the original accepts (ints or floats, lists, numpy arrays, tensors,
+0-d tensors; integral floats for counts and caps), keeps its output contract, and is repeatable:
+no wall clock decides a plan (see :mod:`.balance`).
+"""
+
+from __future__ import annotations
+
+from .balance import (
+    COUNT_TIME_LIMIT,
+    OPTIONS,
+    TIME_LIMIT,
+    TrainerInputError,
+    get_capped_seqlen_balanced_partitions,
+    get_minimum_num_micro_batch_size,
+    get_seqlen_balanced_partitions,
+)
+from .patch import Patched, patch, patch_areal, patch_openrlhf, patch_slime, patch_verl
+from .slime import build_dp_schedule, workload_cost
+from .verl import rearrange_micro_batches
+
+__all__ = [
+    "COUNT_TIME_LIMIT",
+    "OPTIONS",
+    "TIME_LIMIT",
+    "Patched",
+    "TrainerInputError",
+    "build_dp_schedule",
+    "get_capped_seqlen_balanced_partitions",
+    "get_minimum_num_micro_batch_size",
+    "get_seqlen_balanced_partitions",
+    "patch",
+    "patch_areal",
+    "patch_openrlhf",
+    "patch_slime",
+    "patch_verl",
+    "rearrange_micro_batches",
+    "workload_cost",
+]

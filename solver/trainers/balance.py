@@ -1,0 +1,246 @@
+"""The leaf drop-ins: a balancer, a micro-batch counter and the capped balancer the trainers lack.
+
+Signatures are those of verl's / slime's ``seqlen_balancing`` module; outputs keep their contract
+(k lists of ascending indices, heaviest list first, ``equal_size`` gives n/k each). What changes:
+the balance (``partition`` instead of one Karmarkar-Karp pass), exact arithmetic, and errors that
+name the fix.
+
+Repeatable by construction: every ``partition`` call here runs with
+``SolverOptions(deterministic=True)``, so no wall clock decides anything. The heuristics run to
+completion (a bounded amount of work) and CP-SAT, when the bounds leave a gap, is limited in its
+deterministic time units, so the same input gives the same plan on every call and machine.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics import min_bins_lower_bound
+from seqpart.heuristics.first_fit import first_fit_lists
+
+from ..options import SolverOptions
+from ..partition import partition
+from ..plan import InfeasibleError
+from ..problem import Cost
+from ._values import Weights, as_count, as_flag, as_tokens, as_weights
+
+__all__ = [
+    "COUNT_TIME_LIMIT",
+    "OPTIONS",
+    "TIME_LIMIT",
+    "TrainerInputError",
+    "get_capped_seqlen_balanced_partitions",
+    "get_minimum_num_micro_batch_size",
+    "get_seqlen_balanced_partitions",
+]
+
+#: Budget of one balancing call, in CP-SAT deterministic time (the heuristics before it run to
+#: completion, without a clock). Only batches the bounds do not settle reach CP-SAT.
+TIME_LIMIT = 0.05
+#: Budget of the counter's model when the bound and best-fit decreasing disagree.
+COUNT_TIME_LIMIT = 0.02
+#: No clock decides: the same input gives the same plan everywhere. One worker, because a
+#: second costs ~2.5 ms to start and these budgets are small.
+OPTIONS = SolverOptions(deterministic=True, workers=1)
+#: The heuristics only: run to completion they are repeatable and fast (CP-SAT in
+#: deterministic time took 0.3-4 s of wall time per call on 2 busy cores).
+ENGINE = "heuristics"
+
+
+class TrainerInputError(ValueError, AssertionError):
+    """Bad input to a drop-in. A ``ValueError`` like every seqpart input error, and also an
+    ``AssertionError``, which is what the originals raise (they ``assert``), so a trainer's
+    ``except AssertionError`` or its tests' ``pytest.raises(AssertionError)`` still catch it."""
+
+
+def _by_weight_desc(bins: list[list[int]], weights: np.ndarray) -> list[list[int]]:
+    # The originals hand partitions back heaviest first (ties: lowest first index); slime's
+    # classic path runs them in that order.
+    return sorted((sorted(b) for b in bins), key=lambda b: (-int(weights[b].sum()), b[0]))
+
+
+def _need_k_items(n: int, k: int, what: str = "partitions") -> None:
+    if n < k:
+        raise TrainerInputError(
+            f"{n} sequences cannot fill k_partitions={k} non-empty {what}: use k_partitions <= {n} "
+            "(if k came from an all-reduce MAX across ranks, give this rank more samples or use "
+            "seqpart.solver.distributed)"
+        )
+
+
+def _balance(
+    values: np.ndarray, k: int, equal_size: bool, cap: int | None = None, cost: Cost | None = None
+) -> list[list[int]]:
+    """k non-empty lists balancing ``values`` (>= 0; or their ``cost`` when given), each at most
+    ``cap`` if given (an item over the cap alone, unless ``equal_size``)."""
+    n = len(values)
+    if equal_size:
+        if n % k:
+            raise TrainerInputError(
+                f"equal_size=True needs len(seqlen_list) divisible by k_partitions, got "
+                f"{n} % {k} = {n % k}: drop {n % k} samples or pass equal_size=False"
+            )
+        if int(values.min()) == 0:
+            if cap is not None:
+                raise TrainerInputError("equal_size=True with zero-length samples: drop them first")
+            # Every list holds n/k items, so adding 1 to every value adds n/k to every list:
+            # the same plans are optimal, and partition gets the positive values it needs.
+            values = values + 1
+        return _run(values, k, cap, equal_size=True, cost=cost)
+    # Zeros change no load: balance the positive values, then zeros make up the lists still
+    # empty (n >= k guarantees enough of them) and join the lightest list otherwise.
+    positive = np.flatnonzero(values > 0)
+    zeros = np.flatnonzero(values == 0).tolist()
+    k_pos = min(k, len(positive))
+    bins: list[list[int]] = []
+    if k_pos:
+        found = _run(values[positive], k_pos, cap, equal_size=False, cost=cost)
+        bins = [[int(positive[i]) for i in b] for b in found]
+    while len(bins) < k:
+        bins.append([zeros.pop()])
+    if zeros:
+        loads = [int(values[b].sum()) if cost is None else int(cost.of(values[b]).sum()) for b in bins]
+        bins[loads.index(min(loads))].extend(zeros)
+    return bins
+
+
+def _run(
+    values: np.ndarray, k: int, cap: int | None, *, equal_size: bool, cost: Cost | None = None
+) -> list[list[int]]:
+    """One deterministic ``partition`` call (its plan is validated there)."""
+    oversize = "alone" if cap is not None and not equal_size else "error"
+    plan = partition(values, k, cap, time_limit=TIME_LIMIT, equal_size=equal_size,
+                     oversize=oversize, cost=cost or Cost(), engine=ENGINE, options=OPTIONS)
+    return plan.bins
+
+
+def get_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: Any, equal_size: Any
+) -> list[list[int]]:
+    """Split ``seqlen_list`` into ``k_partitions`` non-empty lists with balanced sums.
+
+    Drop-in for verl's / slime's / OpenRLHF's function of the same name (and AReaL's
+    ``_kk_partition``): k lists of indices into ``seqlen_list``, ascending within a list, the
+    heaviest list first; with ``equal_size`` every list has ``len(seqlen_list) // k_partitions``
+    items. The values are balanced as given: token lengths, or workloads such as
+    ``24576*l + l*l`` or FLOP estimates.
+
+    Accepts what the originals accept: ints or floats >= 0 in a list, numpy array or tensor
+    (0-d tensors as elements too); ``k_partitions`` as an int, a float with an integral value or
+    a 0-d tensor. Integral values are balanced exactly; other floats are scaled by one power of
+    two and rounded at float64 precision (see ``seqpart.solver.trainers._values``).
+
+    Same input, same output, on every call and machine. No cap: see
+    :func:`get_capped_seqlen_balanced_partitions`.
+
+    Raises:
+        TrainerInputError (a ValueError and an AssertionError, as the originals raise):
+            fewer values than partitions, ``equal_size`` with a length not divisible by
+            ``k_partitions``, negative or non-finite values.
+    """
+    w: Weights = as_weights(seqlen_list, "seqlen_list")
+    k = as_count(k_partitions, "k_partitions")
+    equal = as_flag(equal_size, "equal_size")
+    _need_k_items(len(w.values), k)
+    return _by_weight_desc(_balance(w.values, k, equal), w.values)
+
+
+def _best_fit_decreasing_count(sorted_desc: list[int], cap: int) -> int:
+    """Bins best-fit decreasing opens (every item <= cap). Only the count: a sorted list of the
+    open bins' free room, one binary search per item; a bin with less room than the smallest
+    item is closed for good and leaves the list, so the list stays short."""
+    smallest = sorted_desc[-1]
+    room: list[int] = []
+    opened = 0
+    find, put = bisect_left, insort  # local names: this loop is the counter's hot path
+    for x in sorted_desc:
+        j = find(room, x)
+        if j == len(room):
+            opened += 1
+            left = cap - x
+        else:
+            left = room[j] - x
+            del room[j]
+        if left >= smallest:
+            put(room, left)
+    return opened
+
+
+def _first_fit_count(tokens: list[int], cap: int) -> int:
+    """The originals' count: first fit in arrival order (an over-cap item opens its own bin)."""
+    ones = [1] * len(tokens)
+    return len(first_fit_lists(tokens, ones, None, cap, None, range(len(tokens))))
+
+
+def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any) -> int:
+    """How many micro-batches of at most ``max_tokens_per_gpu`` tokens ``total_lengths`` needs.
+
+    Drop-in for slime's / verl-style counters (first fit in arrival order). Never more than
+    that count, often fewer, and repeatable:
+
+    1. the bin-packing lower bound (Martello-Toth L2) and best-fit decreasing; when they agree
+       (the common case) that count is proven smallest, in well under a millisecond;
+    2. otherwise ``partition`` (its heuristics, run to completion) at one count below the
+       other, downwards while it finds a plan and the bound allows, and the original's
+       first-fit count; the smallest wins.
+
+    Like the original, a sequence over the cap gets a micro-batch of its own (no error), and an
+    empty list needs 0. Zero-length sequences fit anywhere. Lengths may be ints or floats with
+    integral values (lists, arrays, tensors); the cap an int, integral float or 0-d tensor. Pass
+    ``max_tokens_per_gpu * cp_size`` as slime's caller does; for OpenRLHF's 4-argument form see
+    :mod:`seqpart.solver.trainers.openrlhf`.
+    """
+    tokens = as_tokens(total_lengths, "total_lengths")
+    cap = as_count(max_tokens_per_gpu, "max_tokens_per_gpu")
+    if tokens.size == 0:
+        return 0
+    n_over = int(np.count_nonzero(tokens > cap))
+    fits = tokens[(tokens > 0) & (tokens <= cap)]
+    if fits.size == 0:
+        # Zeros need a bin of their own only when every bin is an over-cap sequence's.
+        return n_over + (1 if np.any(tokens == 0) else 0)
+    desc = np.sort(fits)[::-1].tolist()
+    bfd = _best_fit_decreasing_count(desc, cap)
+    if bfd <= -(-int(fits.sum()) // cap):  # the token total alone needs this many
+        return n_over + bfd
+    floor = min_bins_lower_bound(fits, cap)  # Martello-Toth L2
+    best = bfd
+    # Downwards from best-fit's count, one fixed count at a time (the answer is nearly always
+    # one below): each try is the heuristics run to completion, so repeatable.
+    while best - 1 >= floor:
+        try:
+            partition(fits, best - 1, cap, time_limit=COUNT_TIME_LIMIT, engine=ENGINE,
+                      options=OPTIONS)
+        except InfeasibleError:
+            break
+        best -= 1
+    return min(n_over + best, _first_fit_count(tokens.tolist(), cap))
+
+
+def get_capped_seqlen_balanced_partitions(
+    seqlen_list: Any, k_partitions: Any, max_tokens_per_gpu: Any, equal_size: Any = False
+) -> list[list[int]]:
+    """:func:`get_seqlen_balanced_partitions` under a token cap: ``k_partitions`` non-empty
+    lists, each summing to at most ``max_tokens_per_gpu`` tokens, the largest sum minimal.
+
+    ``seqlen_list`` are token counts (the cap applies to them; ints or integral floats). A
+    sequence longer than the cap gets a list of its own, as
+    :func:`get_minimum_num_micro_batch_size` counts it (not with ``equal_size``). With
+    ``k_partitions`` from that function (after any all-reduce MAX across ranks, as long as this
+    rank has at least that many sequences) a plan always exists.
+
+    Raises:
+        TrainerInputError: fewer sequences than partitions (the seed issue's empty
+            micro-batch), ``equal_size`` with a length not divisible by ``k_partitions``.
+        InfeasibleError (a ValueError): no split under the cap exists (``proven``) or none was
+            found within the budget; the message says what to change.
+    """
+    tokens = as_tokens(seqlen_list, "seqlen_list")
+    k = as_count(k_partitions, "k_partitions")
+    cap = as_count(max_tokens_per_gpu, "max_tokens_per_gpu")
+    equal = as_flag(equal_size, "equal_size")
+    _need_k_items(len(tokens), k, "micro-batches")
+    return _by_weight_desc(_balance(tokens, k, equal, cap), tokens)
