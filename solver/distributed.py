@@ -42,6 +42,8 @@ __all__ = [
     "partition_across_ranks",
     "plan_global",
     "plan_global_across_ranks",
+    "plan_step_across_ranks",
+    "StepSchedule",
 ]
 
 # Status codes exchanged between ranks (ints, so they travel in an int64 tensor).
@@ -52,7 +54,7 @@ _INFEASIBLE = 3
 _NOT_FOUND = 4
 _PLAN_FAILED = 5
 _INTERNAL = 6
-_CODE_NAMES = {
+_CODE_NAMES: dict[int, str] = {
     _OK: "ok",
     _BAD_INPUT: "bad_input",
     _OVER_CAP: "over_cap",
@@ -63,19 +65,34 @@ _CODE_NAMES = {
 }
 
 # Row layout: fixed header, then the failing rank's message as UTF-8 bytes (zero padded), so
-# every rank can raise the exact same message without a pickled object exchange.
-_RANK, _CODE, _N, _K_NEEDED, _CAP, _MULTIPLE, _MIN_K = range(7)
-_HEADER = 7
+# every rank can raise the exact same message without a pickled object exchange. Every
+# collective here starts with this same fixed-size exchange, and its ``_OP`` field names the
+# function: ranks that called different seqpart collectives find out in that first exchange,
+# before their collective sequences diverge, and all raise the same error.
+_RANK, _CODE, _OP, _N, _K_NEEDED, _CAP, _MULTIPLE, _MIN_K = range(8)
+_HEADER = 8
 _MESSAGE_BYTES = 384
+_INT64_MAX = 2**63 - 1
+
+# Operation tags (a marker in the high bits, so a row from anything else is not taken for ours).
+_OP_MARK = 0x5E9 << 20
+_OPS = {
+    _OP_MARK + 1: "partition_across_ranks",
+    _OP_MARK + 2: "plan_global_across_ranks",
+    _OP_MARK + 3: "plan_step_across_ranks",
+}
+_OP_PARTITION, _OP_GLOBAL, _OP_STEP = (_OP_MARK + i for i in (1, 2, 3))
 
 
 class DistributedPlanError(ValueError):
     """Raised with the same message on every rank of the group when any rank cannot plan.
 
-    ``code`` names the problem: "too_few_samples", "mismatched_args", "over_cap", "infeasible",
-    "not_found" (no plan within the time limit), "bad_input", "plan_failed", "global_failed" or
-    "internal". ``rank`` is the global rank at fault (None when no single rank is), ``numbers``
-    the figures quoted in the message (sample count, needed and agreed counts, caps).
+    ``code`` names the problem: "too_few_samples", "mismatched_args", "mismatched_call" (ranks
+    called different seqpart collectives), "over_cap", "infeasible", "not_found" (no plan within
+    the time limit), "bad_input", "plan_failed", "global_failed", "timeout" (a rank did not join
+    within ``timeout``; raised on the ranks that waited), "comm_failed" or "internal". ``rank``
+    is the global rank at fault (None when no single rank is), ``numbers`` the figures quoted
+    in the message (sample count, needed and agreed counts, caps).
     """
 
     def __init__(
@@ -125,6 +142,9 @@ class _LocalComm:
     global_rank = 0
     size = 1
 
+    def __init__(self, op: int) -> None:
+        self.op = op
+
     def gather_rows(self, row: list[int]) -> list[list[int]]:
         return [list(row)]
 
@@ -136,15 +156,23 @@ class _LocalComm:
 
 
 class _TorchComm:
-    """The collectives this module needs, on the group's device."""
+    """The collectives this module needs, on the group's device, each bounded by ``timeout``.
 
-    def __init__(self, group: Any) -> None:
+    Every collective is issued with ``async_op=True`` and waited on with the timeout (gloo and
+    NCCL both honour ``Work.wait(timeout)``), so a rank that never joins makes the waiting ranks
+    raise ``DistributedPlanError(code="timeout")`` instead of blocking until the group's own
+    timeout. Without ``timeout`` the group's timeout (``init_process_group(timeout=...)``) holds.
+    """
+
+    def __init__(self, group: Any, op: int, timeout: float | None) -> None:
         import torch
         import torch.distributed as dist
 
         self._torch = torch
         self._dist = dist
         self.group = group
+        self.op = op
+        self.timeout = timeout
         self.rank = dist.get_rank(group)
         if self.rank < 0:
             raise ValueError(
@@ -155,11 +183,37 @@ class _TorchComm:
         self.size = dist.get_world_size(group)
         self.device = _group_device(group)
 
+    def _wait(self, work: Any, what: str) -> None:
+        from datetime import timedelta
+
+        try:
+            if self.timeout is None:
+                work.wait()
+            else:
+                work.wait(timeout=timedelta(seconds=self.timeout))
+        except RuntimeError as err:
+            text = str(err)
+            timed_out = "timed out" in text.lower() or "timeout" in text.lower()
+            limit = f"{self.timeout}s" if self.timeout is not None else "the group's timeout"
+            raise DistributedPlanError(
+                f"rank {self.global_rank} waited {limit} in {_OPS.get(self.op, '?')} ({what}) and "
+                f"not every rank of the {self.size} joined: a rank did not call it, called it "
+                "late, or died. Every rank must call the same seqpart collective each step. The "
+                "process group may now be unusable: destroy and re-create it"
+                if timed_out else
+                f"rank {self.global_rank}: the collective in {_OPS.get(self.op, '?')} ({what}) "
+                f"failed: {text}",
+                code="timeout" if timed_out else "comm_failed",
+                rank=None,
+                numbers={"timeout": self.timeout},
+            ) from err
+
     def gather_rows(self, row: list[int]) -> list[list[int]]:
         torch = self._torch
         mine = torch.tensor(row, dtype=torch.int64, device=self.device)
         out = [torch.empty_like(mine) for _ in range(self.size)]
-        self._dist.all_gather(out, mine, group=self.group)
+        self._wait(self._dist.all_gather(out, mine, group=self.group, async_op=True),
+                   "status exchange")
         return [t.cpu().tolist() for t in out]
 
     def gather_lengths(self, local: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
@@ -169,13 +223,26 @@ class _TorchComm:
         padded = torch.zeros(longest, dtype=torch.int64, device=self.device)
         padded[: len(local)] = torch.as_tensor(local, dtype=torch.int64, device=self.device)
         out = [torch.empty_like(padded) for _ in range(self.size)]
-        self._dist.all_gather(out, padded, group=self.group)
+        self._wait(self._dist.all_gather(out, padded, group=self.group, async_op=True),
+                   "length exchange")
         return [t[:n].cpu().numpy() for t, n in zip(out, sizes, strict=True)]
 
     def broadcast(self, obj: Any) -> Any:
-        box = [obj]
-        self._dist.broadcast_object_list(box, group=self.group, group_src=0, device=self.device)
-        return box[0]
+        """Group rank 0's ``obj`` on every rank: its pickle's size, then its bytes (two bounded
+        broadcasts; ``broadcast_object_list`` cannot take a timeout)."""
+        import pickle
+
+        torch, dist = self._torch, self._dist
+        src = 0 if self.group is None else dist.get_global_rank(self.group, 0)
+        data = pickle.dumps(obj) if self.rank == 0 else b""
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
+        self._wait(dist.broadcast(size, src=src, group=self.group, async_op=True), "plan size")
+        if self.rank == 0:
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(self.device)
+        else:
+            buf = torch.empty(int(size.item()), dtype=torch.uint8, device=self.device)
+        self._wait(dist.broadcast(buf, src=src, group=self.group, async_op=True), "plan")
+        return obj if self.rank == 0 else pickle.loads(buf.cpu().numpy().tobytes())
 
 
 def _group_device(group: Any) -> Any:
@@ -195,7 +262,20 @@ def _group_device(group: Any) -> Any:
     return torch.device("cpu")
 
 
-def _make_comm(group: Any) -> _LocalComm | _TorchComm:
+def _check_timeout(timeout: Any) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+
+
+def _make_comm(group: Any, op: int, timeout: Any = None) -> _LocalComm | _TorchComm:
+    """The group's communicator. A bad ``timeout`` is not raised here (only on this rank, it
+    would leave the others waiting): the caller checks it inside its reported ``try``."""
+    try:
+        _check_timeout(timeout)
+    except ValueError:
+        timeout = None
     try:
         import torch.distributed as dist
     except ImportError:
@@ -206,8 +286,8 @@ def _make_comm(group: Any) -> _LocalComm | _TorchComm:
                 "group= was given but torch.distributed is not initialised: call "
                 "torch.distributed.init_process_group first (or pass group=None)"
             )
-        return _LocalComm()
-    return _TorchComm(group)
+        return _LocalComm(op)
+    return _TorchComm(group, op, None if timeout is None else float(timeout))
 
 
 # --------------------------------------------------------------------------- status rows
@@ -225,7 +305,10 @@ def _row(
 ) -> list[int]:
     raw = message.encode("utf-8")[:_MESSAGE_BYTES]
     body = list(raw) + [0] * (_MESSAGE_BYTES - len(raw))
-    return [comm.global_rank, code, n, k_needed, cap, multiple_of, min_k, *body]
+    # Every field already fits int64 (the codes map what does not to -1), so building the
+    # tensor cannot fail on one rank alone and leave the others in the exchange.
+    header = [comm.global_rank, code, comm.op, n, k_needed, cap, multiple_of, min_k]
+    return [v if -_INT64_MAX <= v <= _INT64_MAX else -1 for v in header] + body
 
 
 def _message(row: Sequence[int]) -> str:
@@ -239,14 +322,41 @@ def _cap_code(cap: Any) -> int:
         return 0
     if isinstance(cap, (bool, np.bool_)) or not isinstance(cap, (int, np.integer)) or cap < 1:
         return -1
-    return int(cap)
+    return int(cap) if cap <= _INT64_MAX else -1
 
 
 def _count_code(value: Any) -> int:
     """multiple_of / min_k as they travel: the int, -1 for anything invalid."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
         return -1
-    return int(value)
+    return int(value) if value <= _INT64_MAX else -1
+
+
+def _check_fits(value: Any, name: str) -> None:
+    """Raise on a value the int64 status row cannot carry (so the rank fails collectively)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > _INT64_MAX:
+        raise ValueError(
+            f"{name}={value} does not fit in int64 (max 2**63-1): pass a smaller {name}, the "
+            "same on every rank"
+        )
+
+
+def _call_mismatch_error(rows: list[list[int]]) -> DistributedPlanError | None:
+    """Ranks that called different seqpart collectives (or something else entirely)."""
+    ops = [r[_OP] for r in rows]
+    if len(set(ops)) == 1 and ops[0] in _OPS:
+        return None
+    by_op: dict[str, list[int]] = {}
+    for r in rows:
+        by_op.setdefault(_OPS.get(r[_OP], "something else"), []).append(r[_RANK])
+    calls = "; ".join(f"ranks {ranks} called {name}" for name, ranks in by_op.items())
+    return DistributedPlanError(
+        f"the {len(rows)} ranks called different seqpart collectives: {calls}. Every rank of the "
+        "group must make the same call in the same order",
+        code="mismatched_call",
+        rank=None,
+        numbers={"calls": {name: ranks for name, ranks in by_op.items()}},
+    )
 
 
 def _mismatch_error(rows: list[list[int]]) -> DistributedPlanError | None:
@@ -313,6 +423,7 @@ def partition_across_ranks(
     multiple_of: int = 1,
     min_k: int = 1,
     time_limit: float = 0.1,
+    timeout: float | None = None,
     **partition_kwargs: Any,
 ) -> Plan:
     """Split this rank's sequences into the micro-batch count all ranks of ``group`` agree on.
@@ -336,6 +447,9 @@ def partition_across_ranks(
         min_k: the agreed count is at least this (e.g. the pipeline depth, so every stage has
             work); same on every rank.
         time_limit: seconds for each of the (at most two) local ``partition`` calls.
+        timeout: seconds each collective waits for the other ranks before this rank raises
+            ``DistributedPlanError(code="timeout")``; None: the process group's own timeout
+            (``init_process_group(timeout=...)``; NCCL may abort the process then).
         **partition_kwargs: passed to :func:`~seqpart.solver.partition` (cost, oversize,
             equal_size, groups, engine, options); ``k`` is chosen here.
 
@@ -350,15 +464,18 @@ def partition_across_ranks(
         ValueError: ``group`` given without an initialised process group (raised before any
             collective, so on every rank alike).
     """
-    comm = _make_comm(group)
+    comm = _make_comm(group, _OP_PARTITION, timeout)
     cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
     tokens: np.ndarray | None = None
     local_plan: Plan | None = None
     local_error: Exception | None = None
     code, n, k_needed, text = _OK, 0, 0, ""
     try:
+        _check_timeout(timeout)
         tokens = as_lengths(local_lengths, "local_lengths")
         n = len(tokens)
+        for value, name in ((cap, "cap"), (multiple_of, "multiple_of"), (min_k, "min_k")):
+            _check_fits(value, name)
         cap_value = as_positive_int(cap, "cap", allow_none=True)
         as_positive_int(multiple_of, "multiple_of")
         as_positive_int(min_k, "min_k")
@@ -382,8 +499,10 @@ def partition_across_ranks(
         code = code if code != _OK else _classify(err)
         text = str(err)
     rows = comm.gather_rows(_row(comm, code, n, k_needed, cap_code, mult_code, min_k_code, text))
-    agree_error = _mismatch_error(rows) or _failure_error(
-        rows, comm.size, "find its smallest micro-batch count"
+    agree_error = (
+        _call_mismatch_error(rows)
+        or _mismatch_error(rows)
+        or _failure_error(rows, comm.size, "find its smallest micro-batch count")
     )
     _raise_same(agree_error, local_error)
 
@@ -444,34 +563,33 @@ def partition_across_ranks(
     return plan
 
 
-def plan_global_across_ranks(
+def _plan_once_across_ranks(
+    op: int,
     local_lengths: Any,
-    cap: int | None,
-    *,
-    group: Any = None,
-    multiple_of: int = 1,
-    time_limit: float = 0.5,
-    **partition_kwargs: Any,
-) -> GlobalPlan:
-    """Gather every rank's lengths, plan the step once on group rank 0, give all ranks that plan.
+    cap: Any,
+    group: Any,
+    multiple_of: Any,
+    timeout: Any,
+    planner: Any,
+) -> tuple[Any, list[int], np.ndarray, int]:
+    """Gather every rank's lengths, run ``planner(lengths, dp_size)`` once on group rank 0 and
+    hand its result to every rank: ``(result, offsets, lengths, group rank)``.
 
-    The variable-length lists travel as one ``all_gather`` of status rows (which carries the
-    sizes) and one ``all_gather`` of the lengths padded to the longest rank; rank 0 runs
-    :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
-    rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
-    ``time_limit`` and ``partition_kwargs`` are used; ``cap`` and ``multiple_of`` must match on
-    every rank (checked).
-
-    Raises:
-        DistributedPlanError: on every rank, with the same message: a rank's input is invalid,
-            the ranks disagree on ``cap``/``multiple_of``, or the global plan failed.
+    Three bounded collectives: the shared status exchange (which also carries the sizes and
+    catches mismatched calls and arguments), the padded lengths, and rank 0's result (or its
+    error) as one broadcast, so every rank returns the identical result or raises the identical
+    error.
     """
-    comm = _make_comm(group)
+    comm = _make_comm(group, op, timeout)
+    name = _OPS[op]
     cap_code, mult_code = _cap_code(cap), _count_code(multiple_of)
     tokens = np.zeros(0, dtype=np.int64)
     local_error: Exception | None = None
     code, text = _OK, ""
     try:
+        _check_timeout(timeout)
+        for value, arg in ((cap, "cap"), (multiple_of, "multiple_of")):
+            _check_fits(value, arg)
         tokens = as_lengths(local_lengths, "local_lengths")
         as_positive_int(cap, "cap", allow_none=True)
         as_positive_int(multiple_of, "multiple_of")
@@ -479,7 +597,10 @@ def plan_global_across_ranks(
         local_error, code, text = err, _classify(err), str(err)
     rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text))
     _raise_same(
-        _mismatch_error(rows) or _failure_error(rows, comm.size, "share its lengths"), local_error
+        _call_mismatch_error(rows)
+        or _mismatch_error(rows)
+        or _failure_error(rows, comm.size, "share its lengths"),
+        local_error,
     )
 
     sizes = [r[_N] for r in rows]
@@ -490,13 +611,7 @@ def plan_global_across_ranks(
     local_error = None
     if comm.rank == 0:
         try:
-            payload = (
-                "ok",
-                plan_global(
-                    lengths, comm.size, cap, multiple_of=multiple_of, time_limit=time_limit,
-                    **partition_kwargs,
-                ),
-            )
+            payload = ("ok", planner(lengths, comm.size))
         except Exception as err:  # every rank must still reach the broadcast
             local_error = err
             payload = ("error", f"{type(err).__name__}: {err}")
@@ -504,12 +619,102 @@ def plan_global_across_ranks(
     assert payload is not None
     if payload[0] == "error":
         raise DistributedPlanError(
-            f"the global plan for {comm.size} ranks ({len(lengths)} sequences, "
-            f"cap={cap}) failed on rank 0: {payload[1]}",
+            f"{name}: the plan for {comm.size} ranks ({len(lengths)} sequences, cap={cap}) "
+            f"failed on rank 0: {payload[1]}",
             code="global_failed",
             rank=None,
             numbers={"n_total": len(lengths), "cap": cap, "dp_size": comm.size},
         ) from local_error
-    return GlobalPlan(
-        plans=payload[1], offsets=offsets, lengths=lengths.tolist(), rank=comm.rank
+    return payload[1], offsets, lengths, comm.rank
+
+
+def plan_global_across_ranks(
+    local_lengths: Any,
+    cap: int | None,
+    *,
+    group: Any = None,
+    multiple_of: int = 1,
+    time_limit: float = 0.5,
+    timeout: float | None = None,
+    **partition_kwargs: Any,
+) -> GlobalPlan:
+    """Gather every rank's lengths, plan the step once on group rank 0, give all ranks that plan.
+
+    The variable-length lists travel as one ``all_gather`` of status rows (which carries the
+    sizes) and one ``all_gather`` of the lengths padded to the longest rank; rank 0 runs
+    :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
+    rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
+    ``time_limit`` and ``partition_kwargs`` are used; ``cap`` and ``multiple_of`` must match on
+    every rank (checked). ``timeout`` bounds each collective as in :func:`partition_across_ranks`.
+
+    Raises:
+        DistributedPlanError: on every rank, with the same message: a rank's input is invalid,
+            the ranks disagree on ``cap``/``multiple_of`` or called different seqpart
+            collectives, or the global plan failed.
+    """
+
+    def planner(lengths: np.ndarray, dp_size: int) -> list[Plan]:
+        return plan_global(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
+                           **partition_kwargs)
+
+    plans, offsets, lengths, rank = _plan_once_across_ranks(
+        _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner
     )
+    return GlobalPlan(plans=plans, offsets=offsets, lengths=lengths.tolist(), rank=rank)
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """The step schedule as every rank receives it from :func:`plan_step_across_ranks`.
+
+    ``schedule`` is what the step planner returned for the whole step (identical on every
+    rank); indices in it are into ``lengths``, the concatenation of every rank's local lengths
+    in group-rank order (rank r's local sequence j is global index ``offsets[r] + j``).
+    """
+
+    schedule: Any
+    offsets: list[int]
+    lengths: list[int]
+    rank: int
+
+    def owner(self, index: int) -> tuple[int, int]:
+        """(group rank that holds global sequence ``index`` now, its local index there)."""
+        if not 0 <= index < len(self.lengths):
+            raise IndexError(f"sequence {index} is outside range(0, {len(self.lengths)})")
+        r = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return r, index - self.offsets[r]
+
+
+def plan_step_across_ranks(
+    local_lengths: Any,
+    cap: int | None,
+    *,
+    group: Any = None,
+    multiple_of: int = 1,
+    time_limit: float = 0.5,
+    timeout: float | None = None,
+    **step_kwargs: Any,
+) -> StepSchedule:
+    """Gather every rank's lengths, plan the whole step once on group rank 0, give every rank
+    the identical schedule (or the identical error), with the same collective-failure guarantees
+    as :func:`partition_across_ranks` (bad input, mismatched arguments or calls, ``timeout``).
+
+    The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
+    :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
+    ``time_limit`` and ``step_kwargs`` are used.
+    """
+    from . import step as step_module
+
+    plan_step = getattr(step_module, "plan_step", None)
+
+    def planner(lengths: np.ndarray, dp_size: int) -> Any:
+        if plan_step is not None:
+            return plan_step(lengths, dp_size, cap, multiple_of=multiple_of,
+                             time_limit=time_limit, **step_kwargs)
+        return plan_global(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
+                           **step_kwargs)
+
+    schedule, offsets, lengths, rank = _plan_once_across_ranks(
+        _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner
+    )
+    return StepSchedule(schedule=schedule, offsets=offsets, lengths=lengths.tolist(), rank=rank)
