@@ -47,6 +47,9 @@ def _plan_record(plan: Any) -> dict[str, Any]:
 
 
 def _error_record(err: BaseException) -> dict[str, Any]:
+    if not hasattr(err, "code"):  # a drop-in's own error: its type and message are the record
+        return {"ok": False, "type": type(err).__name__, "code": None, "rank": None,
+                "message": str(err)}
     return {
         "ok": False,
         "type": type(err).__name__,
@@ -57,7 +60,11 @@ def _error_record(err: BaseException) -> dict[str, Any]:
 
 
 def _scenarios(rank: int, world: int) -> dict[str, Any]:
-    from seqpart.solver.distributed import partition_across_ranks, plan_global_across_ranks
+    from seqpart.solver.distributed import (
+        partition_across_ranks,
+        plan_global_across_ranks,
+        plan_step_across_ranks,
+    )
 
     def seed() -> Any:
         return partition_across_ranks(SEED_LENGTHS[rank], CAP, time_limit=0.2)
@@ -92,6 +99,59 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
         lengths = [10, -1] if rank == 1 else GLOBAL_LENGTHS[rank]
         return plan_global_across_ranks(lengths, CAP)
 
+    def cap_over_int64() -> Any:
+        # 2**63 cannot travel in the int64 status row: rank 1 must fail like any bad input.
+        return partition_across_ranks(SEED_LENGTHS[rank], 2**63 if rank == 1 else CAP)
+
+    def multiple_of_over_int64() -> Any:
+        return plan_global_across_ranks(GLOBAL_LENGTHS[rank], CAP,
+                                        multiple_of=2**70 if rank == 2 else 1)
+
+    def mismatched_call() -> Any:
+        if rank == 0:
+            return plan_global_across_ranks(GLOBAL_LENGTHS[rank], CAP)
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP)
+
+    def mismatched_step_call() -> Any:
+        if rank == 2:
+            return plan_step_across_ranks(GLOBAL_LENGTHS[rank], CAP)
+        return plan_global_across_ranks(GLOBAL_LENGTHS[rank], CAP)
+
+    def bad_timeout() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=-1 if rank == 1 else 5.0)
+
+    def step_plan() -> Any:
+        result = plan_step_across_ranks(GLOBAL_LENGTHS[rank], CAP, time_limit=0.5, timeout=20)
+        return {"ok": True, "schedule": repr(result.schedule), "offsets": result.offsets,
+                "lengths": result.lengths, "rank": result.rank}
+
+    def verl_rearrange() -> Any:
+        import torch
+
+        from seqpart.solver.trainers import rearrange_micro_batches
+
+        # Rank r holds 6 + 3r sequences; the ranks agree on one count, each under the cap.
+        gen = torch.Generator().manual_seed(rank)
+        n = 6 + 3 * rank
+        valid = torch.randint(20, 90, (n,), generator=gen)
+        mask = (torch.arange(100)[None, :] < valid[:, None]).long()
+        batch = {"input_ids": torch.zeros(n, 100, dtype=torch.long), "attention_mask": mask}
+        micro, idx = rearrange_micro_batches(batch, max_token_len=150)
+        return {"ok": True, "idx": idx, "valid": valid.tolist(),
+                "tokens": [int(m["attention_mask"].sum()) for m in micro]}
+
+    def verl_rearrange_bad_rank() -> Any:
+        import torch
+
+        from seqpart.solver.trainers import rearrange_micro_batches
+
+        n = 5
+        mask = torch.ones(n, 100, dtype=torch.long)
+        if rank != 1:
+            mask[:, 60:] = 0  # 60 tokens each; rank 1's 100 are over max_token_len=80
+        batch = {"input_ids": torch.zeros(n, 100, dtype=torch.long), "attention_mask": mask}
+        return rearrange_micro_batches(batch, max_token_len=80)
+
     return {
         "seed": seed,
         "multiple_of": multiple_of,
@@ -101,6 +161,14 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
         "mismatched_multiple_of": mismatched_multiple_of,
         "global_plan": global_plan,
         "global_bad_input": global_bad_input,
+        "cap_over_int64": cap_over_int64,
+        "multiple_of_over_int64": multiple_of_over_int64,
+        "mismatched_call": mismatched_call,
+        "mismatched_step_call": mismatched_step_call,
+        "bad_timeout": bad_timeout,
+        "step_plan": step_plan,
+        "verl_rearrange": verl_rearrange,
+        "verl_rearrange_bad_rank": verl_rearrange_bad_rank,
     }
 
 
@@ -136,3 +204,33 @@ def run_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
             json.dump(results, f)
     finally:
         dist.destroy_process_group()
+
+
+def run_absent_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Rank ``world - 1`` never calls: the others must raise code "timeout" within ``timeout``."""
+    import time
+
+    import torch.distributed as dist
+
+    from seqpart.solver.distributed import partition_across_ranks
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+        timeout=timedelta(seconds=60),  # the group's own timeout: far longer than the call's
+    )
+    record: dict[str, Any]
+    if rank == world - 1:
+        time.sleep(4)  # alive, but never joins the collective
+        record = {"absent": True}
+    else:
+        t0 = time.monotonic()
+        try:
+            partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=1.5)
+            record = {"ok": True}
+        except Exception as err:
+            record = _error_record(err)
+        record["seconds"] = time.monotonic() - t0
+    with open(os.path.join(out_dir, f"absent{rank}.json"), "w") as f:
+        json.dump(record, f)
+    # No destroy_process_group: the group is unusable after the timeout (documented).
+    os._exit(0)

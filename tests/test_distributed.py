@@ -32,10 +32,11 @@ SPAWN_TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _spawn(world: int, init_file: Path, out_dir: Path, timeout: float) -> None:
+def _spawn(world: int, init_file: Path, out_dir: Path, timeout: float,
+           target: Any = workers.run_worker) -> None:
     ctx = mp.get_context("spawn")
     procs = [
-        ctx.Process(target=workers.run_worker, args=(r, world, str(init_file), str(out_dir)))
+        ctx.Process(target=target, args=(r, world, str(init_file), str(out_dir)))
         for r in range(world)
     ]
     for p in procs:
@@ -152,6 +153,69 @@ def test_global_plan_bad_input_on_one_rank_fails_on_every_rank(
 ) -> None:
     message = _assert_same_error(_outcomes(results, "global_bad_input"), "bad_input", rank=1)
     assert "local_lengths[1] is -1" in message
+
+
+def test_a_cap_over_int64_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "cap_over_int64"), "bad_input", rank=1)
+    assert "does not fit in int64" in message
+
+
+def test_a_multiple_of_over_int64_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "multiple_of_over_int64")
+    message = _assert_same_error(outs, "bad_input", rank=2)
+    assert "multiple_of=" in message and "int64" in message
+
+
+def test_ranks_calling_different_collectives_get_one_clear_error(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "mismatched_call"), "mismatched_call", None)
+    assert "ranks [0] called plan_global_across_ranks" in message
+    assert "ranks [1, 2] called partition_across_ranks" in message
+    message = _assert_same_error(_outcomes(results, "mismatched_step_call"), "mismatched_call",
+                                 None)
+    assert "ranks [2] called plan_step_across_ranks" in message
+
+
+def test_a_bad_timeout_on_one_rank_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "bad_timeout"), "bad_input", rank=1)
+    assert "timeout must be a positive number" in message
+
+
+def test_step_plan_is_identical_on_every_rank(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "step_plan")
+    assert all(o["ok"] for o in outs), outs
+    assert [o["rank"] for o in outs] == list(range(WORLD))
+    assert len({o["schedule"] for o in outs}) == 1
+    assert outs[0]["offsets"] == [0, 7, 13]
+
+
+def test_verl_rearrange_agrees_on_one_count_under_the_cap(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "verl_rearrange")
+    assert all(o["ok"] for o in outs), outs
+    counts = {len(o["idx"]) for o in outs}
+    assert len(counts) == 1  # same number of micro-batches on every rank
+    for o in outs:
+        assert sorted(i for p in o["idx"] for i in p) == list(range(len(o["valid"])))
+        assert all(p for p in o["idx"]) and max(o["tokens"]) <= 150
+        assert o["tokens"] == [sum(o["valid"][i] for i in p) for p in o["idx"]]
+
+
+def test_verl_rearrange_bad_rank_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    outs = _outcomes(results, "verl_rearrange_bad_rank")
+    assert not any(o["ok"] for o in outs)
+    assert "over max_token_len=80" in outs[1]["message"]
+    assert all("another data-parallel rank" in o["message"] for o in (outs[0], outs[2]))
+
+
+def test_a_rank_that_never_calls_times_out_the_others(tmp_path: Path) -> None:
+    _spawn(WORLD, tmp_path / "init", tmp_path, SPAWN_TIMEOUT, workers.run_absent_rank_worker)
+    outs = [json.loads((tmp_path / f"absent{r}.json").read_text()) for r in range(WORLD)]
+    assert outs[-1] == {"absent": True}
+    for out in outs[:-1]:
+        assert not out["ok"] and out["code"] == "timeout", out
+        assert "did not call it" in out["message"]
+        assert out["seconds"] < 30  # the call's 1.5 s, not the group's 60 s
 
 
 def test_ranks_stay_in_lockstep_after_every_error(results: list[dict[str, Any]]) -> None:

@@ -44,7 +44,10 @@ def _effective_lengths(batch: Any) -> np.ndarray:
 
 
 def _select(batch: Any, indices: list[int]) -> Any:
-    """The rows ``indices`` of a TensorDict; verl's helper when present (nested tensors)."""
+    """The rows ``indices`` of a TensorDict (verl's helper when present: nested tensors), or of
+    a plain dict of tensors."""
+    if isinstance(batch, dict):
+        return {key: value[indices] for key, value in batch.items()}
     try:
         from verl.utils import tensordict_utils as tu
 
