@@ -310,3 +310,255 @@ def test_plan_global_across_ranks_without_a_process_group() -> None:
     assert result.rank == 0 and result.offsets == [0]
     assert result.my_plan.k == 2
     assert result.owner(4) == (0, 4)
+
+
+# --------------------------------------------------------------------------- what trainers pass
+
+def _torch():  # type: ignore[no-untyped-def]
+    return pytest.importorskip("torch")  # torch is optional: tensor cases skip without it
+
+
+def test_float_weights_integral_values_are_exact() -> None:
+    # slime passes FLOP estimates as floats such as 52544.0: balanced as the integers they are.
+    ints = [52544, 31000, 29000, 24000, 7000, 3000]
+    floats = [float(x) for x in ints]
+    assert get_seqlen_balanced_partitions(floats, 2, False) == get_seqlen_balanced_partitions(
+        ints, 2, False
+    )
+
+
+def test_float_weights_fractional_are_balanced_at_float_precision() -> None:
+    values = [0.3, 0.7, 0.55, 0.45, 0.2, 0.8]
+    parts = get_seqlen_balanced_partitions(values, 3, equal_size=True)
+    _assert_partition_shape(parts, 6, 3)
+    sums = [sum(values[i] for i in p) for p in parts]
+    assert max(sums) - min(sums) < 1e-12  # 1.0 each: the optimum, not a rounded-off one
+    assert sums == sorted(sums, reverse=True)
+
+
+def test_numpy_and_tensor_inputs_give_the_same_plan() -> None:
+    torch = _torch()
+    values = [7, 5, 5, 4, 4, 3, 2, 1]
+    expected = get_seqlen_balanced_partitions(values, 3, False)
+    for as_given in (np.array(values), np.array(values, dtype=np.float32), torch.tensor(values),
+                  torch.tensor(values, dtype=torch.float64), [torch.tensor(v) for v in values]):
+        assert get_seqlen_balanced_partitions(as_given, 3, False) == expected
+    assert get_seqlen_balanced_partitions(values, torch.tensor(3), np.bool_(False)) == expected
+    assert get_seqlen_balanced_partitions(values, 3.0, False) == expected
+
+
+def test_counts_and_caps_as_integral_floats_and_0d_tensors() -> None:
+    torch = _torch()
+    lengths = [3, 3, 3, 7, 7, 7]
+    assert get_minimum_num_micro_batch_size(lengths, 10.0) == 3
+    assert get_minimum_num_micro_batch_size(torch.tensor(lengths), torch.tensor(10)) == 3
+    assert get_minimum_num_micro_batch_size([float(x) for x in lengths], np.int64(10)) == 3
+    with pytest.raises(TypeError, match="whole number"):
+        get_minimum_num_micro_batch_size(lengths, 10.5)
+    with pytest.raises(TypeError, match="whole numbers"):
+        get_minimum_num_micro_batch_size([3.5, 2.0], 10)
+
+
+def test_bad_input_names_the_argument_and_is_also_an_assertion_error() -> None:
+    from seqpart.solver.trainers import TrainerInputError
+
+    with pytest.raises(TrainerInputError, match="k_partitions <= 2"):
+        get_seqlen_balanced_partitions([1, 2], 3, False)
+    with pytest.raises(AssertionError):  # what the originals raise, so trainers' catches hold
+        get_seqlen_balanced_partitions([1, 2], 3, False)
+    with pytest.raises(ValueError, match=r"seqlen_list\[1\] is nan"):
+        get_seqlen_balanced_partitions([1.0, float("nan")], 1, False)
+    with pytest.raises(ValueError, match=r"seqlen_list\[0\] is -1"):
+        get_seqlen_balanced_partitions([-1, 2], 1, False)
+    with pytest.raises(TypeError, match="bool"):
+        get_seqlen_balanced_partitions([True, False], 1, False)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 10_000), min_size=2, max_size=60), st.integers(1, 8),
+       st.booleans())
+def test_repeatable_and_never_behind_karmarkar_karp(values: list[int], k: int, eq: bool) -> None:
+    from seqpart.heuristics import karmarkar_karp
+
+    assume(k <= len(values) and (not eq or len(values) % k == 0))
+    first = get_seqlen_balanced_partitions(values, k, eq)
+    assert get_seqlen_balanced_partitions(list(values), k, eq) == first  # same input, same plan
+    _assert_partition_shape(first, len(values), k)
+    kk = karmarkar_karp(values, k, counts=None,
+                        max_count=len(values) // k if eq else None)
+    assert max(_sums(first, values)) <= max(_sums(kk, values))
+
+
+def test_count_is_fast_path_exact_on_a_long_tail_batch() -> None:
+    rng = np.random.default_rng(7)
+    lengths = np.minimum(rng.lognormal(6.5, 1.0, 2048).astype(int) + 1, 16384)
+    count = get_minimum_num_micro_batch_size(lengths, 32768)
+    assert count == -(-int(lengths.sum()) // 32768)  # the token total's floor, reached
+    assert count == get_minimum_num_micro_batch_size(lengths.tolist(), 32768)
+
+
+def test_openrlhf_counter_multiplies_the_cap() -> None:
+    from seqpart.solver.trainers import openrlhf
+
+    lengths = [5, 3, 7, 2, 6]
+    assert openrlhf.get_minimum_num_micro_batch_size(lengths, 5, 2, 1) == 3  # cap 10
+    assert openrlhf.get_minimum_num_micro_batch_size(lengths, 5, 2, 2) == 2  # cap 20
+    assert openrlhf.get_seqlen_balanced_partitions is get_seqlen_balanced_partitions
+
+
+# --------------------------------------------------------------------------- slime's scheduler
+
+
+def _slime_args(**kw: object) -> object:
+    from types import SimpleNamespace
+
+    base = dict(micro_batch_size=1, use_dynamic_batch_size=False, max_tokens_per_gpu=None,
+                balance_data=False, balance_by_flops=False)
+    base.update(kw)
+    return SimpleNamespace(**base)
+
+
+def _parallel(dp: int = 1, vpp: int = 1, group: int = 1) -> dict[str, int]:
+    return {"dp_size": dp, "cp_size": 1, "vpp_size": vpp,
+            "microbatch_group_size_per_vp_stage": group}
+
+
+def _check_schedule(out: tuple, dp: int, kept: list[int], lengths: list[int],
+                    cap: int | None) -> None:
+    partitions, mbi, nmb, _ = out
+    seen: list[int] = []
+    for r in range(dp):
+        assert len(mbi[r]) == sum(nmb)  # every rank runs the same count
+        assert [i for mb in mbi[r] for i in mb] == list(range(len(partitions[r])))
+        assert all(mb for mb in mbi[r])
+        seen += partitions[r]
+        if cap is not None:
+            for mb in mbi[r]:
+                total = sum(lengths[partitions[r][i]] for i in mb)
+                assert total <= cap or len(mb) == 1
+    assert sorted(seen) == sorted(kept)  # every kept sample exactly once
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(1, 120), min_size=8, max_size=40), st.integers(1, 3),
+       st.sampled_from([(1, 1), (2, 2)]), st.booleans(), st.booleans())
+def test_build_dp_schedule_invariants(lengths: list[int], dp: int, vpp_group: tuple[int, int],
+                                      balance: bool, by_flops: bool) -> None:
+    from seqpart.solver.trainers import build_dp_schedule
+
+    vpp, group = vpp_group
+    cap = 150
+    args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=cap, balance_data=balance,
+                       balance_by_flops=by_flops)
+    gbs = max(1, len(lengths) // 2)
+    try:
+        out = build_dp_schedule(args, _parallel(dp, vpp, group), lengths, global_batch_size=gbs,
+                                rollout_indices=list(range(len(lengths))))
+    except AssertionError as err:  # only: too few samples in a step for the aligned count
+        assert "samples" in str(err)
+        return
+    kept = list(range((len(lengths) // gbs) * gbs))
+    _check_schedule(out, dp, kept, lengths, cap)
+    if vpp > 1:
+        assert all(n % group == 0 for n in out[2])
+    assert build_dp_schedule(args, _parallel(dp, vpp, group), lengths, global_batch_size=gbs,
+                             rollout_indices=list(range(len(lengths)))) == out
+
+
+def test_build_dp_schedule_static_rollouts_and_trim() -> None:
+    from seqpart.solver.trainers import build_dp_schedule
+
+    lengths = [3] * 8
+    rollouts = [0, 0, 1, 2, 2, 3, 4, 4]  # rollout 4 does not fill a third step of 2
+    args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=12)
+    out = build_dp_schedule(args, _parallel(1), lengths, global_batch_size=2,
+                            rollout_indices=rollouts)
+    _check_schedule(out, 1, list(range(6)), lengths, 12)
+    assert out[3] == [2, 2]
+    static = build_dp_schedule(_slime_args(micro_batch_size=2), _parallel(4), [10] * 16,
+                               global_batch_size=16, rollout_indices=list(range(16)))
+    assert static[2] == [2]
+    _check_schedule(static, 4, list(range(16)), [10] * 16, None)
+    with pytest.raises(AssertionError, match="num_rollouts"):
+        build_dp_schedule(args, _parallel(1), [3] * 6, global_batch_size=4,
+                          rollout_indices=[0, 0, 1, 1, 2, 2])
+
+
+def test_build_dp_schedule_oversize_alone_and_cap_even_when_balancing_flops() -> None:
+    from seqpart.solver.trainers import build_dp_schedule
+
+    lengths = [15, 3, 3, 3, 3, 3, 3, 3]
+    args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=10, balance_by_flops=True,
+                       balance_data=True)
+    out = build_dp_schedule(args, _parallel(2), lengths, global_batch_size=8,
+                            rollout_indices=list(range(8)))
+    _check_schedule(out, 2, list(range(8)), lengths, 10)
+
+
+# --------------------------------------------------------------------------- verl's rearrange
+
+
+def test_rearrange_micro_batches_holds_the_cap_and_restores() -> None:
+    torch = _torch()
+    from seqpart.solver.trainers import rearrange_micro_batches
+
+    gen = torch.Generator().manual_seed(0)
+    valid = torch.randint(50, 91, (20,), generator=gen)
+    mask = (torch.arange(100)[None, :] < valid[:, None]).long()
+    ids = torch.randint(0, 10, (20, 100), generator=gen)
+    batch = {"input_ids": ids, "attention_mask": mask}
+    micro, idx = rearrange_micro_batches(batch, max_token_len=300)
+    assert all(int(m["attention_mask"].sum()) <= 300 for m in micro)
+    order = [i for p in idx for i in p]
+    assert sorted(order) == list(range(20)) and all(p == sorted(p) for p in idx)
+    restored = torch.cat([m["input_ids"] for m in micro])[torch.argsort(torch.tensor(order))]
+    assert torch.equal(restored, ids)
+    assert rearrange_micro_batches(batch, max_token_len=300)[1] == idx  # repeatable
+    with pytest.raises(AssertionError, match="over max_token_len"):
+        rearrange_micro_batches(batch, max_token_len=60)
+    micro, idx = rearrange_micro_batches(batch, 300, min_num_micro_batch=9,
+                                         num_batches_divided_by=4)
+    assert len(idx) == 12
+
+
+# --------------------------------------------------------------------------- patch
+
+
+def test_patch_rebinds_every_module_holding_the_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from seqpart.solver import trainers
+
+    def original(seqlen_list, k_partitions, equal_size):  # type: ignore[no-untyped-def]
+        raise AssertionError("the original ran")
+
+    def original_rearrange(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the original ran")
+
+    names = ["verl", "verl.utils", "verl.utils.seqlen_balancing", "verl.trainer_like"]
+    mods = {name: types.ModuleType(name) for name in names}
+    mods["verl.utils.seqlen_balancing"].get_seqlen_balanced_partitions = original
+    mods["verl.utils.seqlen_balancing"].rearrange_micro_batches = original_rearrange
+    mods["verl.trainer_like"].get_seqlen_balanced_partitions = original  # imported by name
+    mods["verl.trainer_like"].balancer = original  # ... or under another name
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    done = trainers.patch_verl()
+    try:
+        assert mods["verl.trainer_like"].get_seqlen_balanced_partitions is (
+            trainers.get_seqlen_balanced_partitions)
+        assert mods["verl.trainer_like"].balancer is trainers.get_seqlen_balanced_partitions
+        assert mods["verl.utils.seqlen_balancing"].rearrange_micro_batches is (
+            trainers.rearrange_micro_batches)
+        where = done.rebound["verl.utils.seqlen_balancing.get_seqlen_balanced_partitions"]
+        assert "verl.trainer_like.get_seqlen_balanced_partitions" in where
+        assert trainers.patch("verl").rebound == {  # idempotent: nothing left to rebind
+            "verl.utils.seqlen_balancing.get_seqlen_balanced_partitions": [],
+            "verl.utils.seqlen_balancing.rearrange_micro_batches": [],
+        }
+    finally:
+        done.undo()
+    assert mods["verl.trainer_like"].get_seqlen_balanced_partitions is original
+    with pytest.raises(ValueError, match="unknown trainer"):
+        trainers.patch("megatron")
