@@ -128,7 +128,8 @@ def build_dp_schedule(
     total_lengths: Any,
     *,
     global_batch_size: Any,
-    rollout_indices: Any,
+    rollout_indices: Any = None,
+    group_indices: Any = None,
 ) -> tuple[list[list[int]], list[list[list[int]]], list[int], list[int]]:
     """slime's ``build_dp_schedule``: the per-rank sample partition and micro-batch schedule.
 
@@ -141,6 +142,7 @@ def build_dp_schedule(
         total_lengths: token count per sample (ints or integral floats, list/array/tensor).
         global_batch_size: rollouts per training step.
         rollout_indices: rollout id per sample; a rollout's samples stay in one step.
+        group_indices: slime v0.3.0's name for ``rollout_indices`` (pass one of the two).
 
     Returns:
         ``(partitions, micro_batch_indices, num_microbatches, global_batch_sizes)`` as slime's:
@@ -160,7 +162,10 @@ def build_dp_schedule(
                         "microbatch_group_size_per_vp_stage")
     gbs = as_count(global_batch_size, "global_batch_size")
     tokens = as_tokens(total_lengths, "total_lengths")
-    rollout_ids = list(rollout_indices)
+    _assert((rollout_indices is None) != (group_indices is None),
+            "pass rollout_indices (slime main) or group_indices (slime v0.3.0), exactly one")
+    unit = "rollouts" if group_indices is None else "groups"
+    rollout_ids = list(rollout_indices if group_indices is None else group_indices)
     _assert(len(rollout_ids) == len(tokens), (
         f"rollout_indices has {len(rollout_ids)} entries for {len(tokens)} samples: one per sample"
     ))
@@ -190,8 +195,8 @@ def build_dp_schedule(
     rollouts = list(samples_of)
     num_steps = len(rollouts) // gbs
     _assert(num_steps >= 1, (
-        f"num_rollouts ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "
-        "worth of rollouts"
+        f"num_{unit} ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "
+        f"worth of {unit}"
     ))
 
     partitions: list[list[int]] = [[] for _ in range(dp_size)]
