@@ -16,8 +16,25 @@ from seqpart.heuristics._inputs import as_lengths, as_positive_int
 
 from .partition import partition
 from .plan import InfeasibleError, Plan, find_violations
+from .step_model import (
+    StepPlan,
+    check_schedule,
+    find_schedule_violations,
+    rank_times,
+    step_lower_bound,
+    step_time,
+)
 
-__all__ = ["order_for_pipeline", "plan_global"]
+__all__ = [
+    "StepPlan",
+    "check_schedule",
+    "find_schedule_violations",
+    "order_for_pipeline",
+    "plan_global",
+    "rank_times",
+    "step_lower_bound",
+    "step_time",
+]
 
 
 def round_up(k: int, multiple_of: int) -> int:
