@@ -132,7 +132,8 @@ def format_plan(plan: Any, n: int) -> str:
 def _as_flags(message: str) -> str:
     """The solver's messages name Python arguments; on the command line, name the flags."""
     for python, flag in (("oversize='alone'", "--oversize alone"), ("k=None", "--k min"),
-                         ("equal_size=False", "no --equal-size"), ("time_limit", "--time-limit")):
+                         ("equal_size=False", "no --equal-size"),
+                         ("equal_size=True", "--equal-size"), ("time_limit", "--time-limit")):
         message = message.replace(python, flag)
     return message
 
@@ -283,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="processes for the untimed methods (default: all cores)")
     study.add_argument("--timed-jobs", type=_positive_int, default=None,
                        help="time-budgeted runs (partition@S) at a time; they run after the "
-                            "others, apart, with cores/N CP-SAT workers each (default: one per "
-                            "core; 1 runs them one by one)")
+                            "others, apart, with cores/N CP-SAT workers each (default: --jobs; "
+                            "1 runs them one by one)")
     study.add_argument("--out", default="seqpart-study", help="output directory")
     study.add_argument("--limit", type=_positive_int, default=None,
                        help="run at most this many new (instance, method) results")

@@ -158,9 +158,6 @@ def _pick_column(
             raise UsageError(f"{name} has several columns ({', '.join(header)}) and {which}: "
                              "pick one with --column NAME")
         col = named[0]
-        if say is not None:
-            say(f"seqpart: {name}: using column {header[col]!r} for the lengths "
-                f"(of {', '.join(header)}; --column picks another)")
     if header is not None and col < len(header):
         label = f", column {header[col]!r}"
     else:
@@ -171,6 +168,9 @@ def _pick_column(
         if not _is_int(cell):
             raise UsageError(f"{name} {where}{label}: {_why_not_int(cell)}")
         values.append(int(cell))
+    if column is None and width > 1 and header is not None and say is not None:
+        say(f"seqpart: {name}: using column {header[col]!r} for the lengths "
+            f"(of {', '.join(header)}; --column picks another)")
     return values
 
 

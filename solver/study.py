@@ -59,7 +59,7 @@ class StudyConfig:
     seed: int = 0
     min_k_time: float = 0.5
     jobs: int | None = None  # None: all cores
-    timed_jobs: int | None = None  # partition@ runs at a time, apart; None: one per core
+    timed_jobs: int | None = None  # partition@ runs at a time, apart; None: as jobs
     out: str = "seqpart-study"
     limit: int | None = None  # at most this many new results
     plots: bool = True
@@ -530,7 +530,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     # Timed methods run after the others, timed_jobs at a time, and CP-SAT gets the cores they
     # leave: no more busy threads of the study than cores (the note under the table shows how
     # much CPU they really had).
-    timed_jobs = config.timed_jobs or cores
+    timed_jobs = config.timed_jobs or jobs
     workers = max(1, cores // timed_jobs)
     out = Path(config.out)
     try:
