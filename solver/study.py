@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import textwrap
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -439,17 +440,21 @@ def _contention(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def format_timing_note(rows: Sequence[dict[str, Any]], timed_jobs: int, workers: int) -> str:
+def format_timing_note(rows: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> str:
     """What the time columns of the time-budgeted methods mean, with the measured contention."""
     timed = [r for r in rows if r["timed_runs"]]
     if not timed:
         return ""
-    cores = os.cpu_count() or 1
-    lines = [f"Time-budgeted methods ran after the others, {timed_jobs} at a time with {workers} "
-             f"CP-SAT worker(s) each, on {cores} core(s). CPU/wall is CPU seconds per wall "
-             "second of a run: about 1 (or more with several workers) when it had its cores, "
-             "lower when other processes competed; * in the table marks a median below 0.8, "
-             "where the times include waiting for the CPU:"]
+    runs = [r for r in records if isinstance(r.get("run"), dict)]
+    how = sorted({(r["run"].get("at_a_time", 1), r.get("workers", 1), r["run"]["cores"])
+                  for r in runs})
+    ways = "; ".join(f"{a} at a time with {w} CP-SAT worker(s) each, on {c} core(s)"
+                     for a, w, c in how)
+    lines = textwrap.wrap(
+        f"Time-budgeted methods ran after the others, {ways}. CPU/wall is CPU seconds per wall "
+        "second of a run: about 1 (or more with several workers) when it had its cores, lower "
+        "when other processes competed; * in the table marks a median below 0.8, where the "
+        "times include waiting for the CPU:", width=100)
     for r in timed:
         lines.append(f"  {r['method']}: CPU/wall median {r['cpu_per_wall_p50']:.2f}, "
                      f"lowest {r['cpu_per_wall_min']:.2f}; 1-min load average up to "
@@ -570,7 +575,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     records = store.records()
     shown = list(dict.fromkeys([*methods, *(r["method"] for r in records)]))
     outcome.rows = summarize(records, shown)
-    outcome.timing_note = format_timing_note(outcome.rows, timed_jobs, workers)
+    outcome.timing_note = format_timing_note(outcome.rows, records)
     write_summary_csv(outcome.rows, out / "summary.csv")
     outcome.wanted = len(wanted)
     outcome.missing = len(wanted - {r["key"] for r in records})

@@ -17,7 +17,7 @@ it, and another kind of study can be too:
   except ``exclusive`` ones: those run afterwards, while nothing else of the study runs,
   ``exclusive_jobs`` at a time (default 1: in this process, one after another) -- for anything
   timed, whose figures must not depend on how many siblings share the cores. Their records get
-  ``run = {wall_s, cpu_s, load_avg_1m, cores, pid}`` so a summary can show whether anything
+  ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}`` so a summary can show whether anything
   else competed. Ctrl-C stops it cleanly: finished records are kept and it returns
   ``RunOutcome(interrupted=True)``; running again with ``store.pending(tasks)`` resumes.
 - :func:`worker_pool` / :func:`pool_map` -- one process pool for the tasks and for side
@@ -150,6 +150,7 @@ class _Call:
     CPU the process had while it ran (see :func:`run_tasks`)."""
 
     runner: Callable[[Any], dict[str, Any]]
+    exclusive_jobs: int = 1
 
     def __call__(self, task: Task) -> dict[str, Any]:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
@@ -159,7 +160,8 @@ class _Call:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         if task.exclusive:
             record = {**record, "run": {"wall_s": wall, "cpu_s": cpu, "load_avg_1m": load,
-                                        "cores": os.cpu_count(), "pid": os.getpid()}}
+                                        "cores": os.cpu_count(), "pid": os.getpid(),
+                                        "at_a_time": self.exclusive_jobs}}
         return {"key": task.key, **record}
 
 
@@ -187,19 +189,21 @@ def run_tasks(
     Other tasks run first, ``jobs`` at a time on ``pool`` (or on a pool made here; none for
     ``jobs == 1``). Exclusive (timed) tasks run after them, ``exclusive_jobs`` at a time (1: in
     this process, one after another), so nothing else of the study shares the cores with them;
-    each exclusive record gets ``run = {wall_s, cpu_s, load_avg_1m, cores, pid}``: the CPU the process had
-    during the task and the machine's load, which say whether something else competed.
+    each exclusive record gets ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}``:
+    the CPU the process had during the task and the machine's load, which say whether something
+    else competed.
     ``runner`` must be picklable (a module-level function) when a pool is used.
     """
-    call = _Call(runner)
+    call = _Call(runner, exclusive_jobs)
     untimed = [t for t in tasks if not t.exclusive]
     timed = [t for t in tasks if t.exclusive]
     needs_pool = (jobs > 1 and untimed) or (exclusive_jobs > 1 and timed)
     ran = 0
     with store.appender() as append, (
         worker_pool(max(jobs, exclusive_jobs)) if pool is None and needs_pool else _given(pool)
-    ) as executor, tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress or None,
-                        file=sys.stderr, dynamic_ncols=True, mininterval=0.2) as bar:
+    ) as executor, tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress,
+                        file=sys.stderr, dynamic_ncols=True,
+                        mininterval=0.2 if sys.stderr.isatty() else 10.0) as bar:
 
         def save(record: dict[str, Any]) -> None:
             nonlocal ran
