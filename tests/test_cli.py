@@ -497,3 +497,24 @@ def test_showcase_picks_an_over_cap_and_an_empty_instance() -> None:
                                              "empty micro-batch", "valid", "valid"]
     assert outcome(rec("d", 1, 1)) == "over the cap and empty"
     assert outcome(rec("d", 0, 0)) == "no plan / error"
+
+
+def test_gap_plot_frame_holds_every_point() -> None:
+    """The largest gap (first-fit's ~94% in the README's study) sat on the frame before."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seqpart.solver.plots import _gap
+
+    def rec(method: str, load: int) -> dict:
+        return {"instance": f"i{load}", "method": method, "valid": True, "max_load": load,
+                "lower_bound": 100}
+
+    records = [rec("a", 100), rec("a", 194), rec("b", 101), rec("b", 100)]
+    fig = _gap(plt, records, ["a", "b"])
+    bottom, top = fig.axes[0].get_ylim()
+    plt.close(fig)
+    assert bottom < 0 < 94 < top / 1.5  # zero and the largest gap both inside, with room
