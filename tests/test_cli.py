@@ -328,9 +328,9 @@ def read_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-def test_tiny_study_writes_results_summary_and_plots(tmp_path: Path) -> None:
+def test_tiny_parallel_study_writes_results_and_summary(tmp_path: Path) -> None:
     out = tmp_path / "study"
-    proc = run_process(*TINY, "--jobs", "2", "--out", str(out))
+    proc = run_process(*TINY, "--jobs", "2", "--no-plots", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     records = read_records(out)
     # 2 batch sizes x 2 k values (plus the generated RL batches) x 2 methods.
@@ -345,8 +345,6 @@ def test_tiny_study_writes_results_summary_and_plots(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert [row["method"] for row in rows] == ["karmarkar_karp", "partition@0.05"]
     assert all(int(row["runs"]) == 8 for row in rows)
-    for name in PLOTS:
-        assert (out / name).read_bytes()[:8] == PNG_MAGIC
     assert "valid" in proc.stdout and "karmarkar_karp" in proc.stdout
 
 

@@ -38,12 +38,12 @@ def test_ci_runs_the_readme_test_command() -> None:
 #: process group, the rank's lengths and samples, and the trainer's arguments. Blocks that use
 #: one of these names run after this preamble; every other block runs as written.
 TRAINER_CONTEXT = '''
-import os, types
+import os, tempfile, types
 import torch
 import torch.distributed as dist
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
-dist.init_process_group("gloo", rank=0, world_size=1)
+# A file rendezvous, not a TCP port: other test runs on the machine cannot collide with it.
+store = os.path.join(tempfile.mkdtemp(), "store")
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
 dp_group = dist.group.WORLD
 local_lengths = [900, 4100, 2500, 3000, 700, 1200, 5200, 800]
 samples = [torch.ones(n) for n in local_lengths]
