@@ -207,13 +207,15 @@ def method_table(results: list[dict[str, Any]], names: Sequence[str]) -> str:
     for name in names:
         got = [r["methods"][name] for r in results if name in r["methods"]]
         ok = [m for m in got if m.get("valid")]
+        over_lb = [ratio(r["methods"][name]["step"], r["lb"]) for r in results
+                   if r["methods"].get(name, {}).get("valid")]
         rows.append([
             name,
             f"{len(ok)}/{len(got)}",
             str(sum(1 for m in got if m.get("over_cap"))),
             str(sum(1 for m in got if m.get("unequal"))),
             str(sum(1 for m in got if "error" in m)),
-            f"{mean([ratio(m['step'], r['lb']) for r in results for m in [r['methods'].get(name, {})] if m.get('valid')]):.4f}",
+            f"{mean(over_lb):.4f}",
             f"{mean([m['m'] for m in got if 'm' in m]):.1f}",
             fmt_ms(float(np.median([m["seconds"] for m in got]))) if got else "-",
             fmt_ms(max((m["seconds"] for m in got), default=float("nan"))),
