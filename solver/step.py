@@ -257,6 +257,8 @@ _GREEDY_RANKS = 1
 #: The constructions at one count, in candidate evaluations per sequence (measured ~10 us per
 #: sequence for both starts at n=4096, dp=64 under load).
 _BUILD_WORK_PER_SEQUENCE = 150
+#: Share of the work budget spent on starts at several counts before the first search.
+_BUILD_SHARE = 0.4
 
 
 @dataclass
@@ -325,15 +327,27 @@ def _ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
     sums = [m * o] * inst.dp_size
     heaviest = [0] * inst.dp_size
     ranks: list[list[int]] = [[] for _ in range(inst.dp_size)]
-    heap = [(vpp * sums[r] + beta * max(o, -(-sums[r] // m)), r) for r in range(inst.dp_size)]
+    def estimate(r: int) -> int:
+        return vpp * sums[r] + beta * max(heaviest[r] + o, -(-sums[r] // m))
+
+    heap = [(estimate(r), r) for r in range(inst.dp_size)]  # one live entry per rank
     heapq.heapify(heap)
     costs = inst.costs
-    for i in order_desc(costs):
-        r = heap[0][1]
+    short = inst.dp_size * m  # sequences still owed to ranks holding fewer than m
+    for pos, i in enumerate(order_desc(costs)):
+        if inst.n - pos <= short:
+            # Only enough sequences left to give every rank m: the short ranks take them.
+            r = min((q for q in range(inst.dp_size) if len(ranks[q]) < m), key=lambda q: (estimate(q), q))
+            heap = [(v, q) for v, q in heap if q != r]
+            heapq.heapify(heap)
+        else:
+            r = heapq.heappop(heap)[1]
+        if len(ranks[r]) < m:
+            short -= 1
         ranks[r].append(i)
-        total = sums[r] = sums[r] + costs[i]
-        top = heaviest[r] = max(heaviest[r], costs[i])
-        heapq.heapreplace(heap, (vpp * total + beta * max(top + o, -(-total // m)), r))
+        sums[r] += costs[i]
+        heaviest[r] = max(heaviest[r], costs[i])
+        heapq.heappush(heap, (estimate(r), r))
     return ranks
 
 
@@ -582,22 +596,44 @@ def plan_step(
         values = [row[0] for row in pool] + ([best.objective] if best.objective is not None else [])
         return min(values) if values else None
 
+    build = _BUILD_WORK_PER_SEQUENCE * inst.n
+    build_seconds = build / CANDIDATES_PER_SECOND
+    pending = sorted(bounds, key=lambda m: (bounds[m], m))
     tried = 0
-    for m in sorted(bounds, key=lambda m: (bounds[m], m)):
-        top = incumbent()
-        if top is not None and bounds[m] >= top:
-            continue
-        build = _BUILD_WORK_PER_SEQUENCE * inst.n
-        if top is not None and (spent + build > budget or out_of_clock(build / CANDIDATES_PER_SECOND)):
-            clock_cut |= spent + build <= budget
-            break
+
+    def build_next() -> None:
+        nonlocal spent, tried
+        m = pending.pop(0)
         tried += 1
-        for method, mb_of in _micro_first(inst, m) + _rank_first(inst, m):
+        for method, mb_of in _rank_first(inst, m) + _micro_first(inst, m):
             add(method, m, mb_of)
         spent += build
-        search_next(max(0, (budget - spent) // 2))
-    while spent < budget and not out_of_clock() and len(searched) < len(pool):
-        search_next(max(0, (budget - spent) // 2))
+
+    def drop_hopeless() -> None:
+        top = incumbent()
+        while pending and top is not None and bounds[pending[0]] >= top:
+            pending.pop(0)
+
+    # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
+    # counts are close, and the constructions' own step times separate them better.
+    while pending and not out_of_clock(build_seconds if pool else 0.0):
+        drop_hopeless()
+        if not pending or (pool and spent + build > _BUILD_SHARE * budget):
+            break
+        build_next()
+    # 2. Search the best start, then build one more count, while the budget lasts.
+    while True:
+        progressed = False
+        if len(searched) < len(pool) and spent < budget and not out_of_clock():
+            search_next(max(0, (budget - spent) // 2))
+            progressed = True
+        drop_hopeless()
+        if pending and spent + build <= budget and not out_of_clock(build_seconds):
+            build_next()
+            progressed = True
+        if not progressed:
+            break
+    clock_cut |= out_of_clock() and spent < budget
     # The best start may never have been searched (budget spent): it still counts.
     for obj, arrival, method, m, mb_of in pool:
         if arrival not in searched and (best.objective is None or obj < best.objective):

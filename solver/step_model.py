@@ -258,7 +258,8 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
       ``vpp*(L + m*o + s_{m-1}) + (pp-1)*(L + o)``, ``s_{m-1}`` the m-1 smallest costs' sum.
 
     Both terms dominate the issue's ``(C/dp + m*o)(1 + (pp-1)/(m*vpp))`` and
-    ``c_max + m*o + (pp-1)(c_max + o)/vpp``.
+    ``c_max + m*o + (pp-1)(c_max + o)/vpp``. With ``pp > 1`` and several ranks, the
+    rank-maxima bound of :func:`_rank_maxima_bounds` raises them further.
     """
     c = np.array(sorted(inst.costs, reverse=True), dtype=object)
     prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
@@ -272,7 +273,69 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
         heavy = _load_bounds(c, prefix, dp * m)
         term2 = vpp * (heavy + m * o + int(asc_prefix[m - 1])) + (pp - 1) * (heavy + o)
         out[m] = max(term1, term2)
+    if pp > 1 and dp > 1:
+        out = _rank_maxima_bounds(inst, c, prefix, out)
     return out
+
+
+#: Bisection steps of the rank-maxima bound: the bound is then within 2**-16 of its own
+#: threshold (it stays valid whatever the count: only proven-infeasible values are passed).
+_BISECTION_STEPS = 16
+
+
+def _rank_maxima_bounds(
+    inst: StepInstance, c: np.ndarray, prefix: np.ndarray, lower: dict[int, int]
+) -> dict[int, int]:
+    """Raise each count's bound with every rank's bubble, not just the heaviest one's.
+
+    A rank whose costliest sequence is ``h`` and whose sequences cost ``P`` in all runs in at
+    least ``vpp*(P + m*o) + (pp-1)*max(h + o, (P + m*o)/m)``; for a step ``Z`` (times ``vpp``)
+    that caps ``P`` at ``cap(h) = min((Z - (pp-1)(h + o))/vpp, Z*m/(vpp*m + pp - 1)) - m*o``.
+    Order the ranks by their costliest sequence: every sequence costlier than rank r+1's
+    must sit on ranks 1..r. Relaxing the sequences to be divisible, the best case is greedy:
+    rank 1's costliest is ``c_1``, and rank r+1's is the first sequence that does not fit in
+    the capacity of ranks 1..r (later is better: a cheaper maximum leaves more room). ``Z`` is
+    impossible when the ranks' capacities cannot hold every sequence that way, and the
+    smallest possible ``Z`` is found by bisection, for all counts at once (numpy over m).
+    With many long sequences every rank pays a large bubble, which the other terms miss.
+    """
+    ms = np.array(sorted(lower), dtype=np.int64)
+    o, beta, vpp, dp, n = inst.overhead, inst.pp - 1, inst.vpp, inst.dp_size, inst.n
+    lo_py = [lower[int(m)] for m in ms]
+    hi_py = [2 * x + 1 for x in lo_py]
+    # int64 when no intermediate (Z*m, prefix sums) can reach 2**62, else exact Python ints.
+    big = max(hi_py) * (int(ms.max()) + 1) + int(prefix[-1]) + (vpp + beta) * (o + 1) * int(ms.max())
+    dt: Any = np.int64 if big < 2**62 else object
+    lo = np.array(lo_py, dtype=dt)
+    hi = np.array(hi_py, dtype=dt)
+    m_arr = ms.astype(dt)
+    cs = c.astype(dt)
+    pre = prefix.astype(dt)
+
+    def feasible(z: np.ndarray) -> np.ndarray:
+        j = np.zeros(len(z), dtype=np.int64)  # index of the current rank's costliest sequence
+        room = np.zeros(len(z), dtype=dt)  # capacity of the ranks so far
+        ok = np.ones(len(z), dtype=bool)
+        done = np.zeros(len(z), dtype=bool)
+        for _ in range(dp):
+            h = cs[np.minimum(j, n - 1)]
+            cap_r = np.minimum((z - beta * (h + o)) // vpp, (z * m_arr) // (vpp * m_arr + beta))
+            cap_r = cap_r - m_arr * o
+            ok &= done | (cap_r >= h)
+            room = room + np.where(done, 0, cap_r)
+            j = np.searchsorted(pre, room, side="right") - 1  # sequences that fit so far
+            done |= j >= n
+        return ok & done
+
+    for _ in range(_BISECTION_STEPS):
+        active = lo < hi
+        if not active.any():
+            break
+        mid = (lo + hi) // 2
+        fits = feasible(mid)
+        hi = np.where(active & fits, mid, hi)
+        lo = np.where(active & ~fits, mid + 1, lo)
+    return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
 
 
 def step_lower_bound(
