@@ -259,6 +259,9 @@ _GREEDY_RANKS = 1
 _BUILD_WORK_PER_SEQUENCE = 150
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
+#: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
+#: position) rather than by one LPT per rank.
+_VECTOR_SPLIT_RANKS = 16
 
 
 @dataclass
@@ -358,6 +361,18 @@ def _split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarr
     dp, n = inst.dp_size, inst.n
     if any(len(members) < m for members in ranks):
         return None
+    if dp < _VECTOR_SPLIT_RANKS:  # few long ranks: one LPT per rank is cheaper than numpy rounds
+        mb_of = np.full(n, -1, dtype=np.int64)
+        for r, members in enumerate(ranks):
+            rt = [int(inst.tokens[i]) for i in members]
+            rc = [inst.costs[i] for i in members]
+            local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+            if not all(local) or (inst.cap is not None and any(
+                    sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local)):
+                local = capped_balance_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+            for j, b in enumerate(local):
+                mb_of[[members[i] for i in b]] = r * m + j
+        return mb_of if _valid_start(mb_of, inst, dp * m) else None
     cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
     tok_arr = inst.tokens
     width = max(len(members) for members in ranks)

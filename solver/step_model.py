@@ -244,6 +244,30 @@ def _load_bounds(costs_desc: np.ndarray, prefix: np.ndarray, k: int) -> int:
     return bound
 
 
+def _load_bounds_many(c: np.ndarray, prefix: np.ndarray, ks: list[int]) -> list[int]:
+    """:func:`_load_bounds` for many k at once: the windows of every k in one numpy pass
+    (sum over k of n/k windows, about n log n)."""
+    n = len(c)
+    total, top = int(prefix[n]), int(c[0])
+    out = [max(-(-total // k), top) for k in ks]
+    k_arr = np.asarray(ks, dtype=np.int64)
+    counts = np.maximum((n - 1) // k_arr, 0)
+    if not counts.sum():
+        return out
+    dt: Any = np.int64 if total < 2**62 else object
+    pre = prefix.astype(dt)
+    kk = np.repeat(k_arr, counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    t = np.arange(len(kk)) - first + 1
+    hi = t * kk + 1
+    windows = pre[hi] - pre[hi - t - 1]
+    starts = (np.cumsum(counts) - counts)[counts > 0]
+    best = np.maximum.reduceat(windows, starts)
+    for idx, value in zip(np.flatnonzero(counts > 0).tolist(), best.tolist(), strict=True):
+        out[idx] = max(out[idx], int(value))
+    return out
+
+
 def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     """For each feasible ``m``, a lower bound on ``vpp`` x the step time with that ``m``.
 
@@ -266,11 +290,12 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     asc_prefix = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
     o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
     p_rank = _load_bounds(c, prefix, dp)
+    ms = inst.feasible_ms()
+    heavies = _load_bounds_many(c, prefix, [dp * m for m in ms])
     out = {}
-    for m in inst.feasible_ms():
+    for m, heavy in zip(ms, heavies, strict=True):
         a_tot = p_rank + m * o
         term1 = vpp * a_tot + (pp - 1) * (-(-a_tot // m))
-        heavy = _load_bounds(c, prefix, dp * m)
         term2 = vpp * (heavy + m * o + int(asc_prefix[m - 1])) + (pp - 1) * (heavy + o)
         out[m] = max(term1, term2)
     if pp > 1 and dp > 1:

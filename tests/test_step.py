@@ -22,7 +22,7 @@ from seqpart.solver.step import (
     step_lower_bound,
     step_time,
 )
-from seqpart.solver.step_model import _load_bounds, make_instance
+from seqpart.solver.step_model import _load_bounds, _load_bounds_many, make_instance
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -122,6 +122,8 @@ def test_load_bounds_helper_matches_load_lower_bound(costs: list[int], k: int) -
     c = np.array(sorted(costs, reverse=True), dtype=object)
     prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
     assert _load_bounds(c, prefix, k) == load_lower_bound(costs, k)
+    ks = [1, k, k + 1, 2 * k, len(costs) + 3]
+    assert _load_bounds_many(c, prefix, ks) == [load_lower_bound(costs, x) for x in ks]
 
 
 def _issue_bound(lengths: list[int], dp: int, ms: list[int], cost: tuple[int, int], o: int,
