@@ -302,8 +302,8 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
     faster_invalid = sum(1 for r in results if r["best_trainer_any"] is not None
                          and r["methods"][PLAN_STEP].get("valid")
                          and r["best_trainer_any"] < r["methods"][PLAN_STEP]["step"])
-    late = [(r["case"], m["seconds"]) for r, m in zip(results, ps, strict=True)
-            if m["seconds"] > limit + SLACK]
+    late = sorted(((r["case"], m["seconds"]) for r, m in zip(results, ps, strict=True)
+                   if m["seconds"] > limit + SLACK), key=lambda x: -x[1])
     optimal = sum(1 for r, m in zip(results, ps, strict=True) if m.get("valid") and m["step"] <= r["lb"])
     print(f"\nplan_step vs the best valid trainer schedule: mean {mean(ratios):.3f}x, worst "
           f"{max(ratios, default=float('nan')):.3f}x, best {min(ratios, default=float('nan')):.3f}x "
@@ -315,9 +315,11 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
         if gaps:
             print(f"  pp={pp}: mean gap to the step lower bound {mean(gaps):.2%} ({len(gaps)} batches)")
     if behind:
-        print("  behind a trainer on: " + ", ".join(behind[:8]) + (" ..." if len(behind) > 8 else ""))
+        print(f"  behind a trainer on {len(behind)} batches: " + ", ".join(behind[:8])
+              + (" ..." if len(behind) > 8 else ""))
     if late:
-        print("  over time: " + ", ".join(f"{n} {s * 1000:.1f}ms" for n, s in late[:8]))
+        print(f"  over time on {len(late)} batches, worst: "
+              + ", ".join(f"{n} {s * 1000:.1f}ms" for n, s in late[:8]))
 
     print("\nOnline: n=4096, dp=64, time_limit=0.1s")
     rows, fast_ok = [], True
