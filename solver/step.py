@@ -254,14 +254,16 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 
 #: Ranks scored per sequence by the greedy rank construction (the lowest estimates).
 _GREEDY_RANKS = 1
-#: The constructions at one count, in candidate evaluations per sequence (measured ~10 us per
-#: sequence for both starts at n=4096, dp=64 under load).
-_BUILD_WORK_PER_SEQUENCE = 150
+#: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
+#: per sequence for both at n=4096, dp=64 under loads of 3-5).
+_BUILD_WORK_PER_SEQUENCE = 250
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
 #: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
 #: position) rather than by one LPT per rank.
-_VECTOR_SPLIT_RANKS = 16
+_VECTOR_SPLIT_RANKS = 32
+#: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
+_KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 
 
 @dataclass
@@ -297,7 +299,7 @@ def _from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], 
     return mb_of
 
 
-def _micro_first(inst: StepInstance, m: int) -> list[tuple[str, np.ndarray]]:
+def _micro_first(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
     """``dp*m`` micro-batches balanced on cost under the cap (capped LPT, else the capped
     balancer), then dealt to ranks ``m`` each by equal-count Karmarkar-Karp on their times: the
     shape of ``plan_global``, cheap enough for every candidate ``m``."""
@@ -348,9 +350,11 @@ def _ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
         if len(ranks[r]) < m:
             short -= 1
         ranks[r].append(i)
-        sums[r] += costs[i]
-        heaviest[r] = max(heaviest[r], costs[i])
-        heapq.heappush(heap, (estimate(r), r))
+        total = sums[r] = sums[r] + costs[i]
+        top = heaviest[r]
+        if costs[i] > top:
+            top = heaviest[r] = costs[i]
+        heapq.heappush(heap, (vpp * total + beta * max(top + o, -(-total // m)), r))
     return ranks
 
 
@@ -415,12 +419,18 @@ def _split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarr
     return mb_of if _valid_start(mb_of, inst, dp * m) else None
 
 
-def _rank_first(inst: StepInstance, m: int) -> list[tuple[str, np.ndarray]]:
-    """Rank totals first (Karmarkar-Karp on cost with ``pp = 1``, where rank totals decide; LPT
-    on the estimated rank time with ``pp > 1``), then each rank split into ``m`` micro-batches
-    under the cap. A split that cannot be made is skipped."""
+def _rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+    """Rank totals first (with ``pp = 1``, where rank totals decide: Karmarkar-Karp on cost when
+    its estimated time fits a fifth of the budget, else LPT; with ``pp > 1``, LPT on the
+    estimated rank time), then each rank split into ``m`` micro-batches under the cap. A split
+    that cannot be made is skipped."""
     if inst.pp == 1:
-        name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, [1] * inst.n, inst.dp_size, None)
+        ones = [1] * inst.n
+        if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
+            name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
+        else:
+            name, ranks = "rank_first", lpt_lists(inst.costs, inst.costs, ones, inst.dp_size, None,
+                                                  None)
     else:
         name, ranks = "rank_first_bubble", _ranks_by_step_time(inst, m)
     mb_of = _split_ranks(inst, ranks, m)
@@ -546,7 +556,7 @@ def plan_step(
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
-    reserve = 0.002 + 2e-6 * inst.n
+    reserve = 0.003 + 3e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
@@ -620,9 +630,13 @@ def plan_step(
         nonlocal spent, tried
         m = pending.pop(0)
         tried += 1
-        for method, mb_of in _rank_first(inst, m) + _micro_first(inst, m):
-            add(method, m, mb_of)
-        spent += build
+        for make in (_rank_first, _micro_first):
+            # A second construction only while the clock allows (the first one always runs).
+            if make is _micro_first and pool and out_of_clock(build_seconds / 2):
+                break
+            for method, mb_of in make(inst, m, seconds):
+                add(method, m, mb_of)
+            spent += build // 2
 
     def drop_hopeless() -> None:
         top = incumbent()
@@ -631,7 +645,8 @@ def plan_step(
 
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
-    while pending and not out_of_clock(build_seconds if pool else 0.0):
+    # Until a first valid start exists the clock is not looked at: a plan beats an error.
+    while pending and (not pool or not out_of_clock(build_seconds)):
         drop_hopeless()
         if not pending or (pool and spent + build > _BUILD_SHARE * budget):
             break

@@ -303,9 +303,11 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     return out
 
 
-#: Bisection steps of the rank-maxima bound: the bound is then within 2**-16 of its own
-#: threshold (it stays valid whatever the count: only proven-infeasible values are passed).
-_BISECTION_STEPS = 16
+#: The rank-maxima bound's search: _GRID_ROUNDS rounds of _GRID candidates each narrow
+#: [bound, 2*bound + 1] to 1/9**3 of its width. The bound stays valid whatever the precision:
+#: only values proven impossible are passed.
+_GRID = 8
+_GRID_ROUNDS = 3
 
 
 def _rank_maxima_bounds(
@@ -329,15 +331,15 @@ def _rank_maxima_bounds(
     lo_py = [lower[int(m)] for m in ms]
     hi_py = [2 * x + 1 for x in lo_py]
     # int64 when no intermediate (Z*m, prefix sums) can reach 2**62, else exact Python ints.
-    big = max(hi_py) * (int(ms.max()) + 1) + int(prefix[-1]) + (vpp + beta) * (o + 1) * int(ms.max())
+    big = max(hi_py) * (int(ms.max()) + _GRID + 1) + int(prefix[-1]) + (vpp + beta) * (o + 1) * int(ms.max())
     dt: Any = np.int64 if big < 2**62 else object
     lo = np.array(lo_py, dtype=dt)
     hi = np.array(hi_py, dtype=dt)
-    m_arr = ms.astype(dt)
+    m_all = ms.astype(dt)
     cs = c.astype(dt)
     pre = prefix.astype(dt)
 
-    def feasible(z: np.ndarray) -> np.ndarray:
+    def feasible(z: np.ndarray, m_arr: np.ndarray) -> np.ndarray:
         j = np.zeros(len(z), dtype=np.int64)  # index of the current rank's costliest sequence
         room = np.zeros(len(z), dtype=dt)  # capacity of the ranks so far
         ok = np.ones(len(z), dtype=bool)
@@ -350,16 +352,26 @@ def _rank_maxima_bounds(
             room = room + np.where(done, 0, cap_r)
             j = np.searchsorted(pre, room, side="right") - 1  # sequences that fit so far
             done |= j >= n
+            if done.all():
+                break
         return ok & done
 
-    for _ in range(_BISECTION_STEPS):
-        active = lo < hi
-        if not active.any():
+    # Bisection on a grid: each round tests _GRID values per count at once (one pass over the
+    # ranks for all of them), so the Python loop runs dp times per round, not per halving.
+    steps = np.arange(1, _GRID + 1, dtype=np.int64)
+    for _ in range(_GRID_ROUNDS):
+        width = hi - lo
+        if not (width > 0).any():
             break
-        mid = (lo + hi) // 2
-        fits = feasible(mid)
-        hi = np.where(active & fits, mid, hi)
-        lo = np.where(active & ~fits, mid + 1, lo)
+        # Candidates lo + width*i/(GRID+1), i = 1..GRID (exact integer arithmetic).
+        z = lo[:, None] + (width[:, None] * steps[None, :].astype(dt)) // (_GRID + 1)
+        fits = feasible(z.reshape(-1), np.repeat(m_all, _GRID)).reshape(len(ms), _GRID)
+        # First feasible candidate (else hi) and the last infeasible one below it.
+        first = np.where(fits.any(axis=1), fits.argmax(axis=1), _GRID)
+        new_hi = np.where(first < _GRID, z[np.arange(len(ms)), np.minimum(first, _GRID - 1)], hi)
+        below = first - 1
+        new_lo = np.where(below >= 0, z[np.arange(len(ms)), np.maximum(below, 0)] + 1, lo)
+        lo, hi = new_lo, np.maximum(new_hi, new_lo)
     return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
 
 
