@@ -264,6 +264,9 @@ _BUILD_SHARE = 0.4
 _VECTOR_SPLIT_RANKS = 32
 #: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
 _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
+#: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
+#: many; beyond, the construction gives up at this count.
+_MAX_REPAIRED_RANKS = 4
 
 
 @dataclass
@@ -332,24 +335,45 @@ def _ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
     sums = [m * o] * inst.dp_size
     heaviest = [0] * inst.dp_size
     ranks: list[list[int]] = [[] for _ in range(inst.dp_size)]
+
     def estimate(r: int) -> int:
         return vpp * sums[r] + beta * max(heaviest[r] + o, -(-sums[r] // m))
 
     heap = [(estimate(r), r) for r in range(inst.dp_size)]  # one live entry per rank
     heapq.heapify(heap)
     costs = inst.costs
+    tokens = inst.tokens.tolist()
+    # Token room per rank: m micro-batches of at most cap tokens (over-cap sequences aside).
+    room = [m * inst.cap if inst.cap is not None else sum(tokens)] * inst.dp_size
     short = inst.dp_size * m  # sequences still owed to ranks holding fewer than m
-    for pos, i in enumerate(order_desc(costs)):
+    order = order_desc(costs)
+    # Fewest tokens among the sequences from each position on: a rank with less room is full.
+    least = np.minimum.accumulate(np.asarray([tokens[i] for i in order])[::-1])[::-1].tolist()
+    full: list[int] = []  # ranks taken out of the heap for good
+    for pos, i in enumerate(order):
         if inst.n - pos <= short:
             # Only enough sequences left to give every rank m: the short ranks take them.
             r = min((q for q in range(inst.dp_size) if len(ranks[q]) < m), key=lambda q: (estimate(q), q))
             heap = [(v, q) for v, q in heap if q != r]
             heapq.heapify(heap)
         else:
-            r = heapq.heappop(heap)[1]
+            # The lowest estimate whose token total stays within m caps.
+            skipped = []
+            while heap and room[heap[0][1]] < tokens[i]:
+                entry = heapq.heappop(heap)
+                (full if room[entry[1]] < least[pos] else skipped).append(entry)
+            if heap:
+                r = heapq.heappop(heap)[1]
+            else:  # nothing has room: the roomiest rank (the split will then fail the cap)
+                r = max(range(inst.dp_size), key=lambda q: (room[q], -q))
+                skipped = [entry for entry in skipped + full if entry[1] != r]
+                full = [entry for entry in full if entry[1] != r and entry not in skipped]
+            for entry in skipped:
+                heapq.heappush(heap, entry)
         if len(ranks[r]) < m:
             short -= 1
         ranks[r].append(i)
+        room[r] -= tokens[i]
         total = sums[r] = sums[r] + costs[i]
         top = heaviest[r]
         if costs[i] > top:
@@ -367,12 +391,16 @@ def _split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarr
         return None
     if dp < _VECTOR_SPLIT_RANKS:  # few long ranks: one LPT per rank is cheaper than numpy rounds
         mb_of = np.full(n, -1, dtype=np.int64)
+        repaired = 0
         for r, members in enumerate(ranks):
             rt = [int(inst.tokens[i]) for i in members]
             rc = [inst.costs[i] for i in members]
             local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
             if not all(local) or (inst.cap is not None and any(
                     sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local)):
+                repaired += 1
+                if repaired > _MAX_REPAIRED_RANKS:
+                    return None
                 local = capped_balance_lists(rt, rc, [1] * len(members), m, inst.cap, None)
             for j, b in enumerate(local):
                 mb_of[[members[i] for i in b]] = r * m + j
@@ -408,6 +436,8 @@ def _split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarr
         load[rows[put], b[put]] += cost_arr[items[put]]
         tok[rows[put], b[put]] += tok_arr[items[put]]
         mb_of[items[put]] = rows[put] * m + b[put]
+    if failed.sum() > _MAX_REPAIRED_RANKS:  # the rank split is far off: leave it to the others
+        return None
     for r in np.flatnonzero(failed).tolist():
         members = ranks[r]
         local = capped_balance_lists(
@@ -429,8 +459,9 @@ def _rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, n
         if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
             name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
         else:
-            name, ranks = "rank_first", lpt_lists(inst.costs, inst.costs, ones, inst.dp_size, None,
-                                                  None)
+            room = None if inst.cap is None else m * inst.cap
+            name, ranks = "rank_first", lpt_lists(inst.tokens.tolist(), inst.costs, ones,
+                                                  inst.dp_size, room, None)
     else:
         name, ranks = "rank_first_bubble", _ranks_by_step_time(inst, m)
     mb_of = _split_ranks(inst, ranks, m)
