@@ -37,10 +37,11 @@ from common import (
 )
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
-from seqpart.solver import InfeasibleError, partition
+from seqpart.solver import InfeasibleError
 from seqpart.solver import datasets as ds
 from seqpart.solver import step as step_mod
 from seqpart.solver.step import find_schedule_violations, plan_global, step_lower_bound, step_time
+from seqpart.solver.step_study import per_rank_agreement
 
 COST = (24576, 1)
 OVERHEAD = 24576 * 512
@@ -126,21 +127,6 @@ def fast_cases() -> list[dict[str, Any]]:
 # --- methods ------------------------------------------------------------------------------
 
 
-def per_rank_agreement(lengths: list[int], dp: int, cap: int, multiple_of: int = 1) -> Schedule:
-    """seqpart inside a trainer's per-rank flow: each rank holds a contiguous chunk of the batch
-    (the dispatch order), plans ``partition(k=None)``, the ranks agree on the MAX count (rounded
-    up to ``multiple_of``), and each re-plans its own chunk with that count."""
-    chunks = np.array_split(np.arange(len(lengths)), dp)
-    local = [[lengths[i] for i in c] for c in chunks]
-    counts = [partition(x, None, cap, cost=COST, time_limit=AGREEMENT_LIMIT).k for x in local]
-    m = -(-max(counts) // multiple_of) * multiple_of
-    out = []
-    for c, x in zip(chunks, local, strict=True):
-        plan = partition(x, m, cap, cost=COST, time_limit=AGREEMENT_LIMIT)
-        out.append([[int(c[i]) for i in b] for b in plan.bins])
-    return out
-
-
 def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Schedule]]:
     calls: dict[str, Callable[[dict[str, Any]], Schedule]] = {}
     for name, fn in TRAINER_SCHEDULERS.items():
@@ -148,7 +134,9 @@ def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Sche
     calls[PLAN_GLOBAL] = lambda c: [
         p.bins for p in plan_global(c["lengths"], c["dp"], c["cap"], cost=COST, time_limit=GLOBAL_LIMIT)
     ]
-    calls[AGREEMENT] = lambda c: per_rank_agreement(c["lengths"], c["dp"], c["cap"])
+    calls[AGREEMENT] = lambda c: per_rank_agreement(
+        c["lengths"], c["dp"], c["cap"], cost=COST, time_limit=AGREEMENT_LIMIT
+    )
     plan_step = getattr(step_mod, "plan_step", None)
     if plan_step is not None:
         calls[PLAN_STEP] = lambda c: plan_step(
