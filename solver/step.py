@@ -483,9 +483,11 @@ def _from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] 
     return m, _from_bins(flat, [list(range(len(flat)))], inst.n)
 
 
-#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about this
-#: many seconds per sequence per rank (prime-rl's swap refinement grows with dp): they run as
-#: starts only when that estimate fits in a quarter of the budget.
+#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about
+#: ``n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * dp)`` seconds
+#: (~0.1 s at n=1024, dp=8; ~5 s at n=4096, dp=64, where prime-rl's swap refinement dominates):
+#: they run as starts only when that estimate fits in a quarter of the budget.
+TRAINER_SECONDS_PER_SEQUENCE = 1e-4
 TRAINER_SECONDS_PER_SEQUENCE_RANK = 2e-5
 
 
@@ -560,8 +562,9 @@ def plan_step(
             invalid ones are skipped (noted). The plan is never worse than a valid start.
         trainer_starts: also start from the re-implemented trainers' schedulers
             (``seqpart.heuristics.trainer_schedules``). None (default): only when their
-            estimated time (``TRAINER_SECONDS_PER_SEQUENCE_RANK * n * dp_size``) fits in a
-            quarter of ``time_limit``; they cannot be interrupted.
+            estimated time (see ``TRAINER_SECONDS_PER_SEQUENCE``) fits in a quarter of
+            ``time_limit``; they cannot be interrupted. To be sure never to be behind your
+            trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
 
@@ -608,7 +611,8 @@ def plan_step(
     given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
     if trainer_starts or (
         trainer_starts is None
-        and TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.25 * seconds
+        and inst.n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.dp_size)
+        <= 0.25 * seconds
     ):
         trainers, trainer_notes = _trainer_schedules(inst)
         given += trainers
