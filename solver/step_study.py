@@ -322,8 +322,10 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
 
 
 def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
+    """The table: "vs best trainer" is the mean step time over the best valid trainer
+    schedule's on the same (setting, pp), "behind" how many times it was slower."""
     head = ["method", "runs", "valid", "over-cap runs", "unequal m", "failed",
-            *[f"step/LB pp={pp}" for pp in pps], "vs best trainer", "mean m", "time p50",
+            *[f"step/LB pp={pp}" for pp in pps], "vs best trainer", "behind", "mean m", "time p50",
             "time p95"]
     table = [head]
     for r in rows:
@@ -331,7 +333,8 @@ def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
             r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["over_cap_runs"]),
             str(r["unequal_runs"]), str(r["failed"]),
             *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
-            _fmt(r["vs_best_trainer"], "{:.3f}x"), _fmt(r["mean_m"], "{:.1f}"),
+            _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
+            _fmt(r["mean_m"], "{:.1f}"),
             _fmt_seconds(r["time_p50_s"]), _fmt_seconds(r["time_p95_s"]),
         ])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
