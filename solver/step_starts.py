@@ -1,0 +1,258 @@
+"""Starting schedules for step planning: constructions at a given count per rank, and the
+trainers' own schedules. Each returns ``mb_of`` (the micro-batch of every sequence, micro-batch
+``b`` on rank ``b // m``) only when it is valid: non-empty micro-batches under the cap.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics._common import order_desc
+from seqpart.heuristics.capped_balance import capped_balance_lists
+from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
+from seqpart.heuristics.lpt import lpt_lists
+
+from .step_model import StepInstance, find_schedule_violations
+
+#: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
+#: position) rather than by one LPT per rank.
+_VECTOR_SPLIT_RANKS = 32
+#: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
+_KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
+#: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
+#: many; beyond, the construction gives up at this count.
+_MAX_REPAIRED_RANKS = 4
+
+
+def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
+    """Every micro-batch non-empty and under the cap (an over-cap sequence only alone)."""
+    if len(mb_of) != inst.n or mb_of.min() < 0 or mb_of.max() >= k:
+        return False
+    cnt = np.bincount(mb_of, minlength=k)
+    if (cnt == 0).any():
+        return False
+    if inst.cap is None:
+        return True
+    tok = np.bincount(mb_of, weights=inst.tokens, minlength=k)  # exact: tokens < 2**53 summed
+    over = tok > inst.cap
+    return bool(not over.any() or (cnt[over] == 1).all())
+
+
+def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n: int) -> np.ndarray:
+    """mb_of from micro-batches (local lists) dealt to ranks (lists of micro-batch positions)."""
+    mb_of = np.full(n, -1, dtype=np.int64)
+    b = 0
+    for rank in by_rank:
+        for pos in rank:
+            mb_of[list(bins[pos])] = b
+            b += 1
+    return mb_of
+
+
+def micro_first(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
+    """``dp*m`` micro-batches balanced on cost under the cap (capped LPT, else the capped
+    balancer), then dealt to ranks ``m`` each by equal-count Karmarkar-Karp on their times: the
+    shape of ``plan_global``, cheap enough for every candidate ``m``."""
+    k = inst.dp_size * m
+    tokens = inst.tokens.tolist()
+    ones = [1] * inst.n
+    bins = lpt_lists(tokens, inst.costs, ones, k, inst.cap, None)
+    probe = from_bins(bins, [list(range(k))], inst.n)
+    if not valid_start(probe, inst, k):
+        bins = capped_balance_lists(tokens, inst.costs, ones, k, inst.cap, None)
+        probe = from_bins(bins, [list(range(k))], inst.n)
+        if not valid_start(probe, inst, k):
+            return []
+    times = [inst.overhead + sum(inst.costs[i] for i in b) for b in bins]
+    out = []
+    if inst.dp_size == 1:
+        return [("micro_first", probe)]
+    kk = karmarkar_karp_lists(times, [1] * k, inst.dp_size, m)
+    if all(len(r) == m for r in kk):
+        out.append(("micro_first", from_bins(bins, kk, inst.n)))
+    return out
+
+
+def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
+    """Sequences, costliest first, each to the rank with the lowest estimated time
+    ``vpp*S + (pp-1)*max(heaviest sequence + o, ceil(S/m))`` (S the rank's cost plus ``m``
+    overheads): LPT on the step model's rank time, so a rank holding a long sequence, whose
+    bubble is already large, gets fewer others. A heap: O(n log dp)."""
+    o, vpp, beta = inst.overhead, inst.vpp, inst.pp - 1
+    sums = [m * o] * inst.dp_size
+    heaviest = [0] * inst.dp_size
+    ranks: list[list[int]] = [[] for _ in range(inst.dp_size)]
+
+    def estimate(r: int) -> int:
+        return vpp * sums[r] + beta * max(heaviest[r] + o, -(-sums[r] // m))
+
+    heap = [(estimate(r), r) for r in range(inst.dp_size)]  # one live entry per rank
+    heapq.heapify(heap)
+    costs = inst.costs
+    tokens = inst.tokens.tolist()
+    # Token room per rank: m micro-batches of at most cap tokens (over-cap sequences aside).
+    room = [m * inst.cap if inst.cap is not None else sum(tokens)] * inst.dp_size
+    short = inst.dp_size * m  # sequences still owed to ranks holding fewer than m
+    order = order_desc(costs)
+    # Fewest tokens among the sequences from each position on: a rank with less room is full.
+    least = np.minimum.accumulate(np.asarray([tokens[i] for i in order])[::-1])[::-1].tolist()
+    full: list[int] = []  # ranks taken out of the heap for good
+    for pos, i in enumerate(order):
+        if inst.n - pos <= short:
+            # Only enough sequences left to give every rank m: the short ranks take them.
+            r = min((q for q in range(inst.dp_size) if len(ranks[q]) < m), key=lambda q: (estimate(q), q))
+            heap = [(v, q) for v, q in heap if q != r]
+            heapq.heapify(heap)
+        else:
+            # The lowest estimate whose token total stays within m caps.
+            skipped = []
+            while heap and room[heap[0][1]] < tokens[i]:
+                entry = heapq.heappop(heap)
+                (full if room[entry[1]] < least[pos] else skipped).append(entry)
+            if heap:
+                r = heapq.heappop(heap)[1]
+            else:  # nothing has room: the roomiest rank (the split will then fail the cap)
+                r = max(range(inst.dp_size), key=lambda q: (room[q], -q))
+                skipped = [entry for entry in skipped + full if entry[1] != r]
+                full = [entry for entry in full if entry[1] != r and entry not in skipped]
+            for entry in skipped:
+                heapq.heappush(heap, entry)
+        if len(ranks[r]) < m:
+            short -= 1
+        ranks[r].append(i)
+        room[r] -= tokens[i]
+        total = sums[r] = sums[r] + costs[i]
+        top = heaviest[r]
+        if costs[i] > top:
+            top = heaviest[r] = costs[i]
+        heapq.heappush(heap, (vpp * total + beta * max(top + o, -(-total // m)), r))
+    return ranks
+
+
+def split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarray | None:
+    """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
+    (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
+    to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
+    dp, n = inst.dp_size, inst.n
+    if any(len(members) < m for members in ranks):
+        return None
+    if dp < _VECTOR_SPLIT_RANKS:  # few long ranks: one LPT per rank is cheaper than numpy rounds
+        mb_of = np.full(n, -1, dtype=np.int64)
+        repaired = 0
+        for r, members in enumerate(ranks):
+            rt = [int(inst.tokens[i]) for i in members]
+            rc = [inst.costs[i] for i in members]
+            local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+            if not all(local) or (inst.cap is not None and any(
+                    sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local)):
+                repaired += 1
+                if repaired > _MAX_REPAIRED_RANKS:
+                    return None
+                local = capped_balance_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+            for j, b in enumerate(local):
+                mb_of[[members[i] for i in b]] = r * m + j
+        return mb_of if valid_start(mb_of, inst, dp * m) else None
+    cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
+    tok_arr = inst.tokens
+    width = max(len(members) for members in ranks)
+    idx = np.full((dp, width), -1, dtype=np.int64)
+    for r, members in enumerate(ranks):
+        mem = np.asarray(members, dtype=np.int64)
+        order = np.lexsort((mem, -cost_arr[mem].astype(np.float64)))  # costliest first
+        idx[r, : len(mem)] = mem[order]
+    load = np.zeros((dp, m), dtype=cost_arr.dtype)
+    tok = np.zeros((dp, m), dtype=np.int64)
+    cap = np.iinfo(np.int64).max if inst.cap is None else inst.cap
+    mb_of = np.full(n, -1, dtype=np.int64)
+    failed = np.zeros(dp, dtype=bool)
+    rows = np.arange(dp)
+    big = sum(inst.costs) + 1
+    for col in range(width):
+        items = idx[:, col]
+        active = items >= 0
+        safe = np.where(active, items, 0)
+        fits = tok + tok_arr[safe][:, None] <= cap
+        fits[:, :] |= ~active[:, None]
+        none_fit = ~fits.any(axis=1)
+        # An over-cap sequence (oversize="alone") may open an empty micro-batch of its own.
+        alone = none_fit & (tok == 0).any(axis=1) & (tok_arr[safe] > cap)
+        score = np.where(fits | (alone[:, None] & (tok == 0)), load, big)
+        b = np.argmin(score, axis=1)
+        failed |= active & none_fit & ~alone
+        put = active & ~failed
+        load[rows[put], b[put]] += cost_arr[items[put]]
+        tok[rows[put], b[put]] += tok_arr[items[put]]
+        mb_of[items[put]] = rows[put] * m + b[put]
+    if failed.sum() > _MAX_REPAIRED_RANKS:  # the rank split is far off: leave it to the others
+        return None
+    for r in np.flatnonzero(failed).tolist():
+        members = ranks[r]
+        local = capped_balance_lists(
+            [int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
+            [1] * len(members), m, inst.cap, None,
+        )
+        for j, bin_ in enumerate(local):
+            mb_of[[members[i] for i in bin_]] = r * m + j
+    return mb_of if valid_start(mb_of, inst, dp * m) else None
+
+
+def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+    """Rank totals first (with ``pp = 1``, where rank totals decide: Karmarkar-Karp on cost when
+    its estimated time fits a fifth of the budget, else LPT; with ``pp > 1``, LPT on the
+    estimated rank time), then each rank split into ``m`` micro-batches under the cap. A split
+    that cannot be made is skipped."""
+    if inst.pp == 1:
+        ones = [1] * inst.n
+        if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
+            name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
+        else:
+            room = None if inst.cap is None else m * inst.cap
+            name, ranks = "rank_first", lpt_lists(inst.tokens.tolist(), inst.costs, ones,
+                                                  inst.dp_size, room, None)
+    else:
+        name, ranks = "rank_first_bubble", ranks_by_step_time(inst, m)
+    mb_of = split_ranks(inst, ranks, m)
+    return [] if mb_of is None else [(name, mb_of)]
+
+
+def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
+    """(m, mb_of) of a schedule that passes the validator, else None."""
+    try:
+        m = len(schedule[0])
+        if m == 0 or find_schedule_violations(
+            schedule, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of,
+            oversize="alone" if inst.oversize else "error",
+        ):
+            return None
+    except (TypeError, ValueError, IndexError):
+        return None
+    flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
+    return m, from_bins(flat, [list(range(len(flat)))], inst.n)
+
+
+#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about
+#: ``n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * dp)`` seconds
+#: (~0.1 s at n=1024, dp=8; ~5 s at n=4096, dp=64, where prime-rl's swap refinement dominates):
+#: they run as starts only when that estimate fits in a quarter of the budget.
+TRAINER_SECONDS_PER_SEQUENCE = 1e-4
+TRAINER_SECONDS_PER_SEQUENCE_RANK = 2e-5
+
+
+def trainer_schedules(inst: StepInstance) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The trainers' own schedules (``seqpart.heuristics.trainer_schedules``), raw."""
+    try:
+        from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+    except ImportError:  # pragma: no cover - the module ships with seqpart.heuristics
+        return [], ["trainer schedules not available (seqpart.heuristics.trainer_schedules)"]
+    out, notes = [], []
+    for name, fn in TRAINER_SCHEDULERS.items():
+        try:
+            out.append((f"trainer:{name}", fn(inst.tokens, inst.dp_size, inst.cap,
+                                               costs=inst.costs, multiple_of=inst.multiple_of)))
+        except (ValueError, TypeError) as err:  # a trainer that cannot schedule this batch
+            notes.append(f"trainer start {name} failed: {err}")
+    return out, notes
