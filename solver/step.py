@@ -26,7 +26,7 @@ from .options import SolverOptions
 from .partition import partition
 from .plan import InfeasibleError, InvalidPlanError, Plan, find_violations
 from .problem import Cost
-from .step_cpsat import solve_step_exactly
+from .step_cpsat import exact_fits, solve_step_exactly
 from .step_model import (
     StepInstance,
     StepPlan,
@@ -303,9 +303,10 @@ def plan_step(
     the estimated rank time with ``pp > 1``, then each rank split into ``m`` under the cap). They
     join a pool with the valid schedules in ``starts`` and the trainers' own schedules; the best
     unsearched start of the pool is improved by local search on the step objective
-    (:mod:`seqpart.solver.step_search`) after each count. On tiny instances CP-SAT then solves
-    each count still open exactly, which can prove the plan optimal (``engine="heuristics"``
-    skips it). Each rank's micro-batches are finally ordered for 1F1B by
+    (:mod:`seqpart.solver.step_search`) after each count. On tiny instances (every count's
+    model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
+    open exactly, with half the budget, which can prove the plan optimal
+    (``engine="heuristics"`` skips it). Each rank's micro-batches are finally ordered for 1F1B by
     :func:`order_for_pipeline`: lightest first and last, heaviest in the middle, because the
     warm-up exposes the first micro-batch's forward on every stage and the cool-down the last
     one's backward, while the steady middle overlaps stages. (The model's rank time does not
@@ -363,6 +364,11 @@ def plan_step(
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
     bounds = scaled_bounds(inst)
+    # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
+    # so that the split does not depend on the clock.
+    use_exact = engine == "auto" and exact_fits(inst, list(bounds))
+    if use_exact:
+        budget //= 2
     costs = np.asarray(inst.costs, dtype=object)
 
     def out_of_clock(margin: float = 0.0) -> bool:
@@ -485,9 +491,8 @@ def plan_step(
 
     # CP-SAT on tiny instances: improves and proves, count by count.
     proven = dict(bounds)
-    if engine == "auto" and not out_of_clock():
-        left = seconds - (time.perf_counter() - t0) if deadline is not None else seconds / 2
-        exact = solve_step_exactly(inst, bounds, best.objective, deadline, max(0.0, left), options)
+    if use_exact and not out_of_clock():
+        exact = solve_step_exactly(inst, bounds, best.objective, deadline, seconds / 2, options)
         if exact is not None:
             proven = exact.bounds
             notes += exact.notes

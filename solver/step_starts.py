@@ -133,7 +133,9 @@ def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
     return ranks
 
 
-def split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarray | None:
+def split_ranks(
+    inst: StepInstance, ranks: list[list[int]], m: int, *, balanced: bool = False
+) -> np.ndarray | None:
     """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
     (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
     to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
@@ -146,7 +148,14 @@ def split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarra
         for r, members in enumerate(ranks):
             rt = [int(inst.tokens[i]) for i in members]
             rc = [inst.costs[i] for i in members]
-            local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+            local = None
+            if balanced:
+                local = karmarkar_karp_lists(rc, [1] * len(members), m, None)
+                if inst.cap is not None and any(
+                        sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local):
+                    local = None
+            if local is None:
+                local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
             if not all(local) or (inst.cap is not None and any(
                     sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local)):
                 repaired += 1
@@ -201,22 +210,30 @@ def split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarra
 
 
 def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
-    """Rank totals first (with ``pp = 1``, where rank totals decide: Karmarkar-Karp on cost when
-    its estimated time fits a fifth of the budget, else LPT; with ``pp > 1``, LPT on the
-    estimated rank time), then each rank split into ``m`` micro-batches under the cap. A split
-    that cannot be made is skipped."""
-    if inst.pp == 1:
-        ones = [1] * inst.n
-        if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
-            name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
-        else:
-            room = None if inst.cap is None else m * inst.cap
-            name, ranks = "rank_first", lpt_lists(inst.tokens.tolist(), inst.costs, ones,
-                                                  inst.dp_size, room, None)
+    """Rank totals first, then each rank split into ``m`` micro-batches under the cap.
+
+    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget (else LPT
+    under each rank's token room), which balances the totals that decide at ``pp = 1``; with
+    ``pp > 1`` also LPT on the estimated rank time (:func:`ranks_by_step_time`). The split:
+    with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the cap (it
+    balances the micro-batches, which sets the bubble), else capped LPT. A split that cannot be
+    made is skipped."""
+    ones = [1] * inst.n
+    options = []
+    if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
+        options.append(("rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)))
     else:
-        name, ranks = "rank_first_bubble", ranks_by_step_time(inst, m)
-    mb_of = split_ranks(inst, ranks, m)
-    return [] if mb_of is None else [(name, mb_of)]
+        room = None if inst.cap is None else m * inst.cap
+        options.append(("rank_first", lpt_lists(inst.tokens.tolist(), inst.costs, ones,
+                                                inst.dp_size, room, None)))
+    if inst.pp > 1:
+        options.insert(0, ("rank_first_bubble", ranks_by_step_time(inst, m)))
+    out = []
+    for name, ranks in options:
+        mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
+        if mb_of is not None:
+            out.append((name, mb_of))
+    return out
 
 
 def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
