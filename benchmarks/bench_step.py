@@ -296,6 +296,10 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
     print(f"\nplan_step vs the best valid trainer schedule: mean {mean(ratios):.3f}x, worst "
           f"{max(ratios, default=float('nan')):.3f}x, best {min(ratios, default=float('nan')):.3f}x "
           f"over {len(ratios)} batches; an invalid trainer schedule was faster on {faster_invalid}")
+    floor = [ratio(r["lb"], r["best_trainer"]) for r in results if r["best_trainer"] is not None]
+    print(f"INFO  no valid schedule can beat the step lower bound, so the best mean ratio any "
+          f"planner could reach on these batches is {mean(floor):.3f}x (mean lower bound / best "
+          "trainer)")
     print(f"plan_step meets the lower bound (proven optimal) on {optimal}/{len(results)} batches")
     for pp in PPS:
         gaps = [ratio(r["methods"][PLAN_STEP]["step"], r["lb"]) - 1 for r in results
@@ -303,8 +307,10 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
         if gaps:
             print(f"  pp={pp}: mean gap to the step lower bound {mean(gaps):.2%} ({len(gaps)} batches)")
     if behind:
-        print(f"  behind a trainer on {len(behind)} batches: " + ", ".join(behind[:8])
-              + (" ..." if len(behind) > 8 else ""))
+        worst = max(ratio(r["methods"][PLAN_STEP].get("step"), r["best_trainer"]) for r in results
+                    if r["case"] in behind)
+        print(f"  behind a trainer on {len(behind)} batches (worst by {worst - 1:.4%}): "
+              + ", ".join(behind[:8]) + (" ..." if len(behind) > 8 else ""))
     if late:
         print(f"  over time on {len(late)} batches, worst: "
               + ", ".join(f"{n} {s * 1000:.1f}ms" for n, s in late[:8]))
