@@ -307,8 +307,8 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
         if gaps:
             print(f"  pp={pp}: mean gap to the step lower bound {mean(gaps):.2%} ({len(gaps)} batches)")
     if behind:
-        worst = max(ratio(r["methods"][PLAN_STEP].get("step"), r["best_trainer"]) for r in results
-                    if r["case"] in behind)
+        worst = max((ratio(r["methods"][PLAN_STEP]["step"], r["best_trainer"]) for r in results
+                     if r["case"] in behind and r["methods"][PLAN_STEP].get("valid")), default=1.0)
         print(f"  behind a trainer on {len(behind)} batches (worst by {worst - 1:.4%}): "
               + ", ".join(behind[:8]) + (" ..." if len(behind) > 8 else ""))
     if late:
