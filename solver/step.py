@@ -42,11 +42,10 @@ from .step_model import (
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from .step_starts import (
+    CONSTRUCTIONS,
     TRAINER_SECONDS_PER_SEQUENCE,
     TRAINER_SECONDS_PER_SEQUENCE_RANK,
     from_schedule,
-    micro_first,
-    rank_first,
     trainer_schedules,
 )
 
@@ -297,13 +296,16 @@ def plan_step(
 
     How: every feasible ``m`` gets a lower bound (the per-``m`` terms of
     :func:`step_lower_bound`); counts are tried best bound first, and only while their bound is
-    below the best step time found. At each count two starts are built: micro-batches first
-    (capped LPT on cost, then dealt to ranks ``m`` each by equal-count Karmarkar-Karp, the shape
-    of :func:`plan_global`) and ranks first (Karmarkar-Karp on cost with ``pp = 1``, a greedy on
-    the estimated rank time with ``pp > 1``, then each rank split into ``m`` under the cap). They
-    join a pool with the valid schedules in ``starts`` and the trainers' own schedules; the best
-    unsearched start of the pool is improved by local search on the step objective
-    (:mod:`seqpart.solver.step_search`) after each count. On tiny instances (every count's
+    below the best step time found; starts at several counts are built before any search
+    (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
+    constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
+    estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
+    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), and
+    micro-batches first (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
+    Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
+    schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
+    pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
+    and one more count is built after each search while the budget lasts. On tiny instances (every count's
     model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
     open exactly, with half the budget, which can prove the plan optimal
     (``engine="heuristics"`` skips it). Each rank's micro-batches are finally ordered for 1F1B by
@@ -359,7 +361,7 @@ def plan_step(
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
-    reserve = 0.003 + 3e-6 * inst.n
+    reserve = 0.005 + 4e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
@@ -439,13 +441,13 @@ def plan_step(
         nonlocal spent, tried
         m = pending.pop(0)
         tried += 1
-        for make in (rank_first, micro_first):
-            # A second construction only while the clock allows (the first one always runs).
-            if make is micro_first and pool and out_of_clock(build_seconds / 2):
+        for make in CONSTRUCTIONS:
+            # Once a valid start exists, a construction only while the clock allows.
+            if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
                 break
             for method, mb_of in make(inst, m, seconds):
                 add(method, m, mb_of)
-            spent += build // 2
+            spent += build // len(CONSTRUCTIONS)
 
     def drop_hopeless() -> None:
         top = incumbent()

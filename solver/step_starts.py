@@ -210,30 +210,34 @@ def split_ranks(
 
 
 def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
-    """Rank totals first, then each rank split into ``m`` micro-batches under the cap.
+    """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
 
     Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget (else LPT
-    under each rank's token room), which balances the totals that decide at ``pp = 1``; with
-    ``pp > 1`` also LPT on the estimated rank time (:func:`ranks_by_step_time`). The split:
-    with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the cap (it
-    balances the micro-batches, which sets the bubble), else capped LPT. A split that cannot be
-    made is skipped."""
+    under each rank's token room); this balances the totals that decide at ``pp = 1``. The
+    split: with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the
+    cap (it balances the micro-batches, which sets the bubble: verl's shape), else capped LPT.
+    Empty when the split cannot be made."""
     ones = [1] * inst.n
-    options = []
     if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
-        options.append(("rank_first", karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)))
+        ranks = karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
     else:
         room = None if inst.cap is None else m * inst.cap
-        options.append(("rank_first", lpt_lists(inst.tokens.tolist(), inst.costs, ones,
-                                                inst.dp_size, room, None)))
-    if inst.pp > 1:
-        options.insert(0, ("rank_first_bubble", ranks_by_step_time(inst, m)))
-    out = []
-    for name, ranks in options:
-        mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
-        if mb_of is not None:
-            out.append((name, mb_of))
-    return out
+        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, inst.dp_size, room, None)
+    mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
+    return [] if mb_of is None else [("rank_first", mb_of)]
+
+
+def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
+    """With ``pp > 1``: ranks by LPT on the estimated rank time (:func:`ranks_by_step_time`),
+    then the same split as :func:`rank_first`. Empty with ``pp = 1`` or when the split fails."""
+    if inst.pp == 1:
+        return []
+    mb_of = split_ranks(inst, ranks_by_step_time(inst, m), m, balanced=True)
+    return [] if mb_of is None else [("rank_first_bubble", mb_of)]
+
+
+#: The constructions tried at each count, in this order (the cheapest good one first).
+CONSTRUCTIONS = (rank_first_bubble, rank_first, micro_first)
 
 
 def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
