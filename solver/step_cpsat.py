@@ -46,8 +46,14 @@ class ExactResult:
 
 
 def exact_fits(inst: StepInstance, counts: list[int]) -> bool:
-    """Whether CP-SAT is tried at all: every count's model together stays small."""
-    return not inst.oversize and sum(inst.n * inst.dp_size * m for m in counts) <= MAX_BOOLS
+    """Whether CP-SAT is tried at all: every count's model together stays small, and every
+    linear expression stays far inside CP-SAT's int64 (it refuses larger domains)."""
+    worst = (inst.vpp + inst.pp) * (sum(inst.costs) + (inst.n + 1) * inst.overhead)
+    return (
+        not inst.oversize
+        and sum(inst.n * inst.dp_size * m for m in counts) <= MAX_BOOLS
+        and worst * max(counts, default=1) < 2**60
+    )
 
 
 def solve_step_exactly(

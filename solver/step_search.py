@@ -241,7 +241,8 @@ class _Search:
         order = np.argsort(rest, kind="stable")
         # Max over the rank's micro-batches other than ``heavy`` and the peer.
         second = rest[order[-2]] if m > 2 else 0
-        rest_top = np.where(peers - lo == order[-1], second, rest[order[-1]])
+        rest_top = np.full(len(peers), rest[order[-1]], dtype=self.dt)  # exact even as objects
+        rest_top[peers - lo == order[-1]] = second
         mine = np.flatnonzero(self.where == heavy)
         h_c, h_l = c[mine], tok[mine]
         old = t[heavy]

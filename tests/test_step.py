@@ -337,3 +337,17 @@ def test_invalid_starts_are_skipped_with_a_note() -> None:
     plan = plan_step(lengths, 2, 20, starts=[bad], trainer_starts=False)
     assert any("start 0" in x for x in plan.notes)
     _assert_consistent(plan, lengths)
+
+
+def test_plan_step_is_exact_beyond_int64() -> None:
+    # A huge overhead and cost push every time past int64: the search runs on exact ints.
+    lengths = [3, 5, 7, 9, 11]
+    kw = {"pp": 3, "overhead": 2**70, "cost": (2**40, 2**30)}
+    plan = plan_step(lengths, 2, 20, **kw)
+    _assert_consistent(plan, lengths)
+    assert plan.step_time > 2**70
+    assert plan.step_time == brute_force_step(lengths, 2, 20, **kw)
+    rng = np.random.default_rng(1)
+    bigger = rng.integers(1, 3000, 40).tolist()
+    plan = plan_step(bigger, 4, 5000, pp=3, vpp=2, overhead=2**61, cost=(7, 1), time_limit=0.3)
+    _assert_consistent(plan, bigger)

@@ -32,20 +32,26 @@ def records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-def test_tiny_step_study_table_results_plot_and_resume(tmp_path: Path) -> None:
+def test_tiny_step_study_limit_resume_table_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "step"
-    proc = run(*TINY, "--out", str(out))
+    # --limit: part of the runs, and the summary says what is left.
+    part = run(*TINY, "--limit", "3", "--no-plots", "--out", str(out))
+    assert part.returncode == 0, part.stderr
+    assert len(records(out)) == 3
+    assert "still to run" in part.stdout
+
+    proc = run(*TINY, "--out", str(out))  # resumes: only the missing runs
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     for method in STEP_METHODS:
         assert method in proc.stdout
-    assert "step/LB pp=4" in proc.stdout
+    assert "step/LB pp=4" in proc.stdout and "still to run" not in proc.stdout
     first = records(out)
     # One setting: the 8 pp-agnostic methods once each, plan_step once per pp.
     assert len(first) == (len(STEP_METHODS) - 1) + 2
     assert len({r["key"] for r in first}) == len(first)
     plan_step = [r for r in first if r["method"] == "plan_step"]
-    assert all(r["valid"] for r in plan_step)
+    assert len(plan_step) == 2 and all(r["valid"] for r in plan_step)
     for r in first:
         if r["valid"]:  # the bound holds for every valid schedule (an over-cap one may beat it)
             assert set(r["pp"]) == ({"1"} if r["key"].endswith("|pp=1|plan_step@0.05") else
@@ -55,23 +61,11 @@ def test_tiny_step_study_table_results_plot_and_resume(tmp_path: Path) -> None:
     assert (out / "step_summary.csv").exists()
     assert (out / "step_vs_pp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # Running again resumes: nothing new is run, the table is rebuilt from the stored records.
+    # Running again: nothing new is run, the table is rebuilt from the stored records.
     again = run(*TINY, "--no-plots", "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert records(out) == first
     assert "plan_step" in again.stdout
-
-
-def test_limit_then_resume_completes(tmp_path: Path) -> None:
-    out = tmp_path / "step"
-    proc = run(*TINY, "--methods", "slime_rr,verl,plan_step", "--limit", "2", "--no-plots",
-               "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert len(records(out)) == 2
-    assert "still to run" in proc.stdout
-    proc = run(*TINY, "--methods", "slime_rr,verl,plan_step", "--no-plots", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    assert len(records(out)) == 2 + 2
 
 
 @pytest.mark.parametrize(
