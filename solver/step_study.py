@@ -372,7 +372,7 @@ def write_plot(rows: Sequence[dict[str, Any]], pps: Sequence[int], out: Path) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
     for r in rows:
         ys = [r[f"step_over_lb_pp{pp}"] for pp in pps]
         style = "-" if r["method"] in ("plan_step", "plan_global", "per_rank") else "--"
@@ -383,7 +383,7 @@ def write_plot(rows: Sequence[dict[str, Any]], pps: Sequence[int], out: Path) ->
     ax.set_ylabel("step time / step lower bound (mean, valid schedules)")
     ax.set_title("Step time above the lower bound")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     path = out / "step_vs_pp.png"
     fig.savefig(path, dpi=120)
