@@ -513,10 +513,16 @@ def _assemble(inst: StepInstance, best: _Best, scaled_bound: int, notes: list[st
     """Micro-batches per rank in 1F1B order, checked, with exact times."""
     assert best.mb_of is not None and best.objective is not None
     m, k = best.m, inst.dp_size * best.m
-    members: list[list[int]] = [[] for _ in range(k)]
-    for i, b in enumerate(best.mb_of.tolist()):
-        members[b].append(i)
-    times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
+    # Sequences grouped by micro-batch, ascending within each (a stable sort by micro-batch).
+    order = np.argsort(best.mb_of, kind="stable")
+    cuts = np.cumsum(np.bincount(best.mb_of, minlength=k))[:-1]
+    members = [part.tolist() for part in np.split(order, cuts)]
+    if sum(inst.costs) < 2**62:  # exact in int64
+        loads = np.zeros(k, dtype=np.int64)
+        np.add.at(loads, best.mb_of, np.asarray(inst.costs, dtype=np.int64))
+        times = [inst.overhead + x for x in loads.tolist()]
+    else:
+        times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
     ranks = []
     for r in range(inst.dp_size):
         mine = list(range(r * m, (r + 1) * m))

@@ -101,25 +101,27 @@ def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
     order = order_desc(costs)
     # Fewest tokens among the sequences from each position on: a rank with less room is full.
     least = np.minimum.accumulate(np.asarray([tokens[i] for i in order])[::-1])[::-1].tolist()
-    full: list[int] = []  # ranks taken out of the heap for good
+    owed: list[tuple[int, int]] | None = None  # the last phase: only short ranks take sequences
     for pos, i in enumerate(order):
-        if inst.n - pos <= short:
-            # Only enough sequences left to give every rank m: the short ranks take them.
-            r = min((q for q in range(inst.dp_size) if len(ranks[q]) < m), key=lambda q: (estimate(q), q))
-            heap = [(v, q) for v, q in heap if q != r]
-            heapq.heapify(heap)
+        if owed is None and inst.n - pos <= short:
+            # Only enough sequences left to give every rank m: from here on the short ranks
+            # take them, the lowest estimate first.
+            owed = [(estimate(q), q) for q in range(inst.dp_size) if len(ranks[q]) < m]
+            heapq.heapify(owed)
+        if owed is not None:
+            r = heapq.heappop(owed)[1]
         else:
             # The lowest estimate whose token total stays within m caps.
             skipped = []
             while heap and room[heap[0][1]] < tokens[i]:
                 entry = heapq.heappop(heap)
-                (full if room[entry[1]] < least[pos] else skipped).append(entry)
+                if room[entry[1]] >= least[pos]:  # else full for good: left out of the heap
+                    skipped.append(entry)
             if heap:
                 r = heapq.heappop(heap)[1]
             else:  # nothing has room: the roomiest rank (the split will then fail the cap)
                 r = max(range(inst.dp_size), key=lambda q: (room[q], -q))
-                skipped = [entry for entry in skipped + full if entry[1] != r]
-                full = [entry for entry in full if entry[1] != r and entry not in skipped]
+                skipped = [entry for entry in skipped if entry[1] != r]
             for entry in skipped:
                 heapq.heappush(heap, entry)
         if len(ranks[r]) < m:
@@ -127,10 +129,13 @@ def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
         ranks[r].append(i)
         room[r] -= tokens[i]
         total = sums[r] = sums[r] + costs[i]
-        top = heaviest[r]
-        if costs[i] > top:
-            top = heaviest[r] = costs[i]
-        heapq.heappush(heap, (vpp * total + beta * max(top + o, -(-total // m)), r))
+        if costs[i] > heaviest[r]:
+            heaviest[r] = costs[i]
+        entry = (vpp * total + beta * max(heaviest[r] + o, -(-total // m)), r)
+        if owed is None:
+            heapq.heappush(heap, entry)
+        elif len(ranks[r]) < m:
+            heapq.heappush(owed, entry)
     return ranks
 
 
