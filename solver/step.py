@@ -46,6 +46,7 @@ from .step_starts import (
     TRAINER_SECONDS_PER_SEQUENCE,
     TRAINER_SECONDS_PER_SEQUENCE_RANK,
     from_schedule,
+    micro_first,
     trainer_schedules,
 )
 
@@ -462,6 +463,13 @@ def plan_step(
         if not pending or (pool and spent + build > _BUILD_SHARE * budget):
             break
         build_next()
+    # No start yet (every construction broke the cap): the capped balancer, count by count,
+    # from the smallest; it always finds a split when one is easy to find.
+    for m in sorted(bounds):
+        if pool or out_of_clock():
+            break
+        for method, mb_of in micro_first(inst, m, seconds, repair=True):
+            add(method, m, mb_of)
     # 2. Search the best start, then build one more count, while the budget lasts.
     while True:
         progressed = False

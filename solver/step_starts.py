@@ -53,20 +53,48 @@ def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n
     return mb_of
 
 
-def micro_first(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
-    """``dp*m`` micro-batches balanced on cost under the cap (capped LPT, else the capped
-    balancer), then dealt to ranks ``m`` each by equal-count Karmarkar-Karp on their times: the
-    shape of ``plan_global``, cheap enough for every candidate ``m``."""
+def split_into(
+    tokens: list[int], costs: list[int], k: int, cap: int | None, *, balanced: bool,
+    repair: bool,
+) -> list[list[int]] | None:
+    """Positions ``0..len(tokens)-1`` into ``k`` non-empty bins under the cap, every over-cap
+    item alone in a bin of its own: Karmarkar-Karp when ``balanced`` and it respects the cap,
+    else capped LPT, else (when ``repair``) the capped balancer. None when none works."""
+    over = [] if cap is None else [i for i, t in enumerate(tokens) if t > cap]
+    rest = [i for i, t in enumerate(tokens) if cap is None or t <= cap]
+    k_rest = k - len(over)
+    if k_rest < (1 if rest else 0) or len(rest) < k_rest:
+        return None
+    if not rest:
+        return [[i] for i in over]
+    rt, rc, ones = [tokens[i] for i in rest], [costs[i] for i in rest], [1] * len(rest)
+
+    def fits(bins: list[list[int]]) -> bool:
+        return all(bins) and (cap is None or all(sum(rt[i] for i in b) <= cap for b in bins))
+
+    local = karmarkar_karp_lists(rc, ones, k_rest, None) if balanced else None
+    if local is None or not fits(local):
+        local = lpt_lists(rt, rc, ones, k_rest, cap, None)
+    if not fits(local):
+        if not repair:
+            return None
+        local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
+        if not fits(local):
+            return None
+    return [[rest[i] for i in b] for b in local] + [[i] for i in over]
+
+
+def micro_first(
+    inst: StepInstance, m: int, seconds: float = 0.0, *, repair: bool = False
+) -> list[tuple[str, np.ndarray]]:
+    """``dp*m`` micro-batches balanced on cost under the cap (capped LPT; with ``repair`` the
+    capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
+    ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``."""
     k = inst.dp_size * m
-    tokens = inst.tokens.tolist()
-    ones = [1] * inst.n
-    bins = lpt_lists(tokens, inst.costs, ones, k, inst.cap, None)
+    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair)
+    if bins is None:
+        return []
     probe = from_bins(bins, [list(range(k))], inst.n)
-    if not valid_start(probe, inst, k):
-        bins = capped_balance_lists(tokens, inst.costs, ones, k, inst.cap, None)
-        probe = from_bins(bins, [list(range(k))], inst.n)
-        if not valid_start(probe, inst, k):
-            return []
     # Their costs, without the overhead every micro-batch pays alike (sums stay below 2**62).
     times = [sum(inst.costs[i] for i in b) for b in bins]
     out = []
@@ -154,20 +182,14 @@ def split_ranks(
         for r, members in enumerate(ranks):
             rt = [int(inst.tokens[i]) for i in members]
             rc = [inst.costs[i] for i in members]
-            local = None
-            if balanced:
-                local = karmarkar_karp_lists(rc, [1] * len(members), m, None)
-                if inst.cap is not None and any(
-                        sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local):
-                    local = None
+            local = split_into(rt, rc, m, inst.cap, balanced=balanced, repair=False)
             if local is None:
-                local = lpt_lists(rt, rc, [1] * len(members), m, inst.cap, None)
-            if not all(local) or (inst.cap is not None and any(
-                    sum(rt[i] for i in b) > inst.cap and len(b) > 1 for b in local)):
                 repaired += 1
                 if repaired > _MAX_REPAIRED_RANKS:
                     return None
-                local = capped_balance_lists(rt, rc, [1] * len(members), m, inst.cap, None)
+                local = split_into(rt, rc, m, inst.cap, balanced=False, repair=True)
+                if local is None:
+                    return None
             for j, b in enumerate(local):
                 mb_of[[members[i] for i in b]] = r * m + j
         return mb_of if valid_start(mb_of, inst, dp * m) else None
@@ -206,10 +228,10 @@ def split_ranks(
         return None
     for r in np.flatnonzero(failed).tolist():
         members = ranks[r]
-        local = capped_balance_lists(
-            [int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
-            [1] * len(members), m, inst.cap, None,
-        )
+        local = split_into([int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
+                           m, inst.cap, balanced=False, repair=True)
+        if local is None:
+            return None
         for j, bin_ in enumerate(local):
             mb_of[[members[i] for i in bin_]] = r * m + j
     return mb_of if valid_start(mb_of, inst, dp * m) else None
