@@ -462,6 +462,9 @@ def plan_step(
         drop_hopeless()
         if not pending or (pool and spent + build > _BUILD_SHARE * budget):
             break
+        if pool and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
+            clock_cut = True  # a slow machine: leave the rest of the time to the search
+            break
         build_next()
     # No start yet (every construction broke the cap): the capped balancer, count by count,
     # from the smallest; it always finds a split when one is easy to find.

@@ -26,6 +26,8 @@ _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 #: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
 #: many; beyond, the construction gives up at this count.
 _MAX_REPAIRED_RANKS = 4
+#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~5 ms).
+_KK_SPLIT_WORK = 20_000
 
 
 def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
@@ -72,7 +74,9 @@ def split_into(
     def fits(bins: list[list[int]]) -> bool:
         return all(bins) and (cap is None or all(sum(rt[i] for i in b) <= cap for b in bins))
 
-    local = karmarkar_karp_lists(rc, ones, k_rest, None) if balanced else None
+    # Karmarkar-Karp costs about items x bins; past that, LPT balances nearly as well.
+    kk = balanced and len(rest) * k_rest <= _KK_SPLIT_WORK
+    local = karmarkar_karp_lists(rc, ones, k_rest, None) if kk else None
     if local is None or not fits(local):
         local = lpt_lists(rt, rc, ones, k_rest, cap, None)
     if not fits(local):
