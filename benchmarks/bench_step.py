@@ -37,10 +37,11 @@ from common import (
 )
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
-from seqpart.solver import InfeasibleError, partition
+from seqpart.solver import InfeasibleError
 from seqpart.solver import datasets as ds
 from seqpart.solver import step as step_mod
 from seqpart.solver.step import find_schedule_violations, plan_global, step_lower_bound, step_time
+from seqpart.solver.step_study import per_rank_agreement
 
 COST = (24576, 1)
 OVERHEAD = 24576 * 512
@@ -126,21 +127,6 @@ def fast_cases() -> list[dict[str, Any]]:
 # --- methods ------------------------------------------------------------------------------
 
 
-def per_rank_agreement(lengths: list[int], dp: int, cap: int, multiple_of: int = 1) -> Schedule:
-    """seqpart inside a trainer's per-rank flow: each rank holds a contiguous chunk of the batch
-    (the dispatch order), plans ``partition(k=None)``, the ranks agree on the MAX count (rounded
-    up to ``multiple_of``), and each re-plans its own chunk with that count."""
-    chunks = np.array_split(np.arange(len(lengths)), dp)
-    local = [[lengths[i] for i in c] for c in chunks]
-    counts = [partition(x, None, cap, cost=COST, time_limit=AGREEMENT_LIMIT).k for x in local]
-    m = -(-max(counts) // multiple_of) * multiple_of
-    out = []
-    for c, x in zip(chunks, local, strict=True):
-        plan = partition(x, m, cap, cost=COST, time_limit=AGREEMENT_LIMIT)
-        out.append([[int(c[i]) for i in b] for b in plan.bins])
-    return out
-
-
 def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Schedule]]:
     calls: dict[str, Callable[[dict[str, Any]], Schedule]] = {}
     for name, fn in TRAINER_SCHEDULERS.items():
@@ -148,13 +134,15 @@ def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Sche
     calls[PLAN_GLOBAL] = lambda c: [
         p.bins for p in plan_global(c["lengths"], c["dp"], c["cap"], cost=COST, time_limit=GLOBAL_LIMIT)
     ]
-    calls[AGREEMENT] = lambda c: per_rank_agreement(c["lengths"], c["dp"], c["cap"])
+    calls[AGREEMENT] = lambda c: per_rank_agreement(
+        c["lengths"], c["dp"], c["cap"], cost=COST, time_limit=AGREEMENT_LIMIT
+    )
     plan_step = getattr(step_mod, "plan_step", None)
     if plan_step is not None:
         calls[PLAN_STEP] = lambda c: plan_step(
             c["lengths"], c["dp"], c["cap"], pp=c["pp"], cost=COST, overhead=OVERHEAD,
             time_limit=c.get("time_limit", time_limit),
-        ).ranks
+        )  # a StepPlan: its status and bound (raised by CP-SAT proofs) are recorded too
     return calls
 
 
@@ -182,7 +170,11 @@ def run_case(c: dict[str, Any], calls: dict[str, Callable[[dict[str, Any]], Sche
             kind = "infeasible" if isinstance(err, InfeasibleError) else "error"
             res["methods"][name] = {"error": f"{kind}: {err}", "seconds": secs, "valid": False}
             continue
-        res["methods"][name] = {**score(c, sched), "seconds": secs}
+        extra = {}
+        if hasattr(sched, "ranks"):
+            extra = {"status": sched.status, "own_lb": sched.lower_bound}
+            sched = sched.ranks
+        res["methods"][name] = {**score(c, sched), "seconds": secs, **extra}
     trainers = [res["methods"][t] for t in TRAINER_SCHEDULERS]
     valid = [m["step"] for m in trainers if m.get("valid")]
     res["best_trainer"] = min(valid) if valid else None
@@ -207,13 +199,15 @@ def method_table(results: list[dict[str, Any]], names: Sequence[str]) -> str:
     for name in names:
         got = [r["methods"][name] for r in results if name in r["methods"]]
         ok = [m for m in got if m.get("valid")]
+        over_lb = [ratio(r["methods"][name]["step"], r["lb"]) for r in results
+                   if r["methods"].get(name, {}).get("valid")]
         rows.append([
             name,
             f"{len(ok)}/{len(got)}",
             str(sum(1 for m in got if m.get("over_cap"))),
             str(sum(1 for m in got if m.get("unequal"))),
             str(sum(1 for m in got if "error" in m)),
-            f"{mean([ratio(m['step'], r['lb']) for r in results for m in [r['methods'].get(name, {})] if m.get('valid')]):.4f}",
+            f"{mean(over_lb):.4f}",
             f"{mean([m['m'] for m in got if 'm' in m]):.1f}",
             fmt_ms(float(np.median([m["seconds"] for m in got]))) if got else "-",
             fmt_ms(max((m["seconds"] for m in got), default=float("nan"))),
@@ -300,22 +294,34 @@ def report_targets(results: list[dict[str, Any]], fast: list[dict[str, Any]], li
     faster_invalid = sum(1 for r in results if r["best_trainer_any"] is not None
                          and r["methods"][PLAN_STEP].get("valid")
                          and r["best_trainer_any"] < r["methods"][PLAN_STEP]["step"])
-    late = [(r["case"], m["seconds"]) for r, m in zip(results, ps, strict=True)
-            if m["seconds"] > limit + SLACK]
-    optimal = sum(1 for r, m in zip(results, ps, strict=True) if m.get("valid") and m["step"] <= r["lb"])
+    late = sorted(((r["case"], m["seconds"]) for r, m in zip(results, ps, strict=True)
+                   if m["seconds"] > limit + SLACK), key=lambda x: -x[1])
+    optimal = sum(1 for m in ps if m.get("status") == "optimal")
     print(f"\nplan_step vs the best valid trainer schedule: mean {mean(ratios):.3f}x, worst "
           f"{max(ratios, default=float('nan')):.3f}x, best {min(ratios, default=float('nan')):.3f}x "
           f"over {len(ratios)} batches; an invalid trainer schedule was faster on {faster_invalid}")
-    print(f"plan_step meets the lower bound (proven optimal) on {optimal}/{len(results)} batches")
+    floor = [ratio(r["lb"], r["best_trainer"]) for r in results if r["best_trainer"] is not None]
+    print(f"INFO  no valid schedule can beat the step lower bound, so the best mean ratio any "
+          f"planner could reach on these batches is {mean(floor):.3f}x (mean lower bound / best "
+          "trainer)")
+    print(f"plan_step proves its plan optimal (status 'optimal': it meets step_lower_bound or a "
+          f"CP-SAT bound) on {optimal}/{len(results)} batches")
     for pp in PPS:
         gaps = [ratio(r["methods"][PLAN_STEP]["step"], r["lb"]) - 1 for r in results
                 if r["pp"] == pp and r["methods"][PLAN_STEP].get("valid")]
         if gaps:
-            print(f"  pp={pp}: mean gap to the step lower bound {mean(gaps):.2%} ({len(gaps)} batches)")
+            own = [ratio(r["methods"][PLAN_STEP]["step"], r["methods"][PLAN_STEP]["own_lb"]) - 1
+                   for r in results if r["pp"] == pp and r["methods"][PLAN_STEP].get("valid")]
+            print(f"  pp={pp}: mean gap to step_lower_bound {mean(gaps):.2%}, to plan_step's own "
+                  f"bound {mean(own):.2%} ({len(gaps)} batches)")
     if behind:
-        print("  behind a trainer on: " + ", ".join(behind[:8]) + (" ..." if len(behind) > 8 else ""))
+        worst = max((ratio(r["methods"][PLAN_STEP]["step"], r["best_trainer"]) for r in results
+                     if r["case"] in behind and r["methods"][PLAN_STEP].get("valid")), default=1.0)
+        print(f"  behind a trainer on {len(behind)} batches (worst by {worst - 1:.4%}): "
+              + ", ".join(behind[:8]) + (" ..." if len(behind) > 8 else ""))
     if late:
-        print("  over time: " + ", ".join(f"{n} {s * 1000:.1f}ms" for n, s in late[:8]))
+        print(f"  over time on {len(late)} batches, worst: "
+              + ", ".join(f"{n} {s * 1000:.1f}ms" for n, s in late[:8]))
 
     print("\nOnline: n=4096, dp=64, time_limit=0.1s")
     rows, fast_ok = [], True

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from .lengths_io import UsageError, load_lengths
+from .step_study import add_step_parser
 from .study import (
     DEFAULT_CAPS,
     DEFAULT_K,
@@ -228,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Split a batch of sequences into exactly k non-empty micro-batches under a token cap, "
         "minimising the largest one."))
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,study,repro}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,repro}")
 
     solve = sub.add_parser("solve", help="plan one batch of lengths", description=(
         "Plan one batch. Lengths come from a JSON list, a JSON object with 'lengths', a CSV "
@@ -292,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--no-plots", action="store_true")
     study.add_argument("--quiet", action="store_true", help="no progress output")
     study.set_defaults(func=cmd_study)
+
+    add_step_parser(sub)
 
     repro = sub.add_parser("repro", help="reproduce the two counterexamples")
     repro.add_argument("--no-data", action="store_true",

@@ -1,14 +1,18 @@
-"""Planning a whole training step across data-parallel ranks, in one process.
+"""Planning a whole training step across data-parallel (and pipeline) ranks, in one process.
 
-:func:`plan_global` assigns sequences to ranks and micro-batches together, so no rank is padded
-out with micro-batches it does not need; :func:`order_for_pipeline` orders a rank's micro-batches
-for pipeline parallelism. The collective forms live in :mod:`seqpart.solver.distributed`, which
-only moves data between ranks and calls these.
+:func:`plan_step` chooses the count per rank, the micro-batches and the ranks together for the
+smallest step time under the model of :mod:`seqpart.solver.step_model` (re-exported here:
+:func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`, :func:`check_schedule`,
+:class:`StepPlan`). Its parts: starts in :mod:`~seqpart.solver.step_starts`, local search in
+:mod:`~seqpart.solver.step_search`, CP-SAT in :mod:`~seqpart.solver.step_cpsat`.
+
+:func:`plan_global` (the earlier two-level proxy: the lightest heaviest micro-batch at the
+smallest count, then rank totals) and :func:`order_for_pipeline` stay here. The collective forms
+live in :mod:`seqpart.solver.distributed`, which only moves data between ranks and calls these.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,17 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._common import order_desc
 from seqpart.heuristics._inputs import as_lengths, as_positive_int
-from seqpart.heuristics.capped_balance import capped_balance_lists
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.lpt import lpt_lists
 
 from .options import SolverOptions
 from .partition import partition
 from .plan import InfeasibleError, InvalidPlanError, Plan, find_violations
 from .problem import Cost
-from .step_cpsat import solve_step_exactly
+from .step_cpsat import exact_fits, solve_step_exactly
 from .step_model import (
     StepInstance,
     StepPlan,
@@ -41,6 +41,14 @@ from .step_model import (
 )
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
+from .step_starts import (
+    CONSTRUCTIONS,
+    TRAINER_SECONDS_PER_SEQUENCE,
+    TRAINER_SECONDS_PER_SEQUENCE_RANK,
+    from_schedule,
+    micro_first,
+    trainer_schedules,
+)
 
 __all__ = [
     "StepPlan",
@@ -252,11 +260,11 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 # ----------------------------------------------------------------------------- plan_step
 
 
-#: Ranks scored per sequence by the greedy rank construction (the lowest estimates).
-_GREEDY_RANKS = 1
-#: The constructions at one count, in candidate evaluations per sequence (measured ~10 us per
-#: sequence for both starts at n=4096, dp=64 under load).
-_BUILD_WORK_PER_SEQUENCE = 150
+#: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
+#: per sequence for both at n=4096, dp=64 under loads of 3-5).
+_BUILD_WORK_PER_SEQUENCE = 250
+#: Share of the work budget spent on starts at several counts before the first search.
+_BUILD_SHARE = 0.4
 
 
 @dataclass
@@ -265,174 +273,6 @@ class _Best:
     m: int = 0
     mb_of: np.ndarray | None = None
     method: str = ""
-
-
-def _valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
-    """Every micro-batch non-empty and under the cap (an over-cap sequence only alone)."""
-    if len(mb_of) != inst.n or mb_of.min() < 0 or mb_of.max() >= k:
-        return False
-    cnt = np.bincount(mb_of, minlength=k)
-    if (cnt == 0).any():
-        return False
-    if inst.cap is None:
-        return True
-    tok = np.bincount(mb_of, weights=inst.tokens, minlength=k)  # exact: tokens < 2**53 summed
-    over = tok > inst.cap
-    return bool(not over.any() or (cnt[over] == 1).all())
-
-
-def _from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n: int) -> np.ndarray:
-    """mb_of from micro-batches (local lists) dealt to ranks (lists of micro-batch positions)."""
-    mb_of = np.full(n, -1, dtype=np.int64)
-    b = 0
-    for rank in by_rank:
-        for pos in rank:
-            mb_of[list(bins[pos])] = b
-            b += 1
-    return mb_of
-
-
-def _micro_first(inst: StepInstance, m: int) -> list[tuple[str, np.ndarray]]:
-    """``dp*m`` micro-batches balanced on cost under the cap (capped LPT, else the capped
-    balancer), then dealt to ranks ``m`` each by equal-count Karmarkar-Karp on their times: the
-    shape of ``plan_global``, cheap enough for every candidate ``m``."""
-    k = inst.dp_size * m
-    tokens = inst.tokens.tolist()
-    ones = [1] * inst.n
-    bins = lpt_lists(tokens, inst.costs, ones, k, inst.cap, None)
-    probe = _from_bins(bins, [list(range(k))], inst.n)
-    if not _valid_start(probe, inst, k):
-        bins = capped_balance_lists(tokens, inst.costs, ones, k, inst.cap, None)
-        probe = _from_bins(bins, [list(range(k))], inst.n)
-        if not _valid_start(probe, inst, k):
-            return []
-    times = [inst.overhead + sum(inst.costs[i] for i in b) for b in bins]
-    out = []
-    if inst.dp_size == 1:
-        return [("micro_first", probe)]
-    kk = karmarkar_karp_lists(times, [1] * k, inst.dp_size, m)
-    if all(len(r) == m for r in kk):
-        out.append(("micro_first", _from_bins(bins, kk, inst.n)))
-    return out
-
-
-def _ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
-    """Sequences, costliest first, each to the rank with the lowest estimated time
-    ``vpp*S + (pp-1)*max(heaviest sequence + o, ceil(S/m))`` (S the rank's cost plus ``m``
-    overheads): LPT on the step model's rank time, so a rank holding a long sequence, whose
-    bubble is already large, gets fewer others. A heap: O(n log dp)."""
-    o, vpp, beta = inst.overhead, inst.vpp, inst.pp - 1
-    sums = [m * o] * inst.dp_size
-    heaviest = [0] * inst.dp_size
-    ranks: list[list[int]] = [[] for _ in range(inst.dp_size)]
-    heap = [(vpp * sums[r] + beta * max(o, -(-sums[r] // m)), r) for r in range(inst.dp_size)]
-    heapq.heapify(heap)
-    costs = inst.costs
-    for i in order_desc(costs):
-        r = heap[0][1]
-        ranks[r].append(i)
-        total = sums[r] = sums[r] + costs[i]
-        top = heaviest[r] = max(heaviest[r], costs[i])
-        heapq.heapreplace(heap, (vpp * total + beta * max(top + o, -(-total // m)), r))
-    return ranks
-
-
-def _split_ranks(inst: StepInstance, ranks: list[list[int]], m: int) -> np.ndarray | None:
-    """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
-    (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
-    to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
-    dp, n = inst.dp_size, inst.n
-    if any(len(members) < m for members in ranks):
-        return None
-    cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
-    tok_arr = inst.tokens
-    width = max(len(members) for members in ranks)
-    idx = np.full((dp, width), -1, dtype=np.int64)
-    for r, members in enumerate(ranks):
-        mem = np.asarray(members, dtype=np.int64)
-        order = np.lexsort((mem, -cost_arr[mem].astype(np.float64)))  # costliest first
-        idx[r, : len(mem)] = mem[order]
-    load = np.zeros((dp, m), dtype=cost_arr.dtype)
-    tok = np.zeros((dp, m), dtype=np.int64)
-    cap = np.iinfo(np.int64).max if inst.cap is None else inst.cap
-    mb_of = np.full(n, -1, dtype=np.int64)
-    failed = np.zeros(dp, dtype=bool)
-    rows = np.arange(dp)
-    big = sum(inst.costs) + 1
-    for col in range(width):
-        items = idx[:, col]
-        active = items >= 0
-        safe = np.where(active, items, 0)
-        fits = tok + tok_arr[safe][:, None] <= cap
-        fits[:, :] |= ~active[:, None]
-        none_fit = ~fits.any(axis=1)
-        # An over-cap sequence (oversize="alone") may open an empty micro-batch of its own.
-        alone = none_fit & (tok == 0).any(axis=1) & (tok_arr[safe] > cap)
-        score = np.where(fits | (alone[:, None] & (tok == 0)), load, big)
-        b = np.argmin(score, axis=1)
-        failed |= active & none_fit & ~alone
-        put = active & ~failed
-        load[rows[put], b[put]] += cost_arr[items[put]]
-        tok[rows[put], b[put]] += tok_arr[items[put]]
-        mb_of[items[put]] = rows[put] * m + b[put]
-    for r in np.flatnonzero(failed).tolist():
-        members = ranks[r]
-        local = capped_balance_lists(
-            [int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
-            [1] * len(members), m, inst.cap, None,
-        )
-        for j, bin_ in enumerate(local):
-            mb_of[[members[i] for i in bin_]] = r * m + j
-    return mb_of if _valid_start(mb_of, inst, dp * m) else None
-
-
-def _rank_first(inst: StepInstance, m: int) -> list[tuple[str, np.ndarray]]:
-    """Rank totals first (Karmarkar-Karp on cost with ``pp = 1``, where rank totals decide; LPT
-    on the estimated rank time with ``pp > 1``), then each rank split into ``m`` micro-batches
-    under the cap. A split that cannot be made is skipped."""
-    if inst.pp == 1:
-        name, ranks = "rank_first", karmarkar_karp_lists(inst.costs, [1] * inst.n, inst.dp_size, None)
-    else:
-        name, ranks = "rank_first_bubble", _ranks_by_step_time(inst, m)
-    mb_of = _split_ranks(inst, ranks, m)
-    return [] if mb_of is None else [(name, mb_of)]
-
-
-def _from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
-    """(m, mb_of) of a schedule that passes the validator, else None."""
-    try:
-        m = len(schedule[0])
-        if m == 0 or find_schedule_violations(
-            schedule, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of,
-            oversize="alone" if inst.oversize else "error",
-        ):
-            return None
-    except (TypeError, ValueError, IndexError):
-        return None
-    flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
-    return m, _from_bins(flat, [list(range(len(flat)))], inst.n)
-
-
-#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about this
-#: many seconds per sequence per rank (prime-rl's swap refinement grows with dp): they run as
-#: starts only when that estimate fits in a quarter of the budget.
-TRAINER_SECONDS_PER_SEQUENCE_RANK = 2e-5
-
-
-def _trainer_schedules(inst: StepInstance) -> tuple[list[tuple[str, Any]], list[str]]:
-    """The trainers' own schedules (``seqpart.heuristics.trainer_schedules``), raw."""
-    try:
-        from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
-    except ImportError:  # pragma: no cover - the module ships with seqpart.heuristics
-        return [], ["trainer schedules not available (seqpart.heuristics.trainer_schedules)"]
-    out, notes = [], []
-    for name, fn in TRAINER_SCHEDULERS.items():
-        try:
-            out.append((f"trainer:{name}", fn(inst.tokens, inst.dp_size, inst.cap,
-                                               costs=inst.costs, multiple_of=inst.multiple_of)))
-        except (ValueError, TypeError) as err:  # a trainer that cannot schedule this batch
-            notes.append(f"trainer start {name} failed: {err}")
-    return out, notes
 
 
 def plan_step(
@@ -457,15 +297,19 @@ def plan_step(
 
     How: every feasible ``m`` gets a lower bound (the per-``m`` terms of
     :func:`step_lower_bound`); counts are tried best bound first, and only while their bound is
-    below the best step time found. At each count two starts are built: micro-batches first
-    (capped LPT on cost, then dealt to ranks ``m`` each by equal-count Karmarkar-Karp, the shape
-    of :func:`plan_global`) and ranks first (Karmarkar-Karp on cost with ``pp = 1``, a greedy on
-    the estimated rank time with ``pp > 1``, then each rank split into ``m`` under the cap). They
-    join a pool with the valid schedules in ``starts`` and the trainers' own schedules; the best
-    unsearched start of the pool is improved by local search on the step objective
-    (:mod:`seqpart.solver.step_search`) after each count. On tiny instances CP-SAT then solves
-    each count still open exactly, which can prove the plan optimal (``engine="heuristics"``
-    skips it). Each rank's micro-batches are finally ordered for 1F1B by
+    below the best step time found; starts at several counts are built before any search
+    (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
+    constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
+    estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
+    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), and
+    micro-batches first (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
+    Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
+    schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
+    pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
+    and one more count is built after each search while the budget lasts. On tiny instances (every count's
+    model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
+    open exactly, with half the budget, which can prove the plan optimal
+    (``engine="heuristics"`` skips it). Each rank's micro-batches are finally ordered for 1F1B by
     :func:`order_for_pipeline`: lightest first and last, heaviest in the middle, because the
     warm-up exposes the first micro-batch's forward on every stage and the cool-down the last
     one's backward, while the steady middle overlaps stages. (The model's rank time does not
@@ -490,8 +334,9 @@ def plan_step(
             invalid ones are skipped (noted). The plan is never worse than a valid start.
         trainer_starts: also start from the re-implemented trainers' schedulers
             (``seqpart.heuristics.trainer_schedules``). None (default): only when their
-            estimated time (``TRAINER_SECONDS_PER_SEQUENCE_RANK * n * dp_size``) fits in a
-            quarter of ``time_limit``; they cannot be interrupted.
+            estimated time (see ``TRAINER_SECONDS_PER_SEQUENCE``) fits in a quarter of
+            ``time_limit``; they cannot be interrupted. To be sure never to be behind your
+            trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
 
@@ -517,11 +362,16 @@ def plan_step(
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
-    reserve = 0.002 + 2e-6 * inst.n
+    reserve = 0.005 + 4e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
     bounds = scaled_bounds(inst)
+    # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
+    # so that the split does not depend on the clock.
+    use_exact = engine == "auto" and exact_fits(inst, list(bounds))
+    if use_exact:
+        budget //= 2
     costs = np.asarray(inst.costs, dtype=object)
 
     def out_of_clock(margin: float = 0.0) -> bool:
@@ -538,14 +388,15 @@ def plan_step(
     given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
     if trainer_starts or (
         trainer_starts is None
-        and TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.25 * seconds
+        and inst.n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.dp_size)
+        <= 0.25 * seconds
     ):
-        trainers, trainer_notes = _trainer_schedules(inst)
+        trainers, trainer_notes = trainer_schedules(inst)
         given += trainers
         notes += trainer_notes
     skipped = []
     for method, sched in given:
-        found = _from_schedule(sched, inst)
+        found = from_schedule(sched, inst)
         if found is None or found[0] not in bounds:
             skipped.append(method)
         else:
@@ -582,22 +433,59 @@ def plan_step(
         values = [row[0] for row in pool] + ([best.objective] if best.objective is not None else [])
         return min(values) if values else None
 
+    build = _BUILD_WORK_PER_SEQUENCE * inst.n
+    build_seconds = build / CANDIDATES_PER_SECOND
+    pending = sorted(bounds, key=lambda m: (bounds[m], m))
     tried = 0
-    for m in sorted(bounds, key=lambda m: (bounds[m], m)):
-        top = incumbent()
-        if top is not None and bounds[m] >= top:
-            continue
-        build = _BUILD_WORK_PER_SEQUENCE * inst.n
-        if top is not None and (spent + build > budget or out_of_clock(build / CANDIDATES_PER_SECOND)):
-            clock_cut |= spent + build <= budget
-            break
+
+    def build_next() -> None:
+        nonlocal spent, tried
+        m = pending.pop(0)
         tried += 1
-        for method, mb_of in _micro_first(inst, m) + _rank_first(inst, m):
+        for make in CONSTRUCTIONS:
+            # Once a valid start exists, a construction only while the clock allows.
+            if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
+                break
+            for method, mb_of in make(inst, m, seconds):
+                add(method, m, mb_of)
+            spent += build // len(CONSTRUCTIONS)
+
+    def drop_hopeless() -> None:
+        top = incumbent()
+        while pending and top is not None and bounds[pending[0]] >= top:
+            pending.pop(0)
+
+    # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
+    # counts are close, and the constructions' own step times separate them better.
+    # Until a first valid start exists the clock is not looked at: a plan beats an error.
+    while pending and (not pool or not out_of_clock(build_seconds)):
+        drop_hopeless()
+        if not pending or (pool and spent + build > _BUILD_SHARE * budget):
+            break
+        if pool and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
+            clock_cut = True  # a slow machine: leave the rest of the time to the search
+            break
+        build_next()
+    # No start yet (every construction broke the cap): the capped balancer, count by count,
+    # from the smallest; it always finds a split when one is easy to find.
+    for m in sorted(bounds):
+        if pool or out_of_clock():
+            break
+        for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)
-        spent += build
-        search_next(max(0, (budget - spent) // 2))
-    while spent < budget and not out_of_clock() and len(searched) < len(pool):
-        search_next(max(0, (budget - spent) // 2))
+    # 2. Search the best start, then build one more count, while the budget lasts.
+    while True:
+        progressed = False
+        if len(searched) < len(pool) and spent < budget and not out_of_clock():
+            search_next(max(0, (budget - spent) // 2))
+            progressed = True
+        drop_hopeless()
+        if pending and spent + build <= budget and not out_of_clock(build_seconds):
+            build_next()
+            progressed = True
+        if not progressed:
+            break
+    clock_cut |= out_of_clock() and spent < budget
     # The best start may never have been searched (budget spent): it still counts.
     for obj, arrival, method, m, mb_of in pool:
         if arrival not in searched and (best.objective is None or obj < best.objective):
@@ -616,9 +504,8 @@ def plan_step(
 
     # CP-SAT on tiny instances: improves and proves, count by count.
     proven = dict(bounds)
-    if engine == "auto" and not out_of_clock():
-        left = seconds - (time.perf_counter() - t0) if deadline is not None else seconds / 2
-        exact = solve_step_exactly(inst, bounds, best.objective, deadline, max(0.0, left), options)
+    if use_exact and not out_of_clock():
+        exact = solve_step_exactly(inst, bounds, best.objective, deadline, seconds / 2, options)
         if exact is not None:
             proven = exact.bounds
             notes += exact.notes
@@ -637,10 +524,16 @@ def _assemble(inst: StepInstance, best: _Best, scaled_bound: int, notes: list[st
     """Micro-batches per rank in 1F1B order, checked, with exact times."""
     assert best.mb_of is not None and best.objective is not None
     m, k = best.m, inst.dp_size * best.m
-    members: list[list[int]] = [[] for _ in range(k)]
-    for i, b in enumerate(best.mb_of.tolist()):
-        members[b].append(i)
-    times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
+    # Sequences grouped by micro-batch, ascending within each (a stable sort by micro-batch).
+    order = np.argsort(best.mb_of, kind="stable")
+    cuts = np.cumsum(np.bincount(best.mb_of, minlength=k))[:-1]
+    members = [part.tolist() for part in np.split(order, cuts)]
+    if sum(inst.costs) < 2**62:  # exact in int64
+        loads = np.zeros(k, dtype=np.int64)
+        np.add.at(loads, best.mb_of, np.asarray(inst.costs, dtype=np.int64))
+        times = [inst.overhead + x for x in loads.tolist()]
+    else:
+        times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
     ranks = []
     for r in range(inst.dp_size):
         mine = list(range(r * m, (r + 1) * m))

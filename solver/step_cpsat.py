@@ -32,6 +32,8 @@ from .step_model import StepInstance
 #: Largest total model (booleans summed over the counts still to decide) tried: beyond it the
 #: build alone eats an online budget and proofs rarely finish.
 MAX_BOOLS = 800
+#: Kept back from the clock for building a model and starting CP-SAT (loaded 2-core machine).
+_BUILD_MARGIN = 0.005
 
 
 @dataclass
@@ -43,6 +45,17 @@ class ExactResult:
     notes: list[str] = field(default_factory=list)
 
 
+def exact_fits(inst: StepInstance, counts: list[int]) -> bool:
+    """Whether CP-SAT is tried at all: every count's model together stays small, and every
+    linear expression stays far inside CP-SAT's int64 (it refuses larger domains)."""
+    worst = (inst.vpp + inst.pp) * (sum(inst.costs) + (inst.n + 1) * inst.overhead)
+    return (
+        not inst.oversize
+        and sum(inst.n * inst.dp_size * m for m in counts) <= MAX_BOOLS
+        and worst * max(counts, default=1) < 2**60
+    )
+
+
 def solve_step_exactly(
     inst: StepInstance,
     bounds: dict[int, int],
@@ -51,28 +64,34 @@ def solve_step_exactly(
     seconds: float,
     options: SolverOptions,
 ) -> ExactResult | None:
-    """Solve every count whose bound is below ``incumbent``; None when the instance is too big
-    (or has over-cap sequences, which the model does not place)."""
-    if inst.oversize:
-        return None
+    """Solve every count whose bound is below ``incumbent`` within ``seconds`` of CP-SAT's
+    deterministic time, split evenly; the wall clock (``deadline``) is only a safety net.
+    None when the instance is too big or has over-cap sequences (the model does not place
+    them)."""
     todo = sorted((m for m in bounds if bounds[m] < incumbent), key=lambda m: (bounds[m], m))
-    if not todo or sum(inst.n * inst.dp_size * m for m in todo) > MAX_BOOLS:
+    if not todo or not exact_fits(inst, todo):
         return None
     out = ExactResult(bounds=dict(bounds))
     best = incumbent
     unsolved = 0
+    clock_cut = False
+    share = seconds / len(todo)
     for idx, m in enumerate(todo):
-        share = seconds / (len(todo) - idx)
-        if deadline is not None:
-            share = min(share, deadline - time.perf_counter())
-        if share <= 0.002:
-            unsolved += len(todo) - idx
-            break
         if bounds[m] >= best:
             out.bounds[m] = max(out.bounds[m], best)
             continue
-        status, value, bound, mb_of, used = _solve_m(inst, m, bounds[m], best, share, options)
-        seconds -= used
+        wall = share
+        if deadline is not None:
+            # Model build and start-up run outside CP-SAT's own limit.
+            build = _BUILD_MARGIN + 4e-6 * inst.n * inst.dp_size * m
+            wall = min(wall, deadline - time.perf_counter() - build)
+            if wall <= 0.002:
+                unsolved += len(todo) - idx
+                clock_cut = True
+                break
+        status, value, bound, mb_of, used = _solve_m(inst, m, bounds[m], best, share, wall, options)
+        clock_cut |= wall < share and used >= 0.9 * wall and status not in (
+            cp_model.OPTIMAL, cp_model.INFEASIBLE)
         if status == cp_model.OPTIMAL:
             assert mb_of is not None
             best = value
@@ -86,14 +105,15 @@ def solve_step_exactly(
             if status == cp_model.FEASIBLE and mb_of is not None and value < best:
                 best = value
                 out.objective, out.m, out.mb_of = value, m, mb_of
-    out.notes.append(
-        f"cp-sat: {len(todo) - unsolved} of {len(todo)} counts solved exactly"
-    )
+    out.notes.append(f"cp-sat: {len(todo) - unsolved} of {len(todo)} counts solved exactly")
+    if clock_cut:
+        out.notes.append("cp-sat stopped by the clock, not its deterministic limit")
     return out
 
 
 def _solve_m(
-    inst: StepInstance, m: int, lower: int, incumbent: int, seconds: float, options: SolverOptions
+    inst: StepInstance, m: int, lower: int, incumbent: int, seconds: float, wall: float,
+    options: SolverOptions,
 ) -> tuple[int, int, int, np.ndarray | None, float]:
     n, dp, k = inst.n, inst.dp_size, inst.dp_size * m
     tokens = inst.tokens.tolist()
@@ -129,7 +149,7 @@ def _solve_m(
     solver.parameters.num_workers = 1  # one worker with a deterministic limit: repeatable
     solver.parameters.random_seed = options.seed
     solver.parameters.max_deterministic_time = seconds
-    solver.parameters.max_time_in_seconds = seconds  # the clock as a safety net
+    solver.parameters.max_time_in_seconds = max(wall, 0.001)  # the clock as a safety net
     solver.parameters.log_search_progress = options.log
     for name, value in options.cp_sat_parameters.items():
         setattr(solver.parameters, name, value)

@@ -167,7 +167,7 @@ class _Search:
             if self.beta and self.m > 1 and not balanced:
                 # Stuck: lower every rank's bubble, which makes room on the receiving ranks.
                 balanced = True
-                steps += self.balance_all()
+                steps += self.balance_all(work_budget, deadline)
                 continue
             break
         return SearchResult(self.where, int(self.big_r.max()), steps, self.work, stopped)
@@ -241,7 +241,8 @@ class _Search:
         order = np.argsort(rest, kind="stable")
         # Max over the rank's micro-batches other than ``heavy`` and the peer.
         second = rest[order[-2]] if m > 2 else 0
-        rest_top = np.where(peers - lo == order[-1], second, rest[order[-1]])
+        rest_top = np.full(len(peers), rest[order[-1]], dtype=self.dt)  # exact even as objects
+        rest_top[peers - lo == order[-1]] = second
         mine = np.flatnonzero(self.where == heavy)
         h_c, h_l = c[mine], tok[mine]
         old = t[heavy]
@@ -279,11 +280,14 @@ class _Search:
             return True
         return False
 
-    def balance_all(self) -> int:
-        """Lower each rank's heaviest micro-batch as far as single moves and swaps go."""
+    def balance_all(self, work_budget: int, deadline: float | None) -> int:
+        """Lower each rank's heaviest micro-batch as far as single moves and swaps go (within
+        the work budget and the clock)."""
         changes = 0
         for r in range(self.dp):
-            while self.inside(r):
+            while self.work < work_budget and not (
+                deadline is not None and time.perf_counter() > deadline
+            ) and self.inside(r):
                 changes += 1
                 self.work += _STEP_WORK
         return changes

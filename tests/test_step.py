@@ -22,7 +22,7 @@ from seqpart.solver.step import (
     step_lower_bound,
     step_time,
 )
-from seqpart.solver.step_model import _load_bounds, make_instance
+from seqpart.solver.step_model import _load_bounds, _load_bounds_many, make_instance
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -122,6 +122,8 @@ def test_load_bounds_helper_matches_load_lower_bound(costs: list[int], k: int) -
     c = np.array(sorted(costs, reverse=True), dtype=object)
     prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
     assert _load_bounds(c, prefix, k) == load_lower_bound(costs, k)
+    ks = [1, k, k + 1, 2 * k, len(costs) + 3]
+    assert _load_bounds_many(c, prefix, ks) == [load_lower_bound(costs, x) for x in ks]
 
 
 def _issue_bound(lengths: list[int], dp: int, ms: list[int], cost: tuple[int, int], o: int,
@@ -335,3 +337,17 @@ def test_invalid_starts_are_skipped_with_a_note() -> None:
     plan = plan_step(lengths, 2, 20, starts=[bad], trainer_starts=False)
     assert any("start 0" in x for x in plan.notes)
     _assert_consistent(plan, lengths)
+
+
+def test_plan_step_is_exact_beyond_int64() -> None:
+    # A huge overhead and cost push every time past int64: the search runs on exact ints.
+    lengths = [3, 5, 7, 9, 11]
+    kw = {"pp": 3, "overhead": 2**70, "cost": (2**40, 2**30)}
+    plan = plan_step(lengths, 2, 20, **kw)
+    _assert_consistent(plan, lengths)
+    assert plan.step_time > 2**70
+    assert plan.step_time == brute_force_step(lengths, 2, 20, **kw)
+    rng = np.random.default_rng(1)
+    bigger = rng.integers(1, 3000, 40).tolist()
+    plan = plan_step(bigger, 4, 5000, pp=3, vpp=2, overhead=2**61, cost=(7, 1), time_limit=0.3)
+    _assert_consistent(plan, bigger)
