@@ -27,6 +27,7 @@ from .first_fit_decreasing import first_fit_decreasing
 from .karmarkar_karp import karmarkar_karp
 from .local_search import improve, local_search
 from .lpt import lpt
+from .trainer_schedules import TRAINER_SCHEDULERS, get_trainer_scheduler
 
 Heuristic = Callable[..., list[list[int]]]
 
@@ -52,11 +53,13 @@ def get(name: str) -> Heuristic:
 
 __all__ = [
     "HEURISTICS",
+    "TRAINER_SCHEDULERS",
     "Heuristic",
     "capped_balance",
     "first_fit",
     "first_fit_decreasing",
     "get",
+    "get_trainer_scheduler",
     "improve",
     "karmarkar_karp",
     "load_lower_bound",

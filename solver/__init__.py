@@ -16,6 +16,14 @@ from .plan import (
     find_violations,
 )
 from .problem import Cost
+from .step import (
+    StepPlan,
+    check_schedule,
+    plan_step,
+    rank_times,
+    step_lower_bound,
+    step_time,
+)
 
 __all__ = [
     "ENGINES",
@@ -24,8 +32,14 @@ __all__ = [
     "InvalidPlanError",
     "Plan",
     "SolverOptions",
+    "StepPlan",
     "Violations",
     "check_plan",
+    "check_schedule",
     "find_violations",
     "partition",
+    "plan_step",
+    "rank_times",
+    "step_lower_bound",
+    "step_time",
 ]

@@ -45,6 +45,22 @@ class Cost:
         return cls(linear=6 * as_positive_int(hidden, "hidden"), quadratic=1)
 
     @classmethod
+    def from_model(cls, hidden_size: int, num_layers: int, num_heads: int, *,
+                   unit: int | None = None, **shape: Any) -> Cost:
+        """Forward FLOPs per sequence from a model's shape (see :mod:`seqpart.solver.flops` for
+        the formula and ``shape``'s names); ``unit=None`` scales to ``quadratic == 1``."""
+        from .flops import ModelShape, cost_coefficients
+
+        return cls(*cost_coefficients(ModelShape(hidden_size, num_layers, num_heads, **shape), unit))
+
+    @classmethod
+    def from_hf_config(cls, config: dict[str, Any], *, unit: int | None = None) -> Cost:
+        """:meth:`from_model` from a Hugging Face style ``config.json`` dict."""
+        from .flops import cost_coefficients, shape_from_hf_config
+
+        return cls(*cost_coefficients(shape_from_hf_config(config), unit))
+
+    @classmethod
     def parse(cls, spec: str | Cost | tuple[int, int]) -> Cost:
         """"tokens", "attention", a ``Cost``, or a ``(linear, quadratic)`` pair."""
         if isinstance(spec, Cost):

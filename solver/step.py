@@ -1,23 +1,66 @@
-"""Planning a whole training step across data-parallel ranks, in one process.
+"""Planning a whole training step across data-parallel (and pipeline) ranks, in one process.
 
-:func:`plan_global` assigns sequences to ranks and micro-batches together, so no rank is padded
-out with micro-batches it does not need; :func:`order_for_pipeline` orders a rank's micro-batches
-for pipeline parallelism. The collective forms live in :mod:`seqpart.solver.distributed`, which
-only moves data between ranks and calls these.
+:func:`plan_step` chooses the count per rank, the micro-batches and the ranks together for the
+smallest step time under the model of :mod:`seqpart.solver.step_model` (re-exported here:
+:func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`, :func:`check_schedule`,
+:class:`StepPlan`). Its parts: starts in :mod:`~seqpart.solver.step_starts`, local search in
+:mod:`~seqpart.solver.step_search`, CP-SAT in :mod:`~seqpart.solver.step_cpsat`.
+
+:func:`plan_global` (the earlier two-level proxy: the lightest heaviest micro-batch at the
+smallest count, then rank totals) and :func:`order_for_pipeline` stay here. The collective forms
+live in :mod:`seqpart.solver.distributed`, which only moves data between ranks and calls these.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from seqpart.heuristics._inputs import as_lengths, as_positive_int
 
+from .options import SolverOptions
 from .partition import partition
-from .plan import InfeasibleError, Plan, find_violations
+from .plan import InfeasibleError, InvalidPlanError, Plan, find_violations
+from .problem import Cost
+from .step_cpsat import exact_fits, solve_step_exactly
+from .step_model import (
+    StepInstance,
+    StepPlan,
+    check_schedule,
+    find_schedule_violations,
+    make_instance,
+    rank_times,
+    scaled_bounds,
+    scaled_rank_time,
+    step_lower_bound,
+    step_time,
+)
+from .step_model import exact as exact_time
+from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
+from .step_starts import (
+    CONSTRUCTIONS,
+    TRAINER_SECONDS_PER_SEQUENCE,
+    TRAINER_SECONDS_PER_SEQUENCE_RANK,
+    from_schedule,
+    micro_first,
+    trainer_schedules,
+)
 
-__all__ = ["order_for_pipeline", "plan_global"]
+__all__ = [
+    "StepPlan",
+    "check_schedule",
+    "find_schedule_violations",
+    "order_for_pipeline",
+    "plan_global",
+    "plan_step",
+    "rank_times",
+    "step_lower_bound",
+    "step_time",
+]
 
 
 def round_up(k: int, multiple_of: int) -> int:
@@ -212,3 +255,318 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
     front = ascending[0::2]
     back = ascending[1::2]
     return front + back[::-1]
+
+
+# ----------------------------------------------------------------------------- plan_step
+
+
+#: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
+#: per sequence for both at n=4096, dp=64 under loads of 3-5).
+_BUILD_WORK_PER_SEQUENCE = 250
+#: Share of the work budget spent on starts at several counts before the first search.
+_BUILD_SHARE = 0.4
+
+
+@dataclass
+class _Best:
+    objective: int | None = None  # vpp x step time
+    m: int = 0
+    mb_of: np.ndarray | None = None
+    method: str = ""
+
+
+def plan_step(
+    lengths: Any,
+    dp_size: int,
+    cap: int | None,
+    *,
+    pp: int = 1,
+    vpp: int = 1,
+    multiple_of: int = 1,
+    cost: str | Cost | tuple[int, int] = "tokens",
+    overhead: int = 0,
+    time_limit: float = 1.0,
+    oversize: str = "error",
+    starts: Sequence[Any] = (),
+    trainer_starts: bool | None = None,
+    engine: str = "auto",
+    options: SolverOptions | None = None,
+) -> StepPlan:
+    """Plan a whole training step: the count ``m`` per rank, the micro-batches and the ranks
+    together, minimising the step time of the model in :mod:`seqpart.solver.step_model`.
+
+    How: every feasible ``m`` gets a lower bound (the per-``m`` terms of
+    :func:`step_lower_bound`); counts are tried best bound first, and only while their bound is
+    below the best step time found; starts at several counts are built before any search
+    (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
+    constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
+    estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
+    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), and
+    micro-batches first (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
+    Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
+    schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
+    pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
+    and one more count is built after each search while the budget lasts. On tiny instances (every count's
+    model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
+    open exactly, with half the budget, which can prove the plan optimal
+    (``engine="heuristics"`` skips it). Each rank's micro-batches are finally ordered for 1F1B by
+    :func:`order_for_pipeline`: lightest first and last, heaviest in the middle, because the
+    warm-up exposes the first micro-batch's forward on every stage and the cool-down the last
+    one's backward, while the steady middle overlaps stages. (The model's rank time does not
+    depend on the order; the order is for the real pipeline.)
+
+    Budget: ``time_limit`` becomes a deterministic work budget (candidate evaluations of the
+    local search; CP-SAT's deterministic time), so the same input gives the same plan; the clock
+    is only a safety net, and ``notes`` say when it cut the search (the plan may then differ
+    between runs). ``options.deterministic=True`` drops the clock too.
+
+    Args:
+        lengths: token count per sequence of the whole step (all ranks' samples).
+        dp_size: data-parallel ranks.
+        cap: max tokens per micro-batch; None for no cap.
+        pp, vpp: pipeline stages and virtual stages per rank (the bubble term).
+        multiple_of: ``m`` is a multiple of this (the micro-batch group of virtual stages).
+        cost: "tokens", "attention", ``Cost(a, b)`` or ``(a, b)``: a sequence costs a*l + b*l^2.
+        overhead: fixed time of each micro-batch, in the cost's units (an int >= 0).
+        time_limit: seconds for the whole call.
+        oversize: "error" (reject a sequence over the cap) or "alone" (its own micro-batch).
+        starts: schedules (``[rank][micro-batch] = indices``) to start from, e.g. your trainer's;
+            invalid ones are skipped (noted). The plan is never worse than a valid start.
+        trainer_starts: also start from the re-implemented trainers' schedulers
+            (``seqpart.heuristics.trainer_schedules``). None (default): only when their
+            estimated time (see ``TRAINER_SECONDS_PER_SEQUENCE``) fits in a quarter of
+            ``time_limit``; they cannot be interrupted. To be sure never to be behind your
+            trainer, pass its schedule in ``starts``.
+        engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
+        options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
+
+    Returns:
+        A :class:`StepPlan` that has passed :func:`check_schedule`.
+
+    Raises:
+        ValueError / TypeError: bad arguments, naming the fix.
+        InfeasibleError: no count per rank can work (too few sequences for ``dp_size * m``
+            non-empty micro-batches under the cap), or none was found in the budget.
+    """
+    t0 = time.perf_counter()
+    seconds = _positive_seconds(time_limit)
+    if engine not in ("auto", "heuristics"):
+        raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
+    if trainer_starts not in (None, True, False):
+        raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
+    options = options or SolverOptions()
+    inst = make_instance(
+        lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
+        multiple_of=multiple_of, oversize=oversize,
+    )
+    if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
+        raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
+    # Kept back from the clock for checking and assembling the plan.
+    reserve = 0.005 + 4e-6 * inst.n
+    deadline = None if options.deterministic else t0 + seconds - reserve
+    budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
+    notes: list[str] = []
+    bounds = scaled_bounds(inst)
+    # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
+    # so that the split does not depend on the clock.
+    use_exact = engine == "auto" and exact_fits(inst, list(bounds))
+    if use_exact:
+        budget //= 2
+    costs = np.asarray(inst.costs, dtype=object)
+
+    def out_of_clock(margin: float = 0.0) -> bool:
+        return deadline is not None and time.perf_counter() > deadline - margin
+
+    # The pool of valid starts: (objective, arrival, method, m, mb_of); searched best first.
+    pool: list[tuple[int, int, str, int, np.ndarray]] = []
+
+    def add(method: str, m: int, mb_of: np.ndarray) -> None:
+        obj = schedule_objective(mb_of, costs, inst.dp_size * m, m, inst.overhead, inst.pp,
+                                 inst.vpp)
+        pool.append((obj, len(pool), method, m, mb_of))
+
+    given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
+    if trainer_starts or (
+        trainer_starts is None
+        and inst.n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.dp_size)
+        <= 0.25 * seconds
+    ):
+        trainers, trainer_notes = trainer_schedules(inst)
+        given += trainers
+        notes += trainer_notes
+    skipped = []
+    for method, sched in given:
+        found = from_schedule(sched, inst)
+        if found is None or found[0] not in bounds:
+            skipped.append(method)
+        else:
+            add(method, *found)
+    if skipped:
+        notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
+
+    best = _Best()
+    spent = 0
+    clock_cut = False
+    searched: set[int] = set()
+
+    def search_next(share: int) -> None:
+        """Local search from the best start not searched yet."""
+        nonlocal spent, clock_cut
+        open_ = [row for row in pool if row[1] not in searched]
+        if not open_:
+            return
+        obj, arrival, method, m, mb_of = min(open_, key=lambda row: (row[0], row[1]))
+        searched.add(arrival)
+        result = improve_schedule(
+            mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
+            inst.pp, inst.vpp, bound=bounds[m], work_budget=share, deadline=deadline,
+        )
+        spent += result.work
+        clock_cut |= result.stopped_by == "clock"
+        if result.objective > obj:  # never: the search only takes improving changes
+            raise RuntimeError("step local search made a schedule worse (please report)")
+        if best.objective is None or result.objective < best.objective:
+            name = method + ("+local_search" if result.steps else "")
+            best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
+
+    def incumbent() -> int | None:
+        values = [row[0] for row in pool] + ([best.objective] if best.objective is not None else [])
+        return min(values) if values else None
+
+    build = _BUILD_WORK_PER_SEQUENCE * inst.n
+    build_seconds = build / CANDIDATES_PER_SECOND
+    pending = sorted(bounds, key=lambda m: (bounds[m], m))
+    tried = 0
+
+    def build_next() -> None:
+        nonlocal spent, tried
+        m = pending.pop(0)
+        tried += 1
+        for make in CONSTRUCTIONS:
+            # Once a valid start exists, a construction only while the clock allows.
+            if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
+                break
+            for method, mb_of in make(inst, m, seconds):
+                add(method, m, mb_of)
+            spent += build // len(CONSTRUCTIONS)
+
+    def drop_hopeless() -> None:
+        top = incumbent()
+        while pending and top is not None and bounds[pending[0]] >= top:
+            pending.pop(0)
+
+    # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
+    # counts are close, and the constructions' own step times separate them better.
+    # Until a first valid start exists the clock is not looked at: a plan beats an error.
+    while pending and (not pool or not out_of_clock(build_seconds)):
+        drop_hopeless()
+        if not pending or (pool and spent + build > _BUILD_SHARE * budget):
+            break
+        if pool and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
+            clock_cut = True  # a slow machine: leave the rest of the time to the search
+            break
+        build_next()
+    # No start yet (every construction broke the cap): the capped balancer, count by count,
+    # from the smallest; it always finds a split when one is easy to find.
+    for m in sorted(bounds):
+        if pool or out_of_clock():
+            break
+        for method, mb_of in micro_first(inst, m, seconds, repair=True):
+            add(method, m, mb_of)
+    # 2. Search the best start, then build one more count, while the budget lasts.
+    while True:
+        progressed = False
+        if len(searched) < len(pool) and spent < budget and not out_of_clock():
+            search_next(max(0, (budget - spent) // 2))
+            progressed = True
+        drop_hopeless()
+        if pending and spent + build <= budget and not out_of_clock(build_seconds):
+            build_next()
+            progressed = True
+        if not progressed:
+            break
+    clock_cut |= out_of_clock() and spent < budget
+    # The best start may never have been searched (budget spent): it still counts.
+    for obj, arrival, method, m, mb_of in pool:
+        if arrival not in searched and (best.objective is None or obj < best.objective):
+            best.objective, best.m, best.mb_of, best.method = obj, m, mb_of, method
+    if best.mb_of is None:
+        raise InfeasibleError(
+            f"no schedule of {dp_size} ranks with an equal count of non-empty micro-batches under "
+            f"cap={inst.cap} was found in {seconds}s, and none is proven impossible: raise "
+            "time_limit or the cap, or use fewer ranks",
+            proven=False,
+        )
+    notes.append(
+        f"counts built: {tried} of {len(bounds)} feasible (best bound first); starts searched: "
+        f"{len(searched)} of {len(pool)}; work {spent} of {budget}"
+    )
+
+    # CP-SAT on tiny instances: improves and proves, count by count.
+    proven = dict(bounds)
+    if use_exact and not out_of_clock():
+        exact = solve_step_exactly(inst, bounds, best.objective, deadline, seconds / 2, options)
+        if exact is not None:
+            proven = exact.bounds
+            notes += exact.notes
+            if exact.mb_of is not None and exact.objective is not None and (
+                exact.objective < best.objective
+            ):
+                best.objective, best.m, best.mb_of, best.method = (
+                    exact.objective, exact.m, exact.mb_of, "cp-sat"
+                )
+    if clock_cut:
+        notes.append("stopped by the clock, not the work budget: the plan may differ between runs")
+    return _assemble(inst, best, min(proven.values()), notes, t0)
+
+
+def _assemble(inst: StepInstance, best: _Best, scaled_bound: int, notes: list[str], t0: float) -> StepPlan:
+    """Micro-batches per rank in 1F1B order, checked, with exact times."""
+    assert best.mb_of is not None and best.objective is not None
+    m, k = best.m, inst.dp_size * best.m
+    # Sequences grouped by micro-batch, ascending within each (a stable sort by micro-batch).
+    order = np.argsort(best.mb_of, kind="stable")
+    cuts = np.cumsum(np.bincount(best.mb_of, minlength=k))[:-1]
+    members = [part.tolist() for part in np.split(order, cuts)]
+    if sum(inst.costs) < 2**62:  # exact in int64
+        loads = np.zeros(k, dtype=np.int64)
+        np.add.at(loads, best.mb_of, np.asarray(inst.costs, dtype=np.int64))
+        times = [inst.overhead + x for x in loads.tolist()]
+    else:
+        times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
+    ranks = []
+    for r in range(inst.dp_size):
+        mine = list(range(r * m, (r + 1) * m))
+        order = order_for_pipeline([times[b] for b in mine])
+        ranks.append([members[mine[j]] for j in order])
+    over = "alone" if inst.oversize else "error"
+    try:
+        check_schedule(ranks, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of, oversize=over)
+    except InvalidPlanError as err:
+        raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {err}") from err
+    scaled = [
+        scaled_rank_time([times[b] for b in range(r * m, (r + 1) * m)], inst.pp, inst.vpp)
+        for r in range(inst.dp_size)
+    ]
+    if max(scaled) != best.objective:
+        raise RuntimeError("step time bookkeeping disagrees with the model (please report)")
+    bound = min(scaled_bound, best.objective)
+    return StepPlan(
+        ranks=ranks,
+        m=m,
+        step_time=exact_time(best.objective, inst.vpp),
+        rank_times=[exact_time(x, inst.vpp) for x in scaled],
+        lower_bound=exact_time(bound, inst.vpp),
+        status="optimal" if best.objective <= bound else "feasible",
+        method=best.method,
+        seconds=time.perf_counter() - t0,
+        dp_size=inst.dp_size,
+        cap=inst.cap,
+        cost=inst.cost,
+        overhead=inst.overhead,
+        pp=inst.pp,
+        vpp=inst.vpp,
+        multiple_of=inst.multiple_of,
+        oversize=list(inst.oversize),
+        notes=notes,
+    )

@@ -1,0 +1,311 @@
+"""Starting schedules for step planning: constructions at a given count per rank, and the
+trainers' own schedules. Each returns ``mb_of`` (the micro-batch of every sequence, micro-batch
+``b`` on rank ``b // m``) only when it is valid: non-empty micro-batches under the cap.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics._common import order_desc
+from seqpart.heuristics.capped_balance import capped_balance_lists
+from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
+from seqpart.heuristics.lpt import lpt_lists
+
+from .step_model import StepInstance, find_schedule_violations
+
+#: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
+#: position) rather than by one LPT per rank.
+_VECTOR_SPLIT_RANKS = 32
+#: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
+_KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
+#: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
+#: many; beyond, the construction gives up at this count.
+_MAX_REPAIRED_RANKS = 4
+#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~5 ms).
+_KK_SPLIT_WORK = 20_000
+
+
+def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
+    """Every micro-batch non-empty and under the cap (an over-cap sequence only alone)."""
+    if len(mb_of) != inst.n or mb_of.min() < 0 or mb_of.max() >= k:
+        return False
+    cnt = np.bincount(mb_of, minlength=k)
+    if (cnt == 0).any():
+        return False
+    if inst.cap is None:
+        return True
+    tok = np.bincount(mb_of, weights=inst.tokens, minlength=k)  # exact: tokens < 2**53 summed
+    over = tok > inst.cap
+    return bool(not over.any() or (cnt[over] == 1).all())
+
+
+def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n: int) -> np.ndarray:
+    """mb_of from micro-batches (local lists) dealt to ranks (lists of micro-batch positions)."""
+    mb_of = np.full(n, -1, dtype=np.int64)
+    b = 0
+    for rank in by_rank:
+        for pos in rank:
+            mb_of[list(bins[pos])] = b
+            b += 1
+    return mb_of
+
+
+def split_into(
+    tokens: list[int], costs: list[int], k: int, cap: int | None, *, balanced: bool,
+    repair: bool,
+) -> list[list[int]] | None:
+    """Positions ``0..len(tokens)-1`` into ``k`` non-empty bins under the cap, every over-cap
+    item alone in a bin of its own: Karmarkar-Karp when ``balanced`` and it respects the cap,
+    else capped LPT, else (when ``repair``) the capped balancer. None when none works."""
+    over = [] if cap is None else [i for i, t in enumerate(tokens) if t > cap]
+    rest = [i for i, t in enumerate(tokens) if cap is None or t <= cap]
+    k_rest = k - len(over)
+    if k_rest < (1 if rest else 0) or len(rest) < k_rest:
+        return None
+    if not rest:
+        return [[i] for i in over]
+    rt, rc, ones = [tokens[i] for i in rest], [costs[i] for i in rest], [1] * len(rest)
+
+    def fits(bins: list[list[int]]) -> bool:
+        return all(bins) and (cap is None or all(sum(rt[i] for i in b) <= cap for b in bins))
+
+    # Karmarkar-Karp costs about items x bins; past that, LPT balances nearly as well.
+    kk = balanced and len(rest) * k_rest <= _KK_SPLIT_WORK
+    local = karmarkar_karp_lists(rc, ones, k_rest, None) if kk else None
+    if local is None or not fits(local):
+        local = lpt_lists(rt, rc, ones, k_rest, cap, None)
+    if not fits(local):
+        if not repair:
+            return None
+        local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
+        if not fits(local):
+            return None
+    return [[rest[i] for i in b] for b in local] + [[i] for i in over]
+
+
+def micro_first(
+    inst: StepInstance, m: int, seconds: float = 0.0, *, repair: bool = False
+) -> list[tuple[str, np.ndarray]]:
+    """``dp*m`` micro-batches balanced on cost under the cap (capped LPT; with ``repair`` the
+    capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
+    ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``."""
+    k = inst.dp_size * m
+    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair)
+    if bins is None:
+        return []
+    probe = from_bins(bins, [list(range(k))], inst.n)
+    # Their costs, without the overhead every micro-batch pays alike (sums stay below 2**62).
+    times = [sum(inst.costs[i] for i in b) for b in bins]
+    out = []
+    if inst.dp_size == 1:
+        return [("micro_first", probe)]
+    kk = karmarkar_karp_lists(times, [1] * k, inst.dp_size, m)
+    if all(len(r) == m for r in kk):
+        out.append(("micro_first", from_bins(bins, kk, inst.n)))
+    return out
+
+
+def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
+    """Sequences, costliest first, each to the rank with the lowest estimated time
+    ``vpp*S + (pp-1)*max(heaviest sequence + o, ceil(S/m))`` (S the rank's cost plus ``m``
+    overheads): LPT on the step model's rank time, so a rank holding a long sequence, whose
+    bubble is already large, gets fewer others. A heap: O(n log dp)."""
+    o, vpp, beta = inst.overhead, inst.vpp, inst.pp - 1
+    sums = [m * o] * inst.dp_size
+    heaviest = [0] * inst.dp_size
+    ranks: list[list[int]] = [[] for _ in range(inst.dp_size)]
+
+    def estimate(r: int) -> int:
+        return vpp * sums[r] + beta * max(heaviest[r] + o, -(-sums[r] // m))
+
+    heap = [(estimate(r), r) for r in range(inst.dp_size)]  # one live entry per rank
+    heapq.heapify(heap)
+    costs = inst.costs
+    tokens = inst.tokens.tolist()
+    # Token room per rank: m micro-batches of at most cap tokens (over-cap sequences aside).
+    room = [m * inst.cap if inst.cap is not None else sum(tokens)] * inst.dp_size
+    short = inst.dp_size * m  # sequences still owed to ranks holding fewer than m
+    order = order_desc(costs)
+    # Fewest tokens among the sequences from each position on: a rank with less room is full.
+    least = np.minimum.accumulate(np.asarray([tokens[i] for i in order])[::-1])[::-1].tolist()
+    owed: list[tuple[int, int]] | None = None  # the last phase: only short ranks take sequences
+    for pos, i in enumerate(order):
+        if owed is None and inst.n - pos <= short:
+            # Only enough sequences left to give every rank m: from here on the short ranks
+            # take them, the lowest estimate first.
+            owed = [(estimate(q), q) for q in range(inst.dp_size) if len(ranks[q]) < m]
+            heapq.heapify(owed)
+        if owed is not None:
+            r = heapq.heappop(owed)[1]
+        else:
+            # The lowest estimate whose token total stays within m caps.
+            skipped = []
+            while heap and room[heap[0][1]] < tokens[i]:
+                entry = heapq.heappop(heap)
+                if room[entry[1]] >= least[pos]:  # else full for good: left out of the heap
+                    skipped.append(entry)
+            if heap:
+                r = heapq.heappop(heap)[1]
+            else:  # nothing has room: the roomiest rank (the split will then fail the cap)
+                r = max(range(inst.dp_size), key=lambda q: (room[q], -q))
+                skipped = [entry for entry in skipped if entry[1] != r]
+            for entry in skipped:
+                heapq.heappush(heap, entry)
+        if len(ranks[r]) < m:
+            short -= 1
+        ranks[r].append(i)
+        room[r] -= tokens[i]
+        total = sums[r] = sums[r] + costs[i]
+        if costs[i] > heaviest[r]:
+            heaviest[r] = costs[i]
+        entry = (vpp * total + beta * max(heaviest[r] + o, -(-total // m)), r)
+        if owed is None:
+            heapq.heappush(heap, entry)
+        elif len(ranks[r]) < m:
+            heapq.heappush(owed, entry)
+    return ranks
+
+
+def split_ranks(
+    inst: StepInstance, ranks: list[list[int]], m: int, *, balanced: bool = False
+) -> np.ndarray | None:
+    """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
+    (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
+    to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
+    dp, n = inst.dp_size, inst.n
+    if any(len(members) < m for members in ranks):
+        return None
+    if dp < _VECTOR_SPLIT_RANKS:  # few long ranks: one LPT per rank is cheaper than numpy rounds
+        mb_of = np.full(n, -1, dtype=np.int64)
+        repaired = 0
+        for r, members in enumerate(ranks):
+            rt = [int(inst.tokens[i]) for i in members]
+            rc = [inst.costs[i] for i in members]
+            local = split_into(rt, rc, m, inst.cap, balanced=balanced, repair=False)
+            if local is None:
+                repaired += 1
+                if repaired > _MAX_REPAIRED_RANKS:
+                    return None
+                local = split_into(rt, rc, m, inst.cap, balanced=False, repair=True)
+                if local is None:
+                    return None
+            for j, b in enumerate(local):
+                mb_of[[members[i] for i in b]] = r * m + j
+        return mb_of if valid_start(mb_of, inst, dp * m) else None
+    cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
+    tok_arr = inst.tokens
+    width = max(len(members) for members in ranks)
+    idx = np.full((dp, width), -1, dtype=np.int64)
+    for r, members in enumerate(ranks):
+        mem = np.asarray(members, dtype=np.int64)
+        order = np.lexsort((mem, -cost_arr[mem].astype(np.float64)))  # costliest first
+        idx[r, : len(mem)] = mem[order]
+    load = np.zeros((dp, m), dtype=cost_arr.dtype)
+    tok = np.zeros((dp, m), dtype=np.int64)
+    cap = np.iinfo(np.int64).max if inst.cap is None else inst.cap
+    mb_of = np.full(n, -1, dtype=np.int64)
+    failed = np.zeros(dp, dtype=bool)
+    rows = np.arange(dp)
+    big = sum(inst.costs) + 1
+    for col in range(width):
+        items = idx[:, col]
+        active = items >= 0
+        safe = np.where(active, items, 0)
+        fits = tok + tok_arr[safe][:, None] <= cap
+        fits[:, :] |= ~active[:, None]
+        none_fit = ~fits.any(axis=1)
+        # An over-cap sequence (oversize="alone") may open an empty micro-batch of its own.
+        alone = none_fit & (tok == 0).any(axis=1) & (tok_arr[safe] > cap)
+        score = np.where(fits | (alone[:, None] & (tok == 0)), load, big)
+        b = np.argmin(score, axis=1)
+        failed |= active & none_fit & ~alone
+        put = active & ~failed
+        load[rows[put], b[put]] += cost_arr[items[put]]
+        tok[rows[put], b[put]] += tok_arr[items[put]]
+        mb_of[items[put]] = rows[put] * m + b[put]
+    if failed.sum() > _MAX_REPAIRED_RANKS:  # the rank split is far off: leave it to the others
+        return None
+    for r in np.flatnonzero(failed).tolist():
+        members = ranks[r]
+        local = split_into([int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
+                           m, inst.cap, balanced=False, repair=True)
+        if local is None:
+            return None
+        for j, bin_ in enumerate(local):
+            mb_of[[members[i] for i in bin_]] = r * m + j
+    return mb_of if valid_start(mb_of, inst, dp * m) else None
+
+
+def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+    """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
+
+    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget (else LPT
+    under each rank's token room); this balances the totals that decide at ``pp = 1``. The
+    split: with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the
+    cap (it balances the micro-batches, which sets the bubble: verl's shape), else capped LPT.
+    Empty when the split cannot be made."""
+    ones = [1] * inst.n
+    if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
+        ranks = karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
+    else:
+        room = None if inst.cap is None else m * inst.cap
+        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, inst.dp_size, room, None)
+    mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
+    return [] if mb_of is None else [("rank_first", mb_of)]
+
+
+def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
+    """With ``pp > 1``: ranks by LPT on the estimated rank time (:func:`ranks_by_step_time`),
+    then the same split as :func:`rank_first`. Empty with ``pp = 1`` or when the split fails."""
+    if inst.pp == 1:
+        return []
+    mb_of = split_ranks(inst, ranks_by_step_time(inst, m), m, balanced=True)
+    return [] if mb_of is None else [("rank_first_bubble", mb_of)]
+
+
+#: The constructions tried at each count, in this order (the cheapest good one first).
+CONSTRUCTIONS = (rank_first_bubble, rank_first, micro_first)
+
+
+def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
+    """(m, mb_of) of a schedule that passes the validator, else None."""
+    try:
+        m = len(schedule[0])
+        if m == 0 or find_schedule_violations(
+            schedule, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of,
+            oversize="alone" if inst.oversize else "error",
+        ):
+            return None
+    except (TypeError, ValueError, IndexError):
+        return None
+    flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
+    return m, from_bins(flat, [list(range(len(flat)))], inst.n)
+
+
+#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about
+#: ``n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * dp)`` seconds
+#: (~0.1 s at n=1024, dp=8; ~5 s at n=4096, dp=64, where prime-rl's swap refinement dominates):
+#: they run as starts only when that estimate fits in a quarter of the budget.
+TRAINER_SECONDS_PER_SEQUENCE = 1e-4
+TRAINER_SECONDS_PER_SEQUENCE_RANK = 2e-5
+
+
+def trainer_schedules(inst: StepInstance) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The trainers' own schedules (``seqpart.heuristics.trainer_schedules``), raw."""
+    try:
+        from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+    except ImportError:  # pragma: no cover - the module ships with seqpart.heuristics
+        return [], ["trainer schedules not available (seqpart.heuristics.trainer_schedules)"]
+    out, notes = [], []
+    for name, fn in TRAINER_SCHEDULERS.items():
+        try:
+            out.append((f"trainer:{name}", fn(inst.tokens, inst.dp_size, inst.cap,
+                                               costs=inst.costs, multiple_of=inst.multiple_of)))
+        except (ValueError, TypeError) as err:  # a trainer that cannot schedule this batch
+            notes.append(f"trainer start {name} failed: {err}")
+    return out, notes

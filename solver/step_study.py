@@ -1,0 +1,539 @@
+"""``seqpart step``: the step-time study, trainers' schedulers against seqpart's step planning.
+
+For bundled datasets and generated long-tail RL batches, across data-parallel sizes ``dp``,
+pipeline depths ``pp``, caps and costs, it runs every method of :data:`STEP_METHODS`, checks
+each schedule with the step validator and scores it with the step model
+(:func:`seqpart.solver.step.step_time`) against the step lower bound
+(:func:`~seqpart.solver.step.step_lower_bound`). Methods:
+
+- the trainers' own schedulers, re-implemented in
+  :data:`seqpart.heuristics.TRAINER_SCHEDULERS` (slime, prime-rl, verl, Megatron), run raw: an
+  over-cap micro-batch or unequal counts make the schedule invalid, which is counted;
+- ``plan_global`` (seqpart's two-level proxy: smallest heaviest micro-batch, then ranks);
+- ``per_rank`` (seqpart dropped into a trainer's per-rank flow, see :func:`per_rank_agreement`);
+- ``plan_step`` (the step planner, told ``pp``).
+
+Only ``plan_step`` looks at ``pp``, so every other method runs once per setting and its schedule
+is scored for every ``pp``; ``plan_step`` runs once per ``pp``. Built on
+:mod:`seqpart.solver.study_runner`: results go to ``OUT/results.jsonl`` as they finish (running
+the same command again resumes), then ``OUT/step_summary.csv`` and ``OUT/step_vs_pp.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .lengths_io import UsageError
+from .study import Source, _seed, _split, parse_caps, parse_ns
+from .study_runner import ResultStore, Task, run_tasks, worker_pool
+
+TRAINERS = ("slime_rr", "slime_kk", "prime_rl", "verl", "verl_retry", "megatron")
+STEP_METHODS = (*TRAINERS, "plan_global", "per_rank", "plan_step")
+DEFAULT_N = "256,1024"
+DEFAULT_DP = "2,4,8,16,32,64"
+DEFAULT_PP = "1,2,4,8"
+DEFAULT_CAPS = "1x"
+DEFAULT_COSTS = "attention"
+#: A micro-batch's fixed overhead, as the linear cost of this many tokens (the issue's choice).
+DEFAULT_OVERHEAD_TOKENS = 512
+#: plan_step's and plan_global's budget; the per-rank partitions get a tenth each.
+DEFAULT_TIME_LIMIT = 0.2
+GENERATED_SOURCE = "rl_longtail"
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class StepStudyConfig:
+    """The step study's settings; comma-list strings are the CLI's syntax, parsed here."""
+
+    methods: str = ",".join(STEP_METHODS)
+    datasets: str = "all"  # bundled names, "all" or "none"
+    generated: bool = True
+    n: str = DEFAULT_N
+    dp: str = DEFAULT_DP
+    pp: str = DEFAULT_PP
+    vpp: int = 1
+    caps: str = DEFAULT_CAPS
+    costs: str = DEFAULT_COSTS
+    overhead_tokens: int = DEFAULT_OVERHEAD_TOKENS
+    time_limit: float = DEFAULT_TIME_LIMIT
+    reps: int = 1
+    seed: int = 0
+    jobs: int | None = None  # None: all cores
+    out: str = "seqpart-step-study"
+    limit: int | None = None  # at most this many new results
+    plots: bool = True
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One batch and step configuration; every pp in ``pps`` is scored on it."""
+
+    key: str
+    source: str
+    n: int
+    rep: int
+    dp: int
+    cap: int
+    cost: str
+    overhead: int
+    vpp: int
+    pps: tuple[int, ...]
+    lengths: tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- the grid
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    out = []
+    for part in _split(text):
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"{flag} value {part!r}: use ints >= 1")
+        out.append(int(part))
+    if not out:
+        raise UsageError(f"{flag} is empty")
+    return list(dict.fromkeys(out))
+
+
+def parse_methods(text: str) -> list[str]:
+    methods = _split(text)
+    bad = [m for m in methods if m not in STEP_METHODS]
+    if bad:
+        raise UsageError(f"unknown method {bad[0]!r}: choose from {', '.join(STEP_METHODS)}")
+    if not methods:
+        raise UsageError("--methods is empty")
+    return list(dict.fromkeys(methods))
+
+
+def parse_costs(text: str) -> list[str]:
+    costs = _split(text)
+    bad = [c for c in costs if c not in ("tokens", "attention")]
+    if bad or not costs:
+        raise UsageError(f"--costs value {(bad or [''])[0]!r}: use tokens and/or attention")
+    return list(dict.fromkeys(costs))
+
+
+def _sources(config: StepStudyConfig) -> list[Source]:
+    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+
+    known = list_datasets()
+    names = [] if config.datasets == "none" else known if config.datasets == "all" else _split(
+        config.datasets
+    )
+    sources = []
+    for name in names:
+        if name not in known:
+            raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
+        data = load_dataset(name)
+        sources.append(Source(name, data.lengths, max(data.lengths)))
+    if config.generated:
+        sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
+    if not sources:
+        raise UsageError("no data: choose bundled --datasets or keep the generated batches")
+    return sources
+
+
+def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
+    """Every (source, n, rep, cap, cost, dp) of the grid, and how many were skipped (fewer
+    sequences than ``2 * dp``, or a cap below the batch's longest sequence)."""
+    from .problem import Cost
+
+    ns = [n for n in parse_ns(config.n) if n is not None]
+    if not ns:
+        raise UsageError("--n needs batch sizes (ints)")
+    dps = _ints(config.dp, "--dp")
+    pps = tuple(_ints(config.pp, "--pp"))
+    caps = parse_caps(config.caps)
+    costs = parse_costs(config.costs)
+    if config.vpp < 1 or config.overhead_tokens < 0:
+        raise UsageError("--vpp must be >= 1 and --overhead-tokens >= 0")
+    settings, skipped = [], 0
+    for source in _sources(config):
+        for n in ns:
+            for rep in range(config.reps):
+                rng = np.random.default_rng(_seed(config.seed, "step", source.name, n, rep))
+                lengths = tuple(source.batch(n, rng))
+                for kind, value in caps:
+                    cap = int(value * source.max_length) if kind == "x" else int(value)
+                    for cost in costs:
+                        overhead = Cost.parse(cost).linear * config.overhead_tokens
+                        for dp in dps:
+                            if cap < max(lengths) or n < 2 * dp:
+                                skipped += 1
+                                continue
+                            key = (f"{source.name}|n={n}|rep={rep}|seed={config.seed}|cap={cap}"
+                                   f"|cost={cost}|o={overhead}|dp={dp}|vpp={config.vpp}")
+                            settings.append(Setting(key, source.name, n, rep, dp, cap, cost,
+                                                    overhead, config.vpp, pps, lengths))
+    return settings, skipped
+
+
+def step_tasks(settings: Sequence[Setting], methods: Sequence[str], time_limit: float) -> list[Task]:
+    """plan_step: one task per pp; every other method: one task per setting, scored for each pp."""
+    tasks = []
+    for s in settings:
+        for m in methods:
+            if m == "plan_step":
+                tasks += [Task(f"{s.key}|pp={pp}|{m}@{time_limit:g}", (s, m, (pp,), time_limit))
+                          for pp in s.pps]
+            else:
+                pps = ",".join(map(str, s.pps))
+                tasks.append(Task(f"{s.key}|pp={pps}|{m}@{time_limit:g}", (s, m, s.pps, time_limit)))
+    return tasks
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def per_rank_agreement(
+    lengths: Sequence[int], dp: int, cap: int | None, *, cost: Any = "tokens",
+    multiple_of: int = 1, time_limit: float = 0.02,
+) -> list[list[list[int]]]:
+    """seqpart inside a trainer's per-rank flow: each rank holds a contiguous chunk of the batch
+    (the dispatch order), plans ``partition(k=None)`` on it, the ranks agree on the MAX count
+    (rounded up to ``multiple_of``: the all-reduce) and each re-plans its chunk with that count.
+    Raises :class:`~seqpart.solver.plan.InfeasibleError` when a rank cannot fill the count."""
+    from .partition import partition
+
+    chunks = np.array_split(np.arange(len(lengths)), dp)
+    local = [[int(lengths[i]) for i in c] for c in chunks]
+    counts = [partition(x, None, cap, cost=cost, time_limit=time_limit).k for x in local]
+    m = -(-max(counts) // multiple_of) * multiple_of
+    out = []
+    for c, x in zip(chunks, local, strict=True):
+        plan = partition(x, m, cap, cost=cost, time_limit=time_limit)
+        out.append([[int(c[i]) for i in b] for b in plan.bins])
+    return out
+
+
+def _schedule(s: Setting, method: str, pp: int, time_limit: float) -> list[list[list[int]]]:
+    from seqpart.heuristics import TRAINER_SCHEDULERS
+
+    from .problem import Cost
+    from .step import plan_global, plan_step
+
+    lengths = list(s.lengths)
+    if method in TRAINER_SCHEDULERS:
+        costs = Cost.parse(s.cost).of(np.asarray(lengths, dtype=np.int64)).tolist()
+        return TRAINER_SCHEDULERS[method](lengths, s.dp, s.cap, costs=costs, multiple_of=s.vpp)
+    if method == "plan_global":
+        plans = plan_global(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
+                            time_limit=time_limit)
+        return [p.bins for p in plans]
+    if method == "per_rank":
+        return per_rank_agreement(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
+                                  time_limit=time_limit / 10)
+    return plan_step(lengths, s.dp, s.cap, pp=pp, vpp=s.vpp, multiple_of=s.vpp, cost=s.cost,
+                     overhead=s.overhead, time_limit=time_limit).ranks
+
+
+def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float]) -> dict[str, Any]:
+    """The runner: one method on one setting, its schedule validated and scored for each pp."""
+    from .plan import InfeasibleError
+    from .step import find_schedule_violations, step_lower_bound, step_time
+
+    s, method, pps, time_limit = payload
+    record: dict[str, Any] = {
+        "setting": s.key, "source": s.source, "n": s.n, "rep": s.rep, "dp": s.dp, "cap": s.cap,
+        "cost": s.cost, "overhead": s.overhead, "vpp": s.vpp, "method": method, "error": None,
+    }
+    t0 = time.perf_counter()
+    try:
+        sched = _schedule(s, method, pps[0], time_limit)
+    except (InfeasibleError, ValueError) as err:
+        return {**record, "seconds": time.perf_counter() - t0, "valid": False, "error": str(err),
+                "m": None, "unequal": False, "over_cap": 0, "pp": {}}
+    seconds = time.perf_counter() - t0
+    lengths = s.lengths
+    counts = [len(r) for r in sched]
+    msgs = find_schedule_violations(sched, lengths, s.dp, max(max(counts), 1), s.cap, s.vpp)
+    over = sum(1 for r in sched for mb in r if len(mb) > 1 and sum(lengths[i] for i in mb) > s.cap)
+    by_pp = {}
+    for pp in pps:
+        t = step_time(sched, lengths, cost=s.cost, overhead=s.overhead, pp=pp, vpp=s.vpp)
+        try:
+            lb: Any = step_lower_bound(lengths, s.dp, s.cap, cost=s.cost, overhead=s.overhead,
+                                       pp=pp, vpp=s.vpp, multiple_of=s.vpp)
+        except InfeasibleError:
+            lb = None
+        by_pp[str(pp)] = {"step": float(t), "lb": None if lb is None else float(lb),
+                          "ratio": None if not lb else float(Fraction(t) / Fraction(lb))}
+    return {**record, "seconds": seconds, "valid": not msgs, "why": msgs[:2], "m": max(counts),
+            "unequal": len(set(counts)) > 1, "over_cap": over, "pp": by_pp}
+
+
+# --------------------------------------------------------------------------- summary
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if xs else float("nan")
+
+
+def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Sequence[int]
+              ) -> list[dict[str, Any]]:
+    """Per method: validity, violations, mean step time over the bound per pp (valid schedules),
+    mean count per rank, plan time; and plan_step against the best valid trainer schedule."""
+    best: dict[tuple[str, str], float] = {}  # (setting, pp) -> best valid trainer step time
+    for r in records:
+        if r["method"] in TRAINERS and r["valid"]:
+            for pp, v in r["pp"].items():
+                k = (r["setting"], pp)
+                best[k] = min(best.get(k, math.inf), v["step"])
+    rows = []
+    for m in methods:
+        mine = [r for r in records if r["method"] == m]
+        if not mine:
+            continue
+        row: dict[str, Any] = {
+            "method": m,
+            "runs": len(mine),
+            "valid_rate": sum(1 for r in mine if r["valid"]) / len(mine),
+            "over_cap_runs": sum(1 for r in mine if r["over_cap"]),
+            "unequal_runs": sum(1 for r in mine if r["unequal"]),
+            "failed": sum(1 for r in mine if r["error"]),
+            "mean_m": _mean([r["m"] for r in mine if r["m"]]),
+            "time_p50_s": float(np.percentile([r["seconds"] for r in mine], 50)),
+            "time_p95_s": float(np.percentile([r["seconds"] for r in mine], 95)),
+        }
+        for pp in pps:
+            vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]
+                    and r["pp"][str(pp)]["ratio"] is not None]
+            row[f"step_over_lb_pp{pp}"] = _mean(vals)
+        vs = [v["step"] / best[(r["setting"], pp)] for r in mine if r["valid"]
+              for pp, v in r["pp"].items() if (r["setting"], pp) in best]
+        row["vs_best_trainer"] = _mean(vs)
+        row["behind_best_trainer"] = sum(1 for x in vs if x > 1 + 1e-12)
+        rows.append(row)
+    return rows
+
+
+def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
+    """The table: "vs best trainer" is the mean step time over the best valid trainer
+    schedule's on the same (setting, pp), "behind" how many times it was slower."""
+    head = ["method", "runs", "valid", "over-cap runs", "unequal m", "failed",
+            *[f"step/LB pp={pp}" for pp in pps], "vs best trainer", "behind", "mean m", "time p50",
+            "time p95"]
+    table = [head]
+    for r in rows:
+        table.append([
+            r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["over_cap_runs"]),
+            str(r["unequal_runs"]), str(r["failed"]),
+            *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
+            _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
+            _fmt(r["mean_m"], "{:.1f}"),
+            _fmt_seconds(r["time_p50_s"]), _fmt_seconds(r["time_p95_s"]),
+        ])
+    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
+    lines = []
+    for i, row in enumerate(table):
+        lines.append("  ".join([row[0].ljust(widths[0])]
+                               + [row[c].rjust(widths[c]) for c in range(1, len(head))]))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if x is None or math.isnan(x) else spec.format(x)
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def write_summary_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    if not rows:
+        return
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def write_plot(rows: Sequence[dict[str, Any]], pps: Sequence[int], out: Path) -> Path:
+    """step_vs_pp.png: mean step time over the lower bound against pp, one line per method
+    (valid schedules only). matplotlib is the ``plot`` extra, imported here only."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8.5, 4.5))
+    for r in rows:
+        ys = [r[f"step_over_lb_pp{pp}"] for pp in pps]
+        style = "-" if r["method"] in ("plan_step", "plan_global", "per_rank") else "--"
+        ax.plot(list(pps), ys, style, marker="o", label=f"{r['method']} (valid {r['valid_rate']:.0%})")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(pps), [str(p) for p in pps])
+    ax.set_xlabel("pipeline stages (pp)")
+    ax.set_ylabel("step time / step lower bound (mean, valid schedules)")
+    ax.set_title("Step time above the lower bound")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    path = out / "step_vs_pp.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- run
+
+
+@dataclass
+class StepStudyOutcome:
+    out: Path
+    results_path: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    pps: tuple[int, ...] = ()
+    missing: int = 0
+    wanted: int = 0
+    plots: list[Path] = field(default_factory=list)
+    plots_skipped: str | None = None
+    interrupted: bool = False
+    seconds: float = 0.0
+
+
+def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda _: None
+                   ) -> StepStudyOutcome:
+    """Build the grid, run what ``OUT/results.jsonl`` does not hold yet, summarise, plot."""
+    methods = parse_methods(config.methods)
+    if not config.time_limit > 0 or math.isinf(config.time_limit):
+        raise UsageError("--time-limit must be a positive number of seconds")
+    settings, skipped = build_settings(config)
+    jobs = config.jobs or os.cpu_count() or 1
+    out = Path(config.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {config.out}: cannot create it ({err.strerror})") from None
+    store = ResultStore(out / "results.jsonl")
+    pps = tuple(_ints(config.pp, "--pp"))
+    outcome = StepStudyOutcome(out, store.path, pps=pps)
+    t0 = time.perf_counter()
+    all_tasks = step_tasks(settings, methods, config.time_limit)
+    wanted = {t.key for t in all_tasks}
+    tasks = store.pending(all_tasks)
+    resumed = len(all_tasks) - len(tasks)
+    if config.limit is not None:
+        tasks = tasks[: config.limit]
+    say(f"seqpart step: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} runs); "
+        f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es)"
+        + (f"; {skipped} grid points skipped (n < 2*dp or cap < longest)" if skipped else ""))
+    with worker_pool(jobs) as pool:
+        run = run_tasks(tasks, run_step_task, store, jobs=jobs, pool=pool,
+                        progress=config.progress)
+    if run.interrupted:
+        outcome.interrupted = True
+        return outcome
+    records = [r for r in store.records() if r["key"] in wanted]
+    outcome.rows = summarize(records, methods, pps)
+    write_summary_csv(outcome.rows, out / "step_summary.csv")
+    outcome.wanted, outcome.missing = len(wanted), len(wanted) - len(records)
+    if config.plots and outcome.rows:
+        try:
+            outcome.plots = [write_plot(outcome.rows, pps, out)]
+        except ImportError:
+            outcome.plots_skipped = (
+                "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
+    outcome.seconds = time.perf_counter() - t0
+    return outcome
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or (kind is float and math.isinf(value)):
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+
+    return parse
+
+
+def add_step_parser(sub: Any) -> None:
+    """Register ``seqpart step`` on the CLI's subparsers (the CLI's only hunk for it)."""
+    p = sub.add_parser("step", help="study step times: trainers' schedulers vs plan_step",
+                       description=(
+        "Run the trainers' step schedulers (slime, prime-rl, verl, Megatron, re-implemented), "
+        "plan_global, seqpart per-rank agreement and plan_step over bundled datasets and "
+        "generated RL batches across dp, pp, caps and costs; score every schedule with the step "
+        "model against the step lower bound. Results go to OUT/results.jsonl as they finish "
+        "(re-running resumes), then OUT/step_summary.csv and OUT/step_vs_pp.png."))
+    p.add_argument("--methods", default=",".join(STEP_METHODS), help="comma list")
+    p.add_argument("--datasets", default="all", help="bundled dataset names, 'all' or 'none'")
+    p.add_argument("--no-generated", dest="generated", action="store_false",
+                   help=f"leave out the generated '{GENERATED_SOURCE}' batches")
+    p.add_argument("--n", default=DEFAULT_N, help=f"batch sizes (default {DEFAULT_N})")
+    p.add_argument("--dp", default=DEFAULT_DP, help=f"data-parallel sizes (default {DEFAULT_DP})")
+    p.add_argument("--pp", default=DEFAULT_PP, help=f"pipeline depths (default {DEFAULT_PP})")
+    p.add_argument("--vpp", type=_positive(int), default=1,
+                   help="virtual stages per rank; m is then a multiple of it (default 1)")
+    p.add_argument("--caps", default=DEFAULT_CAPS,
+                   help=f"token caps, or multiples of the source's longest like 2x (default {DEFAULT_CAPS})")
+    p.add_argument("--costs", default=DEFAULT_COSTS,
+                   help=f"tokens and/or attention (24576*l + l^2) (default {DEFAULT_COSTS})")
+    p.add_argument("--overhead-tokens", type=int, default=DEFAULT_OVERHEAD_TOKENS,
+                   help="per-micro-batch overhead as the linear cost of this many tokens "
+                        f"(default {DEFAULT_OVERHEAD_TOKENS})")
+    p.add_argument("--time-limit", type=_positive(float), default=DEFAULT_TIME_LIMIT,
+                   help=f"seconds for plan_step and plan_global (default {DEFAULT_TIME_LIMIT})")
+    p.add_argument("--reps", type=_positive(int), default=1, help="batches per setting")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--jobs", type=_positive(int), default=None, help="processes (default: all cores)")
+    p.add_argument("--out", default="seqpart-step-study", help="output directory")
+    p.add_argument("--limit", type=_positive(int), default=None,
+                   help="run at most this many new results")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_step)
+
+
+def cmd_step(args: argparse.Namespace) -> int:
+    config = StepStudyConfig(
+        methods=args.methods, datasets=args.datasets, generated=args.generated, n=args.n,
+        dp=args.dp, pp=args.pp, vpp=args.vpp, caps=args.caps, costs=args.costs,
+        overhead_tokens=args.overhead_tokens, time_limit=args.time_limit, reps=args.reps,
+        seed=args.seed, jobs=args.jobs, out=args.out, limit=args.limit,
+        plots=not args.no_plots, progress=not args.quiet,
+    )
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            sys.stderr.write(message + "\n")
+
+    outcome = run_step_study(config, say)
+    if outcome.interrupted:
+        sys.stderr.write(f"seqpart: interrupted; finished results are in {outcome.results_path}: "
+                         "run the same command again to resume\n")
+        return EXIT_INTERRUPTED
+    print(format_summary(outcome.rows, outcome.pps))
+    if outcome.missing:
+        print(f"({outcome.missing} of {outcome.wanted} results still to run: run the same "
+              "command to resume)")
+    if outcome.plots_skipped:
+        say(outcome.plots_skipped)
+    if outcome.plots:
+        print("plots: " + ", ".join(str(p) for p in outcome.plots))
+    print(f"results: {outcome.results_path}, summary: {outcome.out / 'step_summary.csv'} "
+          f"({outcome.seconds:.1f}s)")
+    return 0

@@ -1,0 +1,592 @@
+"""``seqpart study``: heuristics and ``partition`` measured over datasets and generated batches.
+
+Built on :mod:`seqpart.solver.study_runner` (tasks, resumable ``results.jsonl``, the pool).
+:class:`StudyConfig` holds the CLI's flags as a typed config; :func:`build_instances` makes the
+grid (source x n x rep x cap x k); :func:`run_method` runs one method on one instance, measured,
+its bins validated rather than trusted; :func:`summarize`, :func:`format_summary` and
+:func:`write_summary_csv` make the table; :func:`run_study` ties them together and returns a
+:class:`StudyOutcome` for the CLI to print.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import textwrap
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .lengths_io import UsageError, load_lengths
+from .study_runner import ResultStore, Task, keep_sigint, pool_map, run_tasks, worker_pool
+
+DEFAULT_METHODS = (
+    "karmarkar_karp,lpt,first_fit,first_fit_decreasing,capped_balance,local_search,"
+    "partition@0.02,partition@1"
+)
+DEFAULT_N = "64,256,1024"
+DEFAULT_K = "min,min+2"
+DEFAULT_CAPS = "1x,2x"
+GENERATED_SOURCE = "rl_longtail"
+#: Batches from a user's file are taken whole up to this many lengths, sampled beyond it.
+WHOLE_FILE_MAX = 4096
+
+
+# --------------------------------------------------------------------------- the method study
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """The method study's settings; the comma-list strings are the CLI's syntax, parsed here."""
+
+    methods: str = DEFAULT_METHODS
+    datasets: str | None = None  # names, "all" or "none"; None: all, or none with ``data``
+    data: tuple[str, ...] = ()  # files of lengths
+    column: str | None = None  # CSV column for ``data``
+    generated: bool = True  # add the generated long-tail RL batches
+    n: str | None = None  # None: DEFAULT_N (and whole ``data`` files up to WHOLE_FILE_MAX)
+    k: str = DEFAULT_K
+    caps: str = DEFAULT_CAPS
+    cost: str = "tokens"
+    reps: int = 1
+    seed: int = 0
+    min_k_time: float = 0.5
+    jobs: int | None = None  # None: all cores
+    timed_jobs: int | None = None  # partition@ runs at a time, apart; None: as jobs
+    out: str = "seqpart-study"
+    limit: int | None = None  # at most this many new results
+    plots: bool = True
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a study's batches come from: a bundled dataset, a user's file, or the generator."""
+
+    name: str
+    lengths: tuple[int, ...] | None  # None: generated
+    max_length: int
+    whole: bool = False  # a user's file taken as one batch
+
+    def batch(self, n: int, rng: np.random.Generator) -> list[int]:
+        from .datasets import rl_batch, sample_batch
+
+        if self.lengths is None:
+            return rl_batch(n, rng)
+        if self.whole:
+            return list(self.lengths)
+        return sample_batch(self.lengths, n, rng)
+
+
+@dataclass(frozen=True)
+class Instance:
+    key: str
+    source: str
+    n: int
+    rep: int
+    cap: int
+    k: int
+    k_spec: str
+    k_status: str
+    lengths: tuple[int, ...]
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_methods(text: str) -> list[str]:
+    from seqpart.heuristics import HEURISTICS
+
+    methods = []
+    for spec in _split(text):
+        name, _, budget = spec.partition("@")
+        if name == "partition":
+            try:
+                seconds = float(budget) if budget else 0.1
+            except ValueError:
+                raise UsageError(f"method {spec!r}: the budget after @ must be seconds") from None
+            if not seconds > 0 or math.isinf(seconds):
+                raise UsageError(f"method {spec!r}: the budget must be a positive time")
+            methods.append(f"partition@{seconds:g}")
+        elif name in HEURISTICS and not budget:
+            methods.append(name)
+        else:
+            raise UsageError(
+                f"unknown method {spec!r}: use partition@SECONDS or one of {', '.join(HEURISTICS)}"
+            )
+    if not methods:
+        raise UsageError("--methods is empty")
+    return list(dict.fromkeys(methods))
+
+
+def parse_k_specs(text: str) -> list[str]:
+    specs = []
+    for spec in _split(text):
+        if spec == "min" or (spec.startswith("min+") and spec[4:].isdigit()) or (
+            spec.isdigit() and int(spec) >= 1
+        ):
+            specs.append(spec)
+        else:
+            raise UsageError(f"--k value {spec!r}: use an int >= 1, 'min' or 'min+N'")
+    if not specs:
+        raise UsageError("--k is empty")
+    return specs
+
+
+def parse_caps(text: str) -> list[tuple[str, float]]:
+    """'2x' (times the source's longest sequence) or an absolute token count."""
+    caps = []
+    for spec in _split(text):
+        try:
+            value = float(spec[:-1]) if spec.endswith("x") else float(int(spec))
+        except ValueError:
+            raise UsageError(
+                f"--caps value {spec!r}: use tokens (16384) or a multiple (2x)"
+            ) from None
+        if not value > 0 or math.isinf(value):
+            raise UsageError(f"--caps value {spec!r} must be positive")
+        caps.append(("x" if spec.endswith("x") else "tokens", value))
+    if not caps:
+        raise UsageError("--caps is empty")
+    return caps
+
+
+def parse_ns(text: str) -> list[int | None]:
+    ns: list[int | None] = []
+    for spec in _split(text):
+        if spec == "all":
+            ns.append(None)
+        elif spec.isdigit() and int(spec) >= 1:
+            ns.append(int(spec))
+        else:
+            raise UsageError(f"--n value {spec!r}: use an int >= 1 (or 'all' with --data)")
+    if not ns:
+        raise UsageError("--n is empty")
+    return ns
+
+
+def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> list[Source]:
+    from seqpart.heuristics._inputs import as_lengths
+
+    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+
+    sources = []
+    names = config.datasets
+    if names is None:
+        names = "none" if config.data else "all"
+    if names != "none":
+        known = list_datasets()
+        chosen = known if names == "all" else _split(names)
+        for name in chosen:
+            if name not in known:
+                raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
+            data = load_dataset(name)
+            sources.append(Source(name, data.lengths, max(data.lengths)))
+    for path in config.data or []:
+        raw = load_lengths(path, config.column, say)
+        try:
+            lengths = tuple(int(x) for x in as_lengths(raw))
+        except (TypeError, ValueError) as err:
+            raise UsageError(f"{path}: {err}") from None
+        whole = config.n is None and len(lengths) <= WHOLE_FILE_MAX
+        sources.append(Source(Path(path).stem, lengths, max(lengths), whole))
+    for _ in range(1 if config.generated else 0):
+        sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
+    if not sources:
+        raise UsageError("no data: use bundled datasets, --data FILE, or --generated")
+    return sources
+
+
+def _seed(*parts: object) -> list[int]:
+    # crc32, not hash(): Python salts str hashes per process, and resumed studies must
+    # regenerate the same batches.
+    return [zlib.crc32(str(p).encode()) for p in parts]
+
+
+def resolve_min_k(lengths: Sequence[int], cap: int, seconds: float) -> tuple[int, str]:
+    """Smallest feasible k: the bin-packing bound when first-fit decreasing meets it, else
+    partition(k=None). Returns (k, "optimal" | "upper_bound")."""
+    from seqpart.heuristics import first_fit_decreasing, min_bins_lower_bound
+
+    from .partition import SolverOptions, partition
+
+    floor = min_bins_lower_bound(lengths, cap)
+    if len(first_fit_decreasing(lengths, None, cap)) == floor:
+        return floor, "optimal"
+    plan = partition(list(lengths), None, cap, time_limit=seconds,
+                     options=SolverOptions(workers=1))
+    return plan.k, plan.k_status
+
+
+def _resolve_task(task: tuple[tuple[int, ...], int, float]) -> tuple[int, str]:
+    lengths, cap, seconds = task
+    with keep_sigint():
+        return resolve_min_k(lengths, cap, seconds)
+
+
+def build_instances(
+    config: StudyConfig,
+    pool: ProcessPoolExecutor | None = None,
+    min_k_cache: dict[str, list[Any]] | None = None,
+    say: Callable[[str], None] | None = None,
+) -> tuple[list[Instance], int]:
+    """Every (source, n, rep, cap, k) of the grid; returns the instances and how many were
+    skipped (k > n, or a cap below the longest sequence in the batch).
+
+    ``min_k_cache`` (batch key -> [k, k_status]) is read and filled: the smallest k comes from
+    a timed search, and a resumed study must see the same k (it is part of each key)."""
+    cache = min_k_cache if min_k_cache is not None else {}
+    sources = _sources(config, say)
+    ns = parse_ns(config.n) if config.n is not None else parse_ns(DEFAULT_N)
+    k_specs = parse_k_specs(config.k)
+    caps = parse_caps(config.caps)
+    batches = []  # (source, n, rep, cap, lengths)
+    skipped = 0
+    for source in sources:
+        for n in ([None] if source.whole else ns):
+            if n is None and not source.whole:
+                raise UsageError("--n all needs --data FILE")
+            for rep in range(config.reps):
+                rng = np.random.default_rng(_seed(config.seed, source.name, n, rep))
+                lengths = tuple(source.batch(n or 0, rng))
+                for kind, value in caps:
+                    cap = int(value * source.max_length) if kind == "x" else int(value)
+                    if cap < max(lengths):
+                        skipped += len(k_specs)
+                        continue
+                    batches.append((source.name, len(lengths), rep, cap, lengths))
+    def batch_key(name: str, n: int, rep: int, cap: int) -> str:
+        return f"{name}|n={n}|rep={rep}|cap={cap}|seed={config.seed}"
+
+    need_min = [b for b in batches if any(s.startswith("min") for s in k_specs)
+                and batch_key(*b[:4]) not in cache]
+    solved = pool_map(pool, _resolve_task, [(b[4], b[3], config.min_k_time) for b in need_min])
+    for b, (k_min, k_status) in zip(need_min, solved, strict=True):
+        cache[batch_key(*b[:4])] = [k_min, k_status]
+    instances = []
+    for name, n, rep, cap, lengths in batches:
+        for spec in k_specs:
+            if spec.startswith("min"):
+                k_min, k_status = cache[batch_key(name, n, rep, cap)]
+                k = k_min + (int(spec[4:]) if spec != "min" else 0)
+                if spec != "min":
+                    k_status = "given"
+            else:
+                k, k_status = int(spec), "given"
+            if k > n:
+                skipped += 1
+                continue
+            key = f"{name}|n={n}|rep={rep}|seed={config.seed}|cap={cap}|k={k}|cost={config.cost}"
+            instances.append(Instance(key, name, n, rep, cap, k, spec, k_status, lengths))
+    unique = list({inst.key: inst for inst in instances}.values())
+    return unique, skipped
+
+
+def run_method(
+    lengths: Sequence[int], k: int, cap: int, method: str, cost: str, workers: int
+) -> dict[str, Any]:
+    """One method on one instance, measured; the raw bins are validated, not trusted."""
+    from seqpart.heuristics import HEURISTICS, load_lower_bound
+
+    from .partition import SolverOptions, partition
+    from .plan import InfeasibleError, find_violations
+    from .problem import Cost
+
+    spec = Cost.parse(cost)
+    costs = spec.of(np.asarray(lengths, dtype=np.int64))
+    bound = load_lower_bound(costs, k)
+    record: dict[str, Any] = {"error": None}
+    t0 = time.perf_counter()
+    if method.startswith("partition@"):
+        budget = float(method.split("@", 1)[1])
+        try:
+            plan = partition(list(lengths), k, cap, time_limit=budget, cost=cost,
+                             options=SolverOptions(workers=workers))
+        except InfeasibleError as err:
+            seconds = time.perf_counter() - t0
+            return {**record, "valid": False, "status": "infeasible" if err.proven else "no_plan",
+                    "error": str(err), "seconds": seconds, "lower_bound": bound, "max_load": None,
+                    "max_tokens": None, "gap": None, "over_cap_bins": 0, "empty_bins": 0,
+                    "wrong_bin_count": True, "tokens": []}
+        seconds = time.perf_counter() - t0
+        bins = plan.bins
+        bound = max(bound, plan.lower_bound)
+        status = plan.status
+        record["engine"] = plan.method
+    else:
+        try:
+            bins = HEURISTICS[method](list(lengths), k, cap, costs=costs.tolist())
+        except (TypeError, ValueError) as err:
+            seconds = time.perf_counter() - t0
+            return {**record, "valid": False, "status": "error", "error": str(err),
+                    "seconds": seconds, "lower_bound": bound, "max_load": None,
+                    "max_tokens": None, "gap": None, "over_cap_bins": 0, "empty_bins": 0,
+                    "wrong_bin_count": True, "tokens": []}
+        seconds = time.perf_counter() - t0
+        status = ""
+    found = find_violations(bins, lengths, k, cap)
+    loads = [int(costs[b].sum()) if b else 0 for b in bins]
+    tokens = [int(sum(lengths[i] for i in b)) for b in bins]
+    max_load = max(loads) if loads else 0
+    if not status:
+        status = ("optimal" if max_load <= bound else "feasible") if found.ok else "invalid"
+    return {
+        **record,
+        "valid": found.ok,
+        "status": status,
+        "seconds": seconds,
+        "lower_bound": bound,
+        "max_load": max_load,
+        "max_tokens": max(tokens) if tokens else 0,
+        "gap": (max_load - bound) / bound,
+        "over_cap_bins": found.over_cap_bins,
+        "empty_bins": found.empty_bins,
+        "wrong_bin_count": found.wrong_bin_count,
+        "tokens": tokens,
+    }
+
+
+def method_task(inst: Instance, method: str, cost: str, workers: int) -> Task:
+    """The engine's task for one method on one instance; time-budgeted methods are exclusive."""
+    return Task(f"{inst.key}|{method}", (inst, method, cost, workers),
+                exclusive=method.startswith("partition@"))
+
+
+def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
+    """The runner of :func:`method_task`'s tasks: the instance's fields and the measurement."""
+    inst, method, cost, workers = payload
+    result = run_method(inst.lengths, inst.k, inst.cap, method, cost, workers)
+    return {
+        "instance": inst.key,
+        "source": inst.source,
+        "n": inst.n,
+        "rep": inst.rep,
+        "cap": inst.cap,
+        "k": inst.k,
+        "k_spec": inst.k_spec,
+        "k_status": inst.k_status,
+        "cost": cost,
+        "method": method,
+        **({"workers": workers} if method.startswith("partition@") else {}),
+        **result,
+    }
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+SUMMARY_COLUMNS = (
+    "method", "runs", "valid_rate", "runs_over_cap", "over_cap_bins", "runs_empty", "empty_bins",
+    "mean_gap", "max_gap", "optimal_share", "time_p50_s", "time_p95_s",
+    "timed_runs", "cpu_per_wall_p50", "cpu_per_wall_min", "load_avg_1m_max",
+)
+
+
+def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
+    """Per method. Gaps are to the best lower bound known for the instance (the largest any run
+    proved), over valid plans only: an invalid plan's load says nothing about a usable one."""
+    best_bound: dict[str, int] = {}
+    for r in records:
+        best_bound[r["instance"]] = max(best_bound.get(r["instance"], 0), int(r["lower_bound"]))
+    rows = []
+    for method in methods:
+        mine = [r for r in records if r["method"] == method]
+        if not mine:
+            continue
+        valid = [r for r in mine if r["valid"]]
+        gaps = [(r["max_load"] - best_bound[r["instance"]]) / best_bound[r["instance"]]
+                for r in valid]
+        times = [r["seconds"] for r in mine]
+        rows.append({
+            "method": method,
+            "runs": len(mine),
+            "valid_rate": len(valid) / len(mine),
+            "runs_over_cap": sum(1 for r in mine if r["over_cap_bins"]),
+            "over_cap_bins": sum(r["over_cap_bins"] for r in mine),
+            "runs_empty": sum(1 for r in mine if r["empty_bins"]),
+            "empty_bins": sum(r["empty_bins"] for r in mine),
+            "mean_gap": float(np.mean(gaps)) if gaps else float("nan"),
+            "max_gap": max(gaps) if gaps else float("nan"),
+            "optimal_share": sum(1 for r, g in zip(valid, gaps, strict=True) if g <= 0) / len(mine),
+            "time_p50_s": _percentile(times, 50),
+            "time_p95_s": _percentile(times, 95),
+            **_contention(mine),
+        })
+    return rows
+
+
+def _contention(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How much CPU the timed runs had: CPU seconds per wall second of the process (about 1 for
+    one busy thread that had a core to itself; less when something else competed) and the
+    machine's 1-minute load average when they started."""
+    runs = [r["run"] for r in records if isinstance(r.get("run"), dict)]
+    shares = [r["cpu_s"] / r["wall_s"] for r in runs if r["wall_s"] > 0]
+    loads = [r["load_avg_1m"] for r in runs if r.get("load_avg_1m") is not None]
+    return {
+        "timed_runs": len(runs),
+        "cpu_per_wall_p50": _percentile(shares, 50),
+        "cpu_per_wall_min": min(shares) if shares else float("nan"),
+        "load_avg_1m_max": max(loads) if loads else float("nan"),
+    }
+
+
+def format_timing_note(rows: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> str:
+    """What the time columns of the time-budgeted methods mean, with the measured contention."""
+    timed = [r for r in rows if r["timed_runs"]]
+    if not timed:
+        return ""
+    runs = [r for r in records if isinstance(r.get("run"), dict)]
+    how = sorted({(r["run"].get("at_a_time", 1), r.get("workers", 1), r["run"]["cores"])
+                  for r in runs})
+    ways = "; ".join(f"{a} at a time with {w} CP-SAT worker(s) each, on {c} core(s)"
+                     for a, w, c in how)
+    lines = textwrap.wrap(
+        f"Time-budgeted methods ran after the others, {ways}. CPU/wall is CPU seconds per wall "
+        "second of a run: about 1 (or more with several workers) when it had its cores, lower "
+        "when other processes competed; * in the table marks a median below 0.8, where the "
+        "times include waiting for the CPU:", width=100)
+    for r in timed:
+        lines.append(f"  {r['method']}: CPU/wall median {r['cpu_per_wall_p50']:.2f}, "
+                     f"lowest {r['cpu_per_wall_min']:.2f}; 1-min load average up to "
+                     f"{r['load_avg_1m_max']:.1f} over {r['timed_runs']} runs")
+    return "\n".join(lines)
+
+
+#: Below this median CPU/wall, a timed method's times are marked as inflated by other load.
+STARVED = 0.8
+
+
+def format_summary(rows: Sequence[dict[str, Any]]) -> str:
+    head = ("method", "runs", "valid", "over-cap runs (bins)", "empty runs (bins)", "mean gap",
+            "max gap", "optimal", "time p50", "time p95")
+    table = [head]
+    for r in rows:
+        table.append((
+            r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}",
+            f"{r['runs_over_cap']} ({r['over_cap_bins']})",
+            f"{r['runs_empty']} ({r['empty_bins']})",
+            "-" if math.isnan(r["mean_gap"]) else f"{r['mean_gap']:.2%}",
+            "-" if math.isnan(r["max_gap"]) else f"{r['max_gap']:.2%}",
+            f"{r['optimal_share']:.0%}",
+            *(_fmt_seconds(r[c]) + ("*" if _starved(r) else "")
+              for c in ("time_p50_s", "time_p95_s")),
+        ))
+    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
+    lines = []
+    for i, row in enumerate(table):
+        cells = [row[0].ljust(widths[0])] + [row[c].rjust(widths[c]) for c in range(1, len(head))]
+        lines.append("  ".join(cells))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _starved(row: dict[str, Any]) -> bool:
+    return bool(row.get("timed_runs")) and row["cpu_per_wall_p50"] < STARVED
+
+
+def _fmt_seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def write_summary_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row[c] for c in SUMMARY_COLUMNS})
+
+
+@dataclass
+class StudyOutcome:
+    """What :func:`run_study` did, for the caller to print."""
+
+    out: Path
+    results_path: Path
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    missing: int = 0
+    wanted: int = 0
+    plots: list[Path] = field(default_factory=list)
+    plots_skipped: str | None = None
+    timing_note: str = ""
+    earlier: int = 0  # records from earlier runs with other settings, in the summary too
+    interrupted: bool = False
+    seconds: float = 0.0
+
+
+def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) -> StudyOutcome:
+    """Build the grid, run what ``OUT/results.jsonl`` does not hold yet, summarise, plot.
+
+    ``say`` gets progress messages (the CLI sends them to stderr unless ``--quiet``).
+    """
+    methods = parse_methods(config.methods)
+    cores = os.cpu_count() or 1
+    jobs = config.jobs or cores
+    # Timed methods run after the others, timed_jobs at a time, and CP-SAT gets the cores they
+    # leave: no more busy threads of the study than cores (the note under the table shows how
+    # much CPU they really had).
+    timed_jobs = config.timed_jobs or jobs
+    workers = max(1, cores // timed_jobs)
+    out = Path(config.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--out {config.out}: cannot create it ({err.strerror})") from None
+    store = ResultStore(out / "results.jsonl")
+    outcome = StudyOutcome(out, store.path)
+    t0 = time.perf_counter()
+    cache_path = out / "min_k.json"
+    try:
+        cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    except json.JSONDecodeError:
+        cache = {}
+    with worker_pool(max(jobs, timed_jobs)) as pool:
+        instances, skipped = build_instances(config, pool, cache, say)
+        cache_path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
+        all_tasks = [method_task(inst, m, config.cost, workers) for inst in instances
+                     for m in methods]
+        wanted = {t.key for t in all_tasks}
+        tasks = store.pending(all_tasks)
+        resumed = len(all_tasks) - len(tasks)
+        if config.limit is not None:
+            tasks = tasks[: config.limit]
+        say(f"seqpart study: {len(instances)} instances x {len(methods)} methods; "
+            f"{resumed} results already in {store.path}, {len(tasks)} to run on {jobs} "
+            f"process(es), time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT "
+            f"worker(s)" + (f"; {skipped} grid points skipped (k > n or cap < longest)"
+                              if skipped else ""))
+        run = run_tasks(tasks, run_method_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
+                        pool=pool, progress=config.progress, desc="study")
+    if run.interrupted:
+        outcome.interrupted = True
+        return outcome
+    # The summary and the plots cover every record in the store: a re-run of a subset into the
+    # same directory adds to the earlier results instead of replacing them.
+    records = store.records()
+    shown = list(dict.fromkeys([*methods, *(r["method"] for r in records)]))
+    outcome.rows = summarize(records, shown)
+    outcome.timing_note = format_timing_note(outcome.rows, records)
+    write_summary_csv(outcome.rows, out / "summary.csv")
+    outcome.wanted = len(wanted)
+    outcome.missing = len(wanted - {r["key"] for r in records})
+    outcome.earlier = sum(1 for r in records if r["key"] not in wanted)
+    if config.plots:
+        try:
+            from .plots import write_plots
+
+            outcome.plots = write_plots(records, shown, out)
+        except ImportError:
+            outcome.plots_skipped = (
+                "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
+    outcome.seconds = time.perf_counter() - t0
+    return outcome

@@ -1,0 +1,353 @@
+"""Step planning: the step-time model, its lower bound, the schedule validator and plan_step."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seqpart.heuristics import load_lower_bound
+from seqpart.solver import Cost, InfeasibleError, InvalidPlanError
+from seqpart.solver.step import (
+    StepPlan,
+    check_schedule,
+    find_schedule_violations,
+    plan_step,
+    rank_times,
+    step_lower_bound,
+    step_time,
+)
+from seqpart.solver.step_model import _load_bounds, _load_bounds_many, make_instance
+
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def brute_force_step(
+    lengths: list[int],
+    dp: int,
+    cap: int | None,
+    *,
+    cost: tuple[int, int] = (1, 0),
+    overhead: int = 0,
+    pp: int = 1,
+    vpp: int = 1,
+    multiple_of: int = 1,
+) -> Fraction | None:
+    """The optimal step time over every valid schedule and every count (None: infeasible).
+
+    Enumerates every assignment of sequences to ``dp*m`` labelled micro-batches: keep n <= 6.
+    """
+    n = len(lengths)
+    c = [cost[0] * x + cost[1] * x * x for x in lengths]
+    best: Fraction | None = None
+    for m in range(multiple_of, n // dp + 1, multiple_of):
+        k = dp * m
+        for assign in itertools.product(range(k), repeat=n):
+            tok = [0] * k
+            t = [overhead] * k
+            used = [0] * k
+            for i, b in enumerate(assign):
+                tok[b] += lengths[i]
+                t[b] += c[i]
+                used[b] += 1
+            if 0 in used or (cap is not None and max(tok) > cap):
+                continue
+            step = max(
+                Fraction(sum(t[r * m : (r + 1) * m]))
+                + Fraction((pp - 1) * max(t[r * m : (r + 1) * m]), vpp)
+                for r in range(dp)
+            )
+            if best is None or step < best:
+                best = step
+    return best
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def test_step_time_matches_a_hand_computation() -> None:
+    lengths = [10, 20, 30, 40]
+    schedule = [[[0, 1], [2]], [[3]]]
+    # rank 0: micro-batches 30+5 and 30+5; rank 1: 40+5. pp=3, vpp=2: bubble (3-1)*max/2.
+    assert rank_times(schedule, lengths, overhead=5, pp=3, vpp=2) == [70 + 35, 45 + 45]
+    assert step_time(schedule, lengths, overhead=5, pp=3, vpp=2) == 105
+    # pp=2, vpp=2: rank 0 is 70 + 35/2, not an integer: an exact Fraction.
+    t = step_time(schedule, lengths, overhead=5, pp=2, vpp=2)
+    assert t == Fraction(175, 2) and isinstance(t, Fraction)
+    # attention-style cost: a*l + b*l^2 per sequence, summed.
+    assert step_time(schedule, lengths, cost=(1, 1)) == 40 + 1600
+    assert step_time(schedule, lengths, cost=Cost(2, 0)) == 2 * 60
+
+
+def test_step_time_is_exact_beyond_int64() -> None:
+    lengths = [2**31 - 1, 2**31 - 3, 2**30]
+    a, b = 2**20, 2**10
+    schedule = [[[0, 1, 2]]]
+    expect = sum(a * x + b * x * x for x in lengths)
+    assert expect > 2**63
+    assert step_time(schedule, lengths, cost=(a, b)) == expect
+    assert step_time(schedule, lengths, cost=(a, b), pp=4, vpp=3) == expect + Fraction(3 * expect, 3)
+
+
+def test_step_time_scores_raw_schedules_and_rejects_bad_indices() -> None:
+    # A trainer's schedule may break the cap or leave a rank short: still scored.
+    assert rank_times([[[0, 1]], []], [5, 6]) == [11, 0]
+    with pytest.raises(ValueError, match="not an index"):
+        step_time([[[0, 7]]], [1, 2])
+    with pytest.raises(ValueError, match="not an index"):
+        step_time([[[True]]], [1, 2])
+    with pytest.raises(TypeError, match="list over ranks"):
+        step_time("abc", [1, 2])
+    with pytest.raises(ValueError, match="no ranks"):
+        step_time([], [1, 2])
+    with pytest.raises(ValueError, match="overhead"):
+        step_time([[[0]]], [1], overhead=-1)
+    with pytest.raises(TypeError, match="overhead"):
+        step_time([[[0]]], [1], overhead=1.5)
+    with pytest.raises(ValueError, match="pp"):
+        step_time([[[0]]], [1], pp=0)
+
+
+@FAST
+@given(
+    st.lists(st.integers(1, 60), min_size=1, max_size=40),
+    st.integers(1, 9),
+)
+def test_load_bounds_helper_matches_load_lower_bound(costs: list[int], k: int) -> None:
+    c = np.array(sorted(costs, reverse=True), dtype=object)
+    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
+    assert _load_bounds(c, prefix, k) == load_lower_bound(costs, k)
+    ks = [1, k, k + 1, 2 * k, len(costs) + 3]
+    assert _load_bounds_many(c, prefix, ks) == [load_lower_bound(costs, x) for x in ks]
+
+
+def _issue_bound(lengths: list[int], dp: int, ms: list[int], cost: tuple[int, int], o: int,
+                 pp: int, vpp: int) -> Fraction:
+    """The issue's formula, literally."""
+    c = [cost[0] * x + cost[1] * x * x for x in lengths]
+    total, c_max = sum(c), max(c)
+    return min(
+        max(
+            (Fraction(total, dp) + m * o) * (1 + Fraction(pp - 1, m * vpp)),
+            c_max + m * o + Fraction((pp - 1) * (c_max + o), vpp),
+        )
+        for m in ms
+    )
+
+
+instances = st.tuples(
+    st.lists(st.integers(1, 30), min_size=2, max_size=5),
+    st.integers(1, 2),  # dp
+    st.sampled_from([None, 30, 45]),  # cap
+    st.integers(1, 3),  # pp
+    st.integers(1, 2),  # vpp
+    st.sampled_from([0, 7]),  # overhead
+    st.sampled_from([(1, 0), (3, 1)]),  # cost
+)
+
+
+@FAST
+@given(instances)
+def test_bound_is_valid_and_no_weaker_than_the_issue(inst: tuple) -> None:
+    lengths, dp, cap, pp, vpp, o, cost = inst
+    best = brute_force_step(lengths, dp, cap, cost=cost, overhead=o, pp=pp, vpp=vpp)
+    if best is None:
+        with pytest.raises(InfeasibleError):
+            step_lower_bound(lengths, dp, cap, cost=cost, overhead=o, pp=pp, vpp=vpp)
+        return
+    bound = step_lower_bound(lengths, dp, cap, cost=cost, overhead=o, pp=pp, vpp=vpp)
+    assert bound <= best
+    ms = make_instance(lengths, dp, cap, cost=cost, overhead=o, pp=pp, vpp=vpp).feasible_ms()
+    assert bound >= _issue_bound(lengths, dp, ms, cost, o, pp, vpp)
+
+
+# --------------------------------------------------------------------------- the validator
+
+
+def test_check_schedule_names_each_broken_rule() -> None:
+    lengths = [10, 20, 30, 40]
+    twice = [[[0, 1], [2]], [[3], [1]]]
+    assert any("more than one" in x for x in find_schedule_violations(twice, lengths, 2, 2, 50))
+    short = [[[0, 1], [2]], [[3]]]
+    assert any("expected m=2" in x for x in find_schedule_violations(short, lengths, 2, 2, 50))
+    assert any("expected dp_size=3" in x for x in find_schedule_violations(short, lengths, 3, 2, 50))
+    good = [[[0, 3]], [[1, 2]]]
+    check_schedule(good, lengths, 2, 1, 50)  # no raise
+    with pytest.raises(InvalidPlanError, match="exceed cap"):
+        check_schedule(good, lengths, 2, 1, 45)
+    with pytest.raises(InvalidPlanError, match="multiple_of"):
+        check_schedule(good, lengths, 2, 1, 50, multiple_of=2)
+    with pytest.raises(InvalidPlanError, match="empty"):
+        check_schedule([[[0, 1, 2, 3], []]], lengths, 1, 2, None)
+    # An over-cap sequence alone is fine only with oversize="alone", and only alone.
+    alone = [[[2], [0, 1]]]
+    with pytest.raises(InvalidPlanError, match="exceed cap"):
+        check_schedule(alone, [10, 20, 40], 1, 2, 35)
+    check_schedule(alone, [10, 20, 40], 1, 2, 35, oversize="alone")
+    with pytest.raises(InvalidPlanError, match="exceed cap"):
+        check_schedule([[[1, 2], [0]]], [10, 20, 40], 1, 2, 35, oversize="alone")
+
+
+# --------------------------------------------------------------------------- plan_step
+
+
+def _assert_consistent(plan: StepPlan, lengths: list[int], **model: object) -> None:
+    over = "alone" if plan.oversize else "error"
+    check_schedule(plan.ranks, lengths, plan.dp_size, plan.m, plan.cap, plan.multiple_of,
+                   oversize=over)
+    kw = {"cost": plan.cost, "overhead": plan.overhead, "pp": plan.pp, "vpp": plan.vpp}
+    assert plan.step_time == step_time(plan.ranks, lengths, **kw)
+    assert plan.rank_times == rank_times(plan.ranks, lengths, **kw)
+    assert plan.lower_bound <= plan.step_time
+    assert (plan.status == "optimal") == (plan.step_time <= plan.lower_bound)
+    json.dumps(plan.to_dict())
+    assert f"m={plan.m}" in plan.summary()
+
+
+@FAST
+@given(instances, st.sampled_from([1, 2]))
+def test_plan_step_against_brute_force(inst: tuple, multiple_of: int) -> None:
+    lengths, dp, cap, pp, vpp, o, cost = inst
+    best = brute_force_step(lengths, dp, cap, cost=cost, overhead=o, pp=pp, vpp=vpp,
+                            multiple_of=multiple_of)
+    kw = {"cost": cost, "overhead": o, "pp": pp, "vpp": vpp, "multiple_of": multiple_of}
+    if best is None:
+        with pytest.raises(InfeasibleError):
+            plan_step(lengths, dp, cap, **kw)
+        return
+    plan = plan_step(lengths, dp, cap, time_limit=2.0, **kw)
+    _assert_consistent(plan, lengths)
+    assert plan.lower_bound <= best <= plan.step_time
+    if plan.optimal:
+        assert plan.step_time == best
+    # Tiny instances: CP-SAT solves every count, so the plan is the optimum, proven.
+    assert plan.step_time == best, plan.notes
+    assert plan.optimal, plan.notes
+
+
+@FAST
+@given(
+    st.lists(st.integers(1, 2000), min_size=8, max_size=120),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.sampled_from([0, 500]),
+)
+def test_plan_step_heuristics_are_valid_and_never_behind_a_given_start(
+    lengths: list[int], dp: int, pp: int, overhead: int
+) -> None:
+    cap = 4000
+    if len(lengths) < dp:
+        return
+    plan = plan_step(lengths, dp, cap, pp=pp, overhead=overhead, engine="heuristics",
+                     time_limit=0.2, trainer_starts=False)
+    _assert_consistent(plan, lengths)
+    # A simple valid start: round robin of one sequence per micro-batch when it fits.
+    n = len(lengths)
+    start = [[[i] for i in range(r, n, dp)] for r in range(dp)]
+    if len({len(r) for r in start}) == 1:
+        again = plan_step(lengths, dp, cap, pp=pp, overhead=overhead, engine="heuristics",
+                          time_limit=0.2, trainer_starts=False, starts=[start])
+        _assert_consistent(again, lengths)
+        assert again.step_time <= step_time(start, lengths, overhead=overhead, pp=pp)
+
+
+def test_pipeline_prefers_more_micro_batches_and_overhead_fewer() -> None:
+    # pp=4, no overhead: 8 micro-batches of one sequence shrink the bubble to 3*10.
+    plan = plan_step([10] * 8, 1, 80, pp=4)
+    assert plan.m == 8 and plan.step_time == 80 + 3 * 10 and plan.optimal
+    # pp=1 with a per-micro-batch overhead: one micro-batch is best.
+    plan = plan_step([10] * 4, 1, 40, overhead=100)
+    assert plan.m == 1 and plan.step_time == 140 and plan.optimal
+
+
+def test_pipeline_order_puts_the_heaviest_micro_batch_in_the_middle() -> None:
+    lengths = [1, 2, 3, 4, 5]
+    plan = plan_step(lengths, 1, 5, pp=2)
+    times = [sum(lengths[i] for i in mb) for mb in plan.ranks[0]]
+    assert plan.m >= 3
+    peak = times.index(max(times))
+    assert 0 < peak < len(times) - 1
+    assert times[0] == min(times)
+
+
+def test_oversize_alone() -> None:
+    lengths = [100, 10, 20, 30]
+    with pytest.raises(ValueError, match="oversize='alone'"):
+        plan_step(lengths, 2, 50)
+    plan = plan_step(lengths, 2, 50, oversize="alone")
+    _assert_consistent(plan, lengths)
+    assert plan.oversize == [0]
+    assert [0] in plan.micro_batches
+
+
+def test_plan_step_is_deterministic() -> None:
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 3000, 400).tolist()
+    kw = {"pp": 4, "cost": "attention", "overhead": 24576 * 512, "time_limit": 0.3}
+    a = plan_step(lengths, 8, 8192, **kw)
+    b = plan_step(lengths, 8, 8192, **kw)
+    if not any("clock" in x for x in a.notes + b.notes):  # the clock is only a safety net
+        assert a.ranks == b.ranks and a.step_time == b.step_time and a.method == b.method
+
+
+def test_plan_step_rejects_bad_input() -> None:
+    ok = [5, 6, 7, 8]
+    with pytest.raises(ValueError, match="dp_size"):
+        plan_step(ok, 0, 10)
+    with pytest.raises(TypeError, match="dp_size"):
+        plan_step(ok, 1.5, 10)
+    with pytest.raises(ValueError, match="pp"):
+        plan_step(ok, 1, 10, pp=0)
+    with pytest.raises(TypeError, match="vpp"):
+        plan_step(ok, 1, 10, vpp=True)
+    with pytest.raises(ValueError, match="multiple_of"):
+        plan_step(ok, 1, 10, multiple_of=-2)
+    with pytest.raises(ValueError, match="overhead"):
+        plan_step(ok, 1, 10, overhead=-1)
+    with pytest.raises(ValueError, match="time_limit"):
+        plan_step(ok, 1, 10, time_limit=0)
+    with pytest.raises(ValueError, match="cost"):
+        plan_step(ok, 1, 10, cost="flops")
+    with pytest.raises(ValueError, match="lengths"):
+        plan_step([3, 0], 1, 10)
+    with pytest.raises(ValueError, match="cap"):
+        plan_step(ok, 1, 0)
+    with pytest.raises(ValueError, match="engine"):
+        plan_step(ok, 1, 10, engine="magic")
+    with pytest.raises(TypeError, match="starts"):
+        plan_step(ok, 1, 10, starts="abc")
+    # Too few sequences for dp_size * m non-empty micro-batches at every feasible m.
+    with pytest.raises(InfeasibleError, match="fewer ranks") as err:
+        plan_step(ok, 5, 10)
+    assert err.value.proven
+    with pytest.raises(InfeasibleError, match="multiple_of"):
+        plan_step(ok, 2, 100, multiple_of=4)
+    with pytest.raises(InfeasibleError):  # the cap needs 4 micro-batches, 3 ranks need 6
+        plan_step([9, 9, 9, 9], 3, 10)
+
+
+def test_invalid_starts_are_skipped_with_a_note() -> None:
+    lengths = [5, 6, 7, 8]
+    bad = [[[0, 1, 2]], [[3]], [[0]]]
+    plan = plan_step(lengths, 2, 20, starts=[bad], trainer_starts=False)
+    assert any("start 0" in x for x in plan.notes)
+    _assert_consistent(plan, lengths)
+
+
+def test_plan_step_is_exact_beyond_int64() -> None:
+    # A huge overhead and cost push every time past int64: the search runs on exact ints.
+    lengths = [3, 5, 7, 9, 11]
+    kw = {"pp": 3, "overhead": 2**70, "cost": (2**40, 2**30)}
+    plan = plan_step(lengths, 2, 20, **kw)
+    _assert_consistent(plan, lengths)
+    assert plan.step_time > 2**70
+    assert plan.step_time == brute_force_step(lengths, 2, 20, **kw)
+    rng = np.random.default_rng(1)
+    bigger = rng.integers(1, 3000, 40).tolist()
+    plan = plan_step(bigger, 4, 5000, pp=3, vpp=2, overhead=2**61, cost=(7, 1), time_limit=0.3)
+    _assert_consistent(plan, bigger)

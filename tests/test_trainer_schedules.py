@@ -1,0 +1,200 @@
+"""The re-implemented trainer schedulers: shapes, raw behaviour and small cases worked by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqpart.heuristics import TRAINER_SCHEDULERS, get_trainer_scheduler
+from seqpart.heuristics.trainer_schedules import (
+    _refine_by_swaps,
+    megatron,
+    prime_rl,
+    slime_kk,
+    slime_rr,
+    verl,
+    verl_retry,
+)
+
+NAMES = sorted(TRAINER_SCHEDULERS)
+
+
+def tokens_of(mb: list[int], lengths: list[int]) -> int:
+    return sum(lengths[i] for i in mb)
+
+
+def assert_covers(schedule: list[list[list[int]]], n: int, dp: int) -> None:
+    assert len(schedule) == dp
+    flat = [i for rank in schedule for mb in rank for i in mb]
+    assert sorted(flat) == list(range(n))
+    assert all(mb for rank in schedule for mb in rank), "an empty micro-batch"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 300), min_size=8, max_size=60),
+    dp=st.integers(1, 4),
+    cap=st.integers(200, 700),
+    multiple_of=st.sampled_from([1, 2]),
+    quadratic=st.booleans(),
+)
+def test_every_index_once_and_shapes(lengths, dp, cap, multiple_of, quadratic):
+    costs = [24576 * x + x * x for x in lengths] if quadratic else None
+    for name in NAMES:
+        sched = TRAINER_SCHEDULERS[name](lengths, dp, cap, costs=costs, multiple_of=multiple_of)
+        assert_covers(sched, len(lengths), dp)
+        counts = [len(rank) for rank in sched]
+        # Packing-first schedulers never break the cap (splits only shrink micro-batches);
+        # a sequence over the cap sits alone.
+        if name in ("slime_rr", "slime_kk", "prime_rl", "megatron"):
+            assert all(
+                len(mb) == 1 or tokens_of(mb, lengths) <= cap for rank in sched for mb in rank
+            )
+        # With enough sequences to reach the multiple, every rank runs the same count.
+        if name in ("slime_rr", "slime_kk", "prime_rl") and len(lengths) >= dp * multiple_of * (
+            1 + sum(lengths) // cap
+        ):
+            assert len(set(counts)) == 1
+            assert counts[0] % multiple_of == 0
+
+
+def test_repeatable():
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 5000, 300).tolist()
+    for name in NAMES:
+        fn = get_trainer_scheduler(name)
+        assert fn(lengths, 4, 8192) == fn(lengths, 4, 8192)
+
+
+def test_slime_first_fit_split_and_round_robin():
+    # First-fit in arrival order: [6,3] [6,3] [2]; 3 -> 4 by splitting the later of the two
+    # heaviest (9 tokens each), bins 0..3 = [0,2] [1] [4] [3]; round robin: 0,2 | 1,3.
+    lengths = [6, 6, 3, 3, 2]
+    assert slime_rr(lengths, 2, 10) == [[[0, 2], [4]], [[1], [3]]]
+    # Equal-count KK on micro-batch cost [9, 6, 2, 3]: {9, 2} and {6, 3}.
+    sched = slime_kk(lengths, 2, 10)
+    assert sorted(sched) == [[[0, 2], [4]], [[1], [3]]]
+
+
+def test_slime_kk_balances_on_costs_not_tokens():
+    lengths = [6, 6, 3, 3, 2]
+    costs = [1, 1, 1, 1, 100]  # the lone 2-token sequence dominates
+    sched = slime_kk(lengths, 2, 10, costs=costs)
+    heavy = next(rank for rank in sched if [4] in rank)
+    assert len(heavy) == 2
+    # Its partner is the cheapest other micro-batch ([1] or [3], cost 1).
+    assert sorted(heavy)[0] in ([1], [3])
+
+
+def test_slime_short_of_sequences_leaves_a_rank_short():
+    # 3 sequences cannot make 2 ranks x 2 micro-batches: raw, one rank gets fewer.
+    sched = slime_rr([3, 3, 3], 2, 10, multiple_of=2)
+    assert [len(r) for r in sched] == [2, 1]
+
+
+def test_prime_rl_ffd_split_kk():
+    # FFD order 6,6,3,3,2: [6,3] [6,3] [2]; split the later 9 -> [0,2] [1] [4] [3].
+    sched = prime_rl([6, 6, 3, 3, 2], 2, 10)
+    assert sorted(sched) == [[[0, 2], [4]], [[1], [3]]]
+
+
+def test_prime_rl_ffd_differs_from_first_fit():
+    lengths = [2, 2, 2, 2, 8, 8]  # arrival first-fit: [2,2,2,2] [8] [8]; FFD: [8,2] [8,2] [2,2]
+    flat = sorted(sorted(mb) for rank in prime_rl(lengths, 1, 10) for mb in rank)
+    assert flat == [[0, 4], [1, 5], [2, 3]]
+
+
+def test_swap_refinement_takes_the_first_best_swap():
+    # sums 15 | 7; swapping item 0 (10) with item 3 (6) and item 2 (5) with item 1 (1) both
+    # give 11 | 11; the first in (rank, rank, position, position) order wins.
+    assert _refine_by_swaps([10, 1, 5, 6], [[0, 2], [1, 3]]) == [[3, 2], [1, 0]]
+
+
+def test_swap_refinement_no_improving_swap_keeps_groups():
+    assert _refine_by_swaps([9, 6, 2, 3], [[0, 2], [1, 3]]) == [[0, 2], [1, 3]]
+
+
+def test_swap_refinement_huge_weights_stay_exact():
+    big = 2**61
+    out = _refine_by_swaps([big + 10, 1, big + 5, 6], [[0, 2], [1, 3]])
+    sums = sorted(sum([big + 10, 1, big + 5, 6][i] for i in g) for g in out)
+    assert sums == [big + 11, big + 11]
+
+
+def test_verl_per_rank_kk_ignores_the_cap_and_retry_fixes_it():
+    lengths = [6, 6, 6, 6]  # ceil(24 / 10) = 3 micro-batches: one must hold two sixes
+    sched = verl(lengths, 1, 10)
+    assert sorted(len(mb) for mb in sched[0]) == [1, 1, 2]
+    assert max(tokens_of(mb, lengths) for mb in sched[0]) == 12
+    retry = verl_retry(lengths, 1, 10)
+    assert sorted(sorted(mb) for mb in retry[0]) == [[0], [1], [2], [3]]
+
+
+def test_verl_agreed_count_and_bubble_order():
+    lengths = [8, 1, 1, 8, 4, 4]  # ranks {8, 4, 1} each: 13 tokens, ceil(13 / 10) = 2
+    sched = verl(lengths, 2, 10)
+    for rank in sched:
+        assert len(rank) == 2
+        # Heaviest first for two micro-batches: [8] then [4, 1] (light ones at the ends).
+        assert [tokens_of(mb, lengths) for mb in rank] == [8, 5]
+
+
+def test_verl_max_count_beyond_a_light_rank_is_raw():
+    # The all-reduced count (4, from the heavy rank) exceeds what a light rank can fill.
+    lengths = [9, 9, 9, 9, 1, 1, 1, 1]
+    sched = verl(lengths, 2, 10, costs=[100, 100, 100, 100, 1, 1, 1, 1])
+    counts = sorted(len(r) for r in sched)
+    assert_covers(sched, 8, 2)
+    assert counts[-1] >= counts[0]
+
+
+def test_verl_retry_stops_at_the_smallest_rank():
+    lengths = [30, 1, 1, 1]  # a lone sequence over the cap is allowed alone
+    sched = verl_retry(lengths, 1, 10)
+    assert_covers(sched, 4, 1)
+    assert all(len(mb) == 1 or tokens_of(mb, lengths) <= 10 for mb in sched[0])
+
+
+def test_megatron_next_fit_and_peel():
+    # Next-fit: [6] [6,3] [3] (first-fit would put the second 3 with the first 6).
+    assert megatron([6, 6, 3, 3], 1, 10) == [[[0], [1, 2], [3]]]
+    # [4,4] [4,4] [4] -> 3 micro-batches, 1 missing: peel index 3 off the last multi one.
+    assert megatron([4, 4, 4, 4, 4], 2, 8) == [[[0, 1], [4]], [[2], [3]]]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_input_names_the_argument(name):
+    fn = TRAINER_SCHEDULERS[name]
+    with pytest.raises(ValueError, match="dp_size"):
+        fn([1, 2, 3], 0, 10)
+    with pytest.raises(ValueError, match="dp_size"):
+        fn([1, 2, 3], 4, 10)
+    with pytest.raises(ValueError, match="cap"):
+        fn([1, 2, 3], 1, 0)
+    with pytest.raises(ValueError, match="costs"):
+        fn([1, 2, 3], 1, 10, costs=[1, 2])
+    with pytest.raises(ValueError, match="multiple_of"):
+        fn([1, 2, 3], 1, 10, multiple_of=0)
+    with pytest.raises(ValueError, match="lengths"):
+        fn([1, 0, 3], 1, 10)
+
+
+def test_unknown_name():
+    with pytest.raises(ValueError, match="slime_rr"):
+        get_trainer_scheduler("nope")
+
+
+def test_open_first_fit_matches_the_heuristic():
+    from seqpart.heuristics import first_fit, first_fit_decreasing
+    from seqpart.heuristics._common import order_desc
+    from seqpart.heuristics.trainer_schedules import _first_fit_open
+
+    rng = np.random.default_rng(7)
+    for cap in (50, 300, 1000):
+        lengths = rng.integers(1, 400, 200).tolist()
+        assert _first_fit_open(lengths, cap, range(200)) == first_fit(lengths, None, cap)
+        assert _first_fit_open(lengths, cap, order_desc(lengths)) == first_fit_decreasing(
+            lengths, None, cap
+        )
