@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import min_bins_lower_bound
-from seqpart.heuristics.first_fit import first_fit_lists
 
 from ..options import SolverOptions
 from ..partition import partition
@@ -42,6 +41,9 @@ __all__ = [
 TIME_LIMIT = 0.05
 #: Budget of the counter's model when the bound and best-fit decreasing disagree.
 COUNT_TIME_LIMIT = 0.02
+#: The counter tries the model only up to this many sequences (above, best-fit decreasing and
+#: first fit in arrival order decide).
+MODEL_MAX_N = 512
 #: No clock decides: the same input gives the same plan everywhere. One worker, because a
 #: second costs ~2.5 ms to start and these budgets are small.
 OPTIONS = SolverOptions(deterministic=True, workers=1)
@@ -169,10 +171,21 @@ def _best_fit_decreasing_count(sorted_desc: list[int], cap: int) -> int:
     return opened
 
 
-def _first_fit_count(tokens: list[int], cap: int) -> int:
-    """The originals' count: first fit in arrival order (an over-cap item opens its own bin)."""
-    ones = [1] * len(tokens)
-    return len(first_fit_lists(tokens, ones, None, cap, None, range(len(tokens))))
+def _first_fit_count(tokens: np.ndarray, cap: int) -> int:
+    """The originals' count: first fit in arrival order (an over-cap item opens its own bin,
+    which then takes nothing more). One vectorised scan of the open bins per item instead of
+    a Python loop over them: the same bins, ~50x faster at n=2048."""
+    room = np.full(len(tokens) + 1, cap, dtype=np.int64)  # bins not yet opened have full room
+    opened = 0
+    for x in tokens.tolist():
+        if x > cap:
+            room[opened] = -1  # its own bin, closed to every later item
+            opened += 1
+            continue
+        j = int((room[: opened + 1] >= x).argmax())  # bin `opened` is empty: always fits
+        room[j] -= x
+        opened += j == opened
+    return opened
 
 
 def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any) -> int:
@@ -183,9 +196,10 @@ def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any
 
     1. the bin-packing lower bound (Martello-Toth L2) and best-fit decreasing; when they agree
        (the common case) that count is proven smallest, in well under a millisecond;
-    2. otherwise ``partition`` (its heuristics, run to completion) at one count below the
-       other, downwards while it finds a plan and the bound allows, and the original's
-       first-fit count; the smallest wins.
+    2. otherwise (common with many sequences over half the cap) one ``partition`` try at one
+       micro-batch fewer (its heuristics run to completion; up to :data:`MODEL_MAX_N`
+       sequences) and the original's first-fit count; the smallest wins. This path costs what
+       a few milliseconds at n=2048.
 
     Like the original, a sequence over the cap gets a micro-batch of its own (no error), and an
     empty list needs 0. Zero-length sequences fit anywhere. Lengths may be ints or floats with
@@ -207,17 +221,20 @@ def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any
     if bfd <= -(-int(fits.sum()) // cap):  # the token total alone needs this many
         return n_over + bfd
     floor = min_bins_lower_bound(fits, cap)  # Martello-Toth L2
+    if bfd <= floor:
+        return n_over + bfd
     best = bfd
-    # Downwards from best-fit's count, one fixed count at a time (the answer is nearly always
-    # one below): each try is the heuristics run to completion, so repeatable.
-    while best - 1 >= floor:
+    # They disagree (common with many sequences over half the cap): one try at one fewer
+    # micro-batch, the heuristics run to completion (repeatable); only up to MODEL_MAX_N
+    # sequences, where that stays in milliseconds, a rule that depends on the input alone.
+    if len(fits) <= MODEL_MAX_N:
         try:
-            partition(fits, best - 1, cap, time_limit=COUNT_TIME_LIMIT, engine=ENGINE,
+            partition(fits, bfd - 1, cap, time_limit=COUNT_TIME_LIMIT, engine=ENGINE,
                       options=OPTIONS)
+            best = bfd - 1
         except InfeasibleError:
-            break
-        best -= 1
-    return min(n_over + best, _first_fit_count(tokens.tolist(), cap))
+            pass
+    return min(n_over + best, _first_fit_count(tokens, cap))
 
 
 def get_capped_seqlen_balanced_partitions(

@@ -1,0 +1,153 @@
+"""The trainer drop-ins against the originals they replace, in one process.
+
+    python benchmarks/bench_trainers.py [--batches 500] [--seed 0]
+
+1. Balancing: ``get_seqlen_balanced_partitions`` against the trainers' Karmarkar-Karp
+   (``baselines.trainer_karmarkar_karp``, this project's re-implementation) on random long-tail
+   RL batches (``seqpart.solver.datasets.rl_batch``), n in 32..1024, k in 2..32, with two kinds
+   of weights (token lengths, and verl's workload ``24576*l + l^2``) and ``equal_size`` off and
+   on: 4 calls per batch. Quality is the heaviest partition's weight; the target is never above
+   the original's. Each drop-in call is also run a second time: the plans must be identical.
+2. Counting: ``get_minimum_num_micro_batch_size`` against the trainers' first-fit count
+   (``common.trainer_first_fit_count``) on the same batches with caps of 1x-4x the longest
+   sequence, n up to 2048. Target: never more micro-batches; time within 2 ms at n <= 2048 in
+   the common case (p50 and the share of calls under 2 ms are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+from baselines import trainer_karmarkar_karp
+from common import (
+    fmt_ms,
+    fmt_ratio,
+    machine_header,
+    median,
+    percentile,
+    table,
+    trainer_first_fit_count,
+    verdict,
+)
+
+from seqpart.solver.datasets import rl_batch
+from seqpart.solver.trainers import get_minimum_num_micro_batch_size, get_seqlen_balanced_partitions
+
+SIZES = (32, 64, 128, 256, 512, 1024)
+PARTS = (2, 4, 8, 16, 32)
+COUNT_SIZES = (64, 256, 1024, 2048)
+
+
+def _max_load(parts: list[list[int]], weights: list[int]) -> int:
+    return max(sum(weights[i] for i in p) for p in parts)
+
+
+def _timed(fn, *args):  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - t0
+
+
+def bench_balance(batches: int, rng: np.random.Generator) -> bool:
+    rows: dict[tuple[str, bool], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    worse = repeat_fail = invalid = 0
+    calls = 0
+    for _ in range(batches):
+        n = int(rng.choice(SIZES))
+        k = int(rng.choice([p for p in PARTS if p <= n // 2]))
+        lengths = rl_batch(n, rng)
+        for kind in ("tokens", "workload"):
+            weights = lengths if kind == "tokens" else [24576 * x + x * x for x in lengths]
+            for equal in (False, True):
+                calls += 1
+                ours, t_ours = _timed(get_seqlen_balanced_partitions, weights, k, equal)
+                theirs, t_kk = _timed(trainer_karmarkar_karp, weights, k, equal)
+                if get_seqlen_balanced_partitions(weights, k, equal) != ours:
+                    repeat_fail += 1
+                flat = sorted(i for p in ours for i in p)
+                if flat != list(range(n)) or len(ours) != k or not all(ours) or (
+                    equal and any(len(p) != n // k for p in ours)
+                ):
+                    invalid += 1
+                a, b = _max_load(ours, weights), _max_load(theirs, weights)
+                worse += a > b
+                row = rows[(kind, equal)]
+                row["ratio"].append(a / b)
+                row["better"].append(float(a < b))
+                times[n]["ours"].append(t_ours)
+                times[n]["kk"].append(t_kk)
+    print(f"\n1. balancing: {batches} batches x (tokens, workload) x (equal_size off, on) = "
+          f"{calls} calls\n")
+    out = []
+    for (kind, equal), row in sorted(rows.items()):
+        r = row["ratio"]
+        out.append([f"{kind}, equal_size={equal}", str(len(r)), f"{100 * np.mean(row['better']):.1f}%",
+                    f"{100 * (1 - np.mean(r)):.3f}%", f"{100 * (1 - min(r)):.2f}%",
+                    f"{100 * (max(r) - 1):.3f}%"])
+    print(table(["weights", "calls", "lighter than KK", "mean max-load cut", "best cut",
+                 "worst excess"], out))
+    print("\nmedian time, ms (ratio vs trainer KK) by n:")
+    trow = []
+    for n in sorted(times):
+        o, kk = median(times[n]["ours"]), median(times[n]["kk"])
+        trow.append([str(n), str(len(times[n]["ours"])), fmt_ms(o), fmt_ms(kk), fmt_ratio(o / kk),
+                     fmt_ms(max(times[n]["ours"]))])
+    print(table(["n", "calls", "drop-in p50", "trainer KK p50", "ratio", "drop-in max"], trow))
+    ok = worse == 0 and repeat_fail == 0 and invalid == 0
+    print(f"\n{verdict(worse == 0)} max load never above the original's: {worse} worse of {calls}")
+    print(f"{verdict(repeat_fail == 0)} repeatable: {repeat_fail} of {calls} calls differed on a "
+          "second run")
+    print(f"{verdict(invalid == 0)} output contract (k non-empty lists covering every index, "
+          f"n/k each with equal_size): {invalid} violations")
+    return ok
+
+
+def bench_count(batches: int, rng: np.random.Generator) -> bool:
+    times: dict[int, list[float]] = defaultdict(list)
+    ff_times: dict[int, list[float]] = defaultdict(list)
+    more = fewer = 0
+    for _ in range(batches):
+        n = int(rng.choice(COUNT_SIZES))
+        lengths = rl_batch(n, rng)
+        cap = int(max(lengths) * rng.choice([1.0, 1.5, 2.0, 4.0]))
+        ours, t = _timed(get_minimum_num_micro_batch_size, lengths, cap)
+        theirs, t_ff = _timed(trainer_first_fit_count, lengths, cap)
+        more += ours > theirs
+        fewer += ours < theirs
+        times[n].append(t)
+        ff_times[n].append(t_ff)
+    print(f"\n2. counting: {batches} batches, caps 1x-4x the longest sequence\n")
+    rows = []
+    for n in sorted(times):
+        ts = times[n]
+        rows.append([str(n), str(len(ts)), fmt_ms(median(ts)), fmt_ms(percentile(ts, 90)),
+                     fmt_ms(max(ts)), f"{100 * np.mean(np.array(ts) <= 0.002):.0f}%",
+                     fmt_ms(median(ff_times[n])), fmt_ratio(median(ts) / median(ff_times[n]))])
+    print(table(["n", "calls", "p50 ms", "p90 ms", "max ms", "<= 2 ms", "first-fit p50",
+                 "ratio"], rows))
+    print(f"\n{verdict(more == 0)} never more micro-batches than first fit: {more} more, "
+          f"{fewer} fewer, of {batches}")
+    p50_ok = all(median(times[n]) <= 0.002 for n in times)
+    print(f"{verdict(p50_ok)} median within 2 ms at every n <= 2048")
+    return more == 0 and p50_ok
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(machine_header(["benchmarks/bench_trainers.py", *argv]))
+    rng = np.random.default_rng(args.seed)
+    ok = bench_balance(args.batches, rng)
+    ok = bench_count(args.batches, rng) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
