@@ -24,6 +24,7 @@ from ..options import SolverOptions
 from ..partition import partition
 from ..plan import InfeasibleError
 from ..problem import Cost
+from ._original_kk import original_karmarkar_karp
 from ._values import Weights, as_count, as_flag, as_tokens, as_weights
 
 __all__ = [
@@ -78,6 +79,13 @@ def _balance(
 ) -> list[list[int]]:
     """k non-empty lists balancing ``values`` (>= 0; or their ``cost`` when given), each at most
     ``cap`` if given (an item over the cap alone, unless ``equal_size``)."""
+    return _balance_with_status(values, k, equal_size, cap, cost)[0]
+
+
+def _balance_with_status(
+    values: np.ndarray, k: int, equal_size: bool, cap: int | None = None, cost: Cost | None = None
+) -> tuple[list[list[int]], bool]:
+    """:func:`_balance`, and whether the plan is proven optimal (its load meets the bound)."""
     n = len(values)
     if equal_size:
         if n % k:
@@ -98,25 +106,26 @@ def _balance(
     zeros = np.flatnonzero(values == 0).tolist()
     k_pos = min(k, len(positive))
     bins: list[list[int]] = []
+    optimal = True  # no positive value, or each alone: nothing to balance
     if k_pos:
-        found = _run(values[positive], k_pos, cap, equal_size=False, cost=cost)
+        found, optimal = _run(values[positive], k_pos, cap, equal_size=False, cost=cost)
         bins = [[int(positive[i]) for i in b] for b in found]
     while len(bins) < k:
         bins.append([zeros.pop()])
     if zeros:
         loads = [int(values[b].sum()) if cost is None else int(cost.of(values[b]).sum()) for b in bins]
         bins[loads.index(min(loads))].extend(zeros)
-    return bins
+    return bins, optimal
 
 
 def _run(
     values: np.ndarray, k: int, cap: int | None, *, equal_size: bool, cost: Cost | None = None
-) -> list[list[int]]:
-    """One deterministic ``partition`` call (its plan is validated there)."""
+) -> tuple[list[list[int]], bool]:
+    """One deterministic ``partition`` call (its plan is validated there): bins, proven optimal."""
     oversize = "alone" if cap is not None and not equal_size else "error"
     plan = partition(values, k, cap, time_limit=TIME_LIMIT, equal_size=equal_size,
                      oversize=oversize, cost=cost or Cost(), engine=ENGINE, options=OPTIONS)
-    return plan.bins
+    return plan.bins, plan.status == "optimal"
 
 
 def get_seqlen_balanced_partitions(
@@ -135,7 +144,9 @@ def get_seqlen_balanced_partitions(
     a 0-d tensor. Integral values are balanced exactly; other floats are scaled by one power of
     two and rounded at float64 precision (see ``seqpart.solver.trainers._values``).
 
-    Same input, same output, on every call and machine. No cap: see
+    Never heavier than the originals' plan: unless ``partition`` proved its plan optimal, the
+    originals' Karmarkar-Karp runs too (:mod:`._original_kk`, same plans as theirs) and the
+    lighter plan is returned. Same input, same output, on every call and machine. No cap: see
     :func:`get_capped_seqlen_balanced_partitions`.
 
     Raises:
@@ -147,7 +158,17 @@ def get_seqlen_balanced_partitions(
     k = as_count(k_partitions, "k_partitions")
     equal = as_flag(equal_size, "equal_size")
     _need_k_items(len(w.values), k)
-    return _by_weight_desc(_balance(w.values, k, equal), w.values)
+    bins, optimal = _balance_with_status(w.values, k, equal)
+    if not optimal:
+        # The originals' own plan, when it is lighter (rare, by a few units): never behind them.
+        theirs = original_karmarkar_karp(w.values.tolist(), k, equal)
+        if all(theirs) and _heaviest(theirs, w.values) < _heaviest(bins, w.values):
+            bins = theirs
+    return _by_weight_desc(bins, w.values)
+
+
+def _heaviest(bins: list[list[int]], values: np.ndarray) -> int:
+    return max(int(values[b].sum()) for b in bins)
 
 
 def _best_fit_decreasing_count(sorted_desc: list[int], cap: int) -> int:
