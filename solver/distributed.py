@@ -11,9 +11,12 @@ the backward pass deadlock. Two ways to get there:
   and micro-batches together, so no rank is padded out with micro-batches it does not need.
 
 Failure is collective. Each rank does its local work inside ``try``, then every rank exchanges a
-small status row (rank, error code, sample count, needed count, cap, multiple_of, message bytes)
-in one ``all_gather``, so all ranks see the same facts and raise the same
-:class:`DistributedPlanError`; no rank is left waiting in a collective.
+small status row (rank, error code, operation tag, sample count, needed count, cap, multiple_of,
+message bytes) in one ``all_gather``, so all ranks see the same facts and raise the same
+:class:`DistributedPlanError`; no rank is left waiting in a collective. Every collective here
+opens with that same fixed-size exchange, so ranks that called different ones (the tag differs)
+fail together there. A rank that never calls cannot be seen: the others wait for ``timeout``
+(each collective is waited on with it) or else the process group's own timeout.
 
 torch is optional: it is imported inside the functions. Without an initialised process group
 (and ``group=None``) the functions plan for a group of one, so the same call works in a
