@@ -562,3 +562,34 @@ def test_patch_rebinds_every_module_holding_the_original(monkeypatch: pytest.Mon
     assert mods["verl.trainer_like"].get_seqlen_balanced_partitions is original
     with pytest.raises(ValueError, match="unknown trainer"):
         trainers.patch("megatron")
+
+
+def test_float_weights_across_magnitudes_keep_float64_precision() -> None:
+    from seqpart.solver.trainers._values import as_weights
+
+    values = [1e-9, 3.5e6, 0.25, 1234.5678, 7e5]
+    w = as_weights(values, "w")
+    assert w.values.dtype == np.int64 and int(w.values.sum()) < 2**52
+    scale = 2.0 ** w.scale_exponent
+    for x, scaled in zip(values, w.values.tolist(), strict=True):
+        assert abs(scaled / scale - x) <= sum(values) * 2.0**-52  # float64 rounding of the total
+    assert as_weights([52544.0, 1.0], "w").exact
+    parts = get_seqlen_balanced_partitions(values, 2, False)
+    _assert_partition_shape(parts, 5, 2)
+    assert [sorted(p) for p in parts][0] == [1]  # 3.5e6 alone is the heaviest list
+
+
+@FAST
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=40), st.integers(1, 6), st.booleans())
+def test_the_originals_karmarkar_karp_keeps_their_contract(
+    values: list[int], k: int, equal_size: bool
+) -> None:
+    from seqpart.solver.trainers._original_kk import original_karmarkar_karp
+
+    assume(k <= len(values) and (not equal_size or len(values) % k == 0))
+    parts = original_karmarkar_karp(values, k, equal_size)
+    assert len(parts) == k and sorted(i for p in parts for i in p) == list(range(len(values)))
+    sums = _sums(parts, values)
+    assert sums == sorted(sums, reverse=True)  # heaviest first, as the originals hand it back
+    if equal_size:
+        assert {len(p) for p in parts} == {len(values) // k}
