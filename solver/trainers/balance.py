@@ -22,7 +22,7 @@ from seqpart.heuristics import min_bins_lower_bound
 
 from ..options import SolverOptions
 from ..partition import partition
-from ..plan import InfeasibleError
+from ..plan import InfeasibleError, find_violations
 from ..problem import Cost
 from ._original_kk import original_karmarkar_karp
 from ._values import Weights, as_count, as_flag, as_tokens, as_weights
@@ -123,9 +123,71 @@ def _run(
 ) -> tuple[list[list[int]], bool]:
     """One deterministic ``partition`` call (its plan is validated there): bins, proven optimal."""
     oversize = "alone" if cap is not None and not equal_size else "error"
-    plan = partition(values, k, cap, time_limit=TIME_LIMIT, equal_size=equal_size,
-                     oversize=oversize, cost=cost or Cost(), engine=ENGINE, options=OPTIONS)
+    try:
+        plan = partition(values, k, cap, time_limit=TIME_LIMIT, equal_size=equal_size,
+                         oversize=oversize, cost=cost or Cost(), engine=ENGINE, options=OPTIONS)
+    except InfeasibleError as err:
+        if err.proven or cap is None or equal_size:
+            raise
+        return capped_fallback(values, k, cap, cost), False
     return plan.bins, plan.status == "optimal"
+
+
+def capped_fallback(tokens: np.ndarray, k: int, cap: int, cost: Cost | None) -> list[list[int]]:
+    """A capped split when ``partition``'s heuristics found none for ``cost`` at this k.
+
+    Why it happens: the counter's k can be below what the heuristics reach while they balance
+    another cost (its witness came from packing tokens). So: the same call balancing tokens
+    (the counter's own path), then a best-fit-decreasing packing split up to k. Deterministic.
+    """
+    if cost is not None and cost != Cost():
+        try:
+            return partition(tokens, k, cap, time_limit=TIME_LIMIT, oversize="alone",
+                             engine=ENGINE, options=OPTIONS).bins
+        except InfeasibleError as err:
+            if err.proven:
+                raise
+    return packing_split(tokens, k, cap)
+
+
+def packing_split(tokens: np.ndarray, k: int, cap: int) -> list[list[int]]:
+    """k non-empty lists, each at most ``cap`` tokens (a sequence over it alone), for any k from
+    best-fit decreasing's count up to n: pack best-fit decreasing, then halve the heaviest list
+    of two or more (by tokens, largest first into the lighter half) until there are k. Halves
+    of a list under the cap are under it. Checked before it is returned."""
+    order = sorted(range(len(tokens)), key=lambda i: (-int(tokens[i]), i))
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        x = int(tokens[i])
+        fits = [b for b in range(len(bins)) if room[b] >= x]
+        if x <= cap and fits:
+            b = min(fits, key=lambda j: (room[j], j))  # best fit: the least room left
+            bins[b].append(i)
+            room[b] -= x
+        else:
+            bins.append([i])
+            room.append(cap - x if x <= cap else -1)
+    while len(bins) < k:
+        splittable = [b for b in range(len(bins)) if len(bins[b]) > 1]
+        if not splittable:
+            break
+        b = max(splittable, key=lambda j: (sum(int(tokens[i]) for i in bins[j]), -j))
+        halves: list[list[int]] = [[], []]
+        sums = [0, 0]
+        for i in sorted(bins[b], key=lambda i: (-int(tokens[i]), i)):
+            h = 0 if sums[0] <= sums[1] else 1
+            halves[h].append(i)
+            sums[h] += int(tokens[i])
+        bins[b] = halves[0]
+        bins.append(halves[1])
+    oversize = [i for i in range(len(tokens)) if tokens[i] > cap]
+    found = find_violations(bins, tokens, k, cap, oversize=oversize)
+    if not found.ok:
+        raise InfeasibleError(
+            f"no split of {len(tokens)} sequences into k={k} micro-batches under cap={cap} was "
+            "found: raise the cap or lower k", proven=False)
+    return bins
 
 
 def get_seqlen_balanced_partitions(

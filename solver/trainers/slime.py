@@ -27,11 +27,11 @@ from typing import Any
 import numpy as np
 
 from ..partition import partition
-from ..plan import find_violations
+from ..plan import InfeasibleError, find_violations
 from ..problem import Cost
 from ..step import round_up
 from ._values import as_count, as_flag, as_tokens
-from .balance import OPTIONS, TIME_LIMIT, TrainerInputError
+from .balance import ENGINE, OPTIONS, TIME_LIMIT, TrainerInputError, capped_fallback
 
 __all__ = ["build_dp_schedule", "workload_cost"]
 
@@ -83,15 +83,20 @@ def _plan_step(
     if cap is not None:
         # The fewest micro-batches under the cap, rounded up to the alignment.
         smallest = partition(tokens, None, cap, time_limit=TIME_LIMIT, oversize="alone",
-                             options=OPTIONS).k
+                             engine=ENGINE, options=OPTIONS).k
         k = round_up(max(smallest, align), align)
         _assert(k <= n, (
             f"step {step_i}: {n} samples cannot fill {k} non-empty micro-batches (the cap needs "
             f"{smallest}, rounded up to a multiple of dp_size * mb_group = {align}): add samples "
             "to the step (a larger global_batch_size) or raise max_tokens_per_gpu"
         ))
-        mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=mbs_cost, oversize="alone",
-                        options=OPTIONS).bins
+        try:
+            mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=mbs_cost,
+                            oversize="alone", engine=ENGINE, options=OPTIONS).bins
+        except InfeasibleError as err:  # not found by the heuristics for this cost
+            if err.proven:
+                raise
+            mbs = capped_fallback(tokens, k, cap, mbs_cost)
     else:
         assert micro_batch_size is not None
         k = -(-n // micro_batch_size)
@@ -102,7 +107,7 @@ def _plan_step(
         ))
         if n % micro_batch_size == 0 and k > 1:
             mbs = partition(tokens, k, None, time_limit=TIME_LIMIT, cost=mbs_cost,
-                            equal_size=True, options=OPTIONS).bins
+                            equal_size=True, engine=ENGINE, options=OPTIONS).bins
         else:  # a short last micro-batch: equal sizes are impossible, keep contiguous chunks
             mbs = [list(range(i, min(i + micro_batch_size, n))) for i in range(0, n, micro_batch_size)]
     m = len(mbs) // dp_size
@@ -111,7 +116,7 @@ def _plan_step(
     else:
         loads = [int(rank_cost.of(tokens[b]).sum()) for b in mbs]
         groups = partition(loads, dp_size, None, time_limit=TIME_LIMIT, equal_size=True,
-                           options=OPTIONS).bins
+                           engine=ENGINE, options=OPTIONS).bins
     per_rank = [sorted((sorted(mbs[j]) for j in g), key=lambda b: b[0]) for g in groups]
     # One validator over the whole step before anything is returned.
     flat = [b for rank in per_rank for b in rank]
