@@ -194,8 +194,11 @@ class _Search:
                 ai, b = divmod(flat, self.k)
                 self.apply(int(a_idx[ai]), int(a_src[ai]), b)
                 return True
-        # Swaps: the rank's costliest sequences against those of the least loaded ranks.
-        pick = np.argsort(-c[mine], kind="stable")[:_SWAP_SOURCES]
+        # Swaps: the rank's sequences (evenly spread over its cost order when there are many:
+        # large differences move much, small ones fine-tune) against the least loaded ranks'.
+        pick = np.argsort(-c[mine], kind="stable")
+        if len(pick) > _SWAP_SOURCES:
+            pick = pick[np.linspace(0, len(pick) - 1, _SWAP_SOURCES).round().astype(np.int64)]
         a_idx, a_src = mine[pick], src[pick]
         a_c, a_l = c[a_idx], tok[a_idx]
         pos = np.empty(self.dp, dtype=np.int64)

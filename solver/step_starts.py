@@ -244,18 +244,27 @@ def split_ranks(
 def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
     """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
 
-    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget (else LPT
-    under each rank's token room); this balances the totals that decide at ``pp = 1``. The
+    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget, else
+    equal-count Karmarkar-Karp (verl's balance, much cheaper), and LPT under each rank's token
+    room when that split breaks the cap; this balances the totals that decide at ``pp = 1``. The
     split: with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the
     cap (it balances the micro-batches, which sets the bubble: verl's shape), else capped LPT.
     Empty when the split cannot be made."""
-    ones = [1] * inst.n
-    if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
-        ranks = karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
+    n, dp = inst.n, inst.dp_size
+    ones = [1] * n
+    if _KK_SECONDS_PER_SEQUENCE_RANK * n * dp <= 0.2 * seconds:
+        ranks = karmarkar_karp_lists(inst.costs, ones, dp, None)
     else:
-        room = None if inst.cap is None else m * inst.cap
-        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, inst.dp_size, room, None)
+        # Equal-count Karmarkar-Karp merges dp-sized blocks, O(n log dp) instead of O(n dp);
+        # zero-cost placeholders (dropped after) make the count divide.
+        pad = -n % dp
+        padded = karmarkar_karp_lists(inst.costs + [0] * pad, ones + [1] * pad, dp, (n + pad) // dp)
+        ranks = [[i for i in r if i < n] for r in padded]
     mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
+    if mb_of is None and inst.cap is not None:
+        # The balance broke some rank's token room (m caps): LPT that keeps to it.
+        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, dp, m * inst.cap, None)
+        mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
     return [] if mb_of is None else [("rank_first", mb_of)]
 
 
