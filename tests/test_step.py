@@ -351,3 +351,21 @@ def test_plan_step_is_exact_beyond_int64() -> None:
     bigger = rng.integers(1, 3000, 40).tolist()
     plan = plan_step(bigger, 4, 5000, pp=3, vpp=2, overhead=2**61, cost=(7, 1), time_limit=0.3)
     _assert_consistent(plan, bigger)
+
+
+def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
+    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+
+    rng = np.random.default_rng(5)
+    cost, overhead = (24576, 1), 24576 * 512
+    for dp, pp in ((2, 1), (4, 4)):
+        lengths = rng.integers(50, 6000, 96).tolist()
+        costs = [cost[0] * x + cost[1] * x * x for x in lengths]
+        plan = plan_step(lengths, dp, 8192, pp=pp, cost=cost, overhead=overhead,
+                         trainer_starts=True, time_limit=0.3)
+        _assert_consistent(plan, lengths)
+        for fn in TRAINER_SCHEDULERS.values():
+            sched = fn(lengths, dp, 8192, costs=costs)
+            if not find_schedule_violations(sched, lengths, dp, len(sched[0]), 8192):
+                assert plan.step_time <= step_time(sched, lengths, cost=cost, overhead=overhead,
+                                                   pp=pp)
