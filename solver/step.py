@@ -448,7 +448,7 @@ def plan_step(
             # Once a valid start exists, a construction only while the clock allows.
             if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
                 break
-            for method, mb_of in make(inst, m, seconds):
+            for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
             spent += build // len(CONSTRUCTIONS)
 

@@ -6,6 +6,7 @@ trainers' own schedules. Each returns ``mb_of`` (the micro-batch of every sequen
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,7 +90,8 @@ def split_into(
 
 
 def micro_first(
-    inst: StepInstance, m: int, seconds: float = 0.0, *, repair: bool = False
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None, *, repair: bool = False,
 ) -> list[tuple[str, np.ndarray]]:
     """``dp*m`` micro-batches balanced on cost under the cap (capped LPT; with ``repair`` the
     capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
@@ -241,7 +243,10 @@ def split_ranks(
     return mb_of if valid_start(mb_of, inst, dp * m) else None
 
 
-def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+def rank_first(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
     """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
 
     Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget, else
@@ -268,7 +273,10 @@ def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np
     return [] if mb_of is None else [("rank_first", mb_of)]
 
 
-def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
+def rank_first_bubble(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
     """With ``pp > 1``: ranks by LPT on the estimated rank time (:func:`ranks_by_step_time`),
     then the same split as :func:`rank_first`. Empty with ``pp = 1`` or when the split fails."""
     if inst.pp == 1:
@@ -277,8 +285,92 @@ def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[
     return [] if mb_of is None else [("rank_first_bubble", mb_of)]
 
 
-#: The constructions tried at each count, in this order (the cheapest good one first).
-CONSTRUCTIONS = (rank_first_bubble, rank_first, micro_first)
+def _pack_ranks(
+    inst: StepInstance, m: int, z: int, order: list[int], least: list[int]
+) -> list[list[int]] | None:
+    """Sequences (costliest first) into ranks by first fit, each rank's cost capped so that
+    its time stays within ``z`` (x vpp) given its costliest sequence ``h``:
+    ``min((z - (pp-1)(h + o))/vpp, z*m/(vpp*m + pp-1)) - m*o``, and its tokens within ``m``
+    caps; then every rank short of ``m`` sequences takes the cheapest from the fullest ranks.
+    None when the sequences do not fit."""
+    o, beta, vpp, dp = inst.overhead, inst.pp - 1, inst.vpp, inst.dp_size
+    costs, tokens = inst.costs, inst.tokens.tolist()
+    token_room = m * inst.cap if inst.cap is not None else sum(tokens)
+    members: list[list[int]] = []
+    left: list[int] = []  # cost room per open rank
+    room: list[int] = []  # token room per open rank
+    first = 0  # ranks before it have no room for any sequence still to come
+    for pos, i in enumerate(order):
+        c, t = costs[i], tokens[i]
+        while first < len(members) and (left[first] < least[pos] or room[first] <= 0):
+            first += 1
+        for r in range(first, len(members)):
+            if left[r] >= c and room[r] >= t:
+                members[r].append(i)
+                left[r] -= c
+                room[r] -= t
+                break
+        else:
+            if len(members) == dp:
+                return None
+            cap_r = min((z - beta * (c + o)) // vpp, (z * m) // (vpp * m + beta)) - m * o
+            if cap_r < c:
+                return None
+            members.append([i])
+            left.append(cap_r - c)
+            room.append(token_room - t)
+    members += [[] for _ in range(dp - len(members))]
+    for r in range(dp):  # every rank needs m sequences: the cheapest of the fullest ranks
+        while len(members[r]) < m:
+            donor = max(range(dp), key=lambda q: (len(members[q]), -q))
+            if len(members[donor]) <= m:
+                return None
+            members[r].append(members[donor].pop())
+    return members
+
+
+def rank_first_packed(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
+    """With ``pp > 1``: the ranks packed for a target step time, found by bisection (the
+    smallest target whose packing and split succeed). Where :func:`ranks_by_step_time` deals
+    the longest sequences one per rank (every rank then pays a long bubble), this packs them
+    together on few ranks that take little else, the way the rank-maxima bound of
+    :mod:`~seqpart.solver.step_model` says the best case does: far better on long-tail batches.
+    Skipped when its estimated time does not fit a fifth of the budget."""
+    if inst.pp == 1 or _PACK_SECONDS_PER_SEQUENCE * inst.n * _PACK_STEPS > 0.2 * seconds:
+        return []
+    order = order_desc(inst.costs)
+    least = np.minimum.accumulate(np.asarray([inst.costs[i] for i in order])[::-1])[::-1].tolist()
+    lo = max(bound, 1)  # the count's lower bound: no target below it can be met
+    hi = 2 * lo
+    best = None
+    for _ in range(_PACK_STEPS):
+        if lo >= hi or (best is not None and deadline is not None and time.perf_counter() > deadline):
+            break
+        mid = (lo + hi) // 2
+        ranks = _pack_ranks(inst, m, mid, order, least)
+        mb_of = None if ranks is None else split_ranks(inst, ranks, m, balanced=False)
+        if mb_of is None:
+            lo = mid + 1
+        else:
+            hi, best = mid, mb_of
+    if best is None:  # the target's upper end itself, once
+        ranks = _pack_ranks(inst, m, hi, order, least)
+        best = None if ranks is None else split_ranks(inst, ranks, m, balanced=False)
+    return [] if best is None else [("rank_first_packed", best)]
+
+
+#: The packing's bisection steps, and its measured cost per sequence per step (first fit and
+#: the split, loaded 2-core machine).
+_PACK_STEPS = 12
+_PACK_SECONDS_PER_SEQUENCE = 4e-6
+
+#: The constructions tried at each count, in this order (the cheapest good one first); each is
+#: ``fn(inst, m, seconds, bound, deadline) -> [(method, mb_of)]``, ``bound`` the count's step
+#: bound, ``deadline`` when a construction that refines (the packing) stops refining.
+CONSTRUCTIONS = (rank_first_bubble, rank_first, rank_first_packed, micro_first)
 
 
 def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
