@@ -290,12 +290,13 @@ def _pack_ranks(
 ) -> list[list[int]] | None:
     """Sequences (costliest first) into ranks by first fit, each rank's cost capped so that
     its time stays within ``z`` (x vpp) given its costliest sequence ``h``:
-    ``min((z - (pp-1)(h + o))/vpp, z*m/(vpp*m + pp-1)) - m*o``, and its tokens within ``m``
-    caps; then every rank short of ``m`` sequences takes the cheapest from the fullest ranks.
+    ``min((z - (pp-1)(h + o))/vpp, z*m/(vpp*m + pp-1)) - m*o``, and its tokens within 7/8 of
+    ``m`` caps; then every rank short of ``m`` sequences takes the cheapest from the fullest ranks.
     None when the sequences do not fit."""
     o, beta, vpp, dp = inst.overhead, inst.pp - 1, inst.vpp, inst.dp_size
     costs, tokens = inst.costs, inst.tokens.tolist()
-    token_room = m * inst.cap if inst.cap is not None else sum(tokens)
+    # Token room: m caps less a slack, so that the split under the cap stays easy.
+    token_room = m * inst.cap * _PACK_TOKEN_SLACK // 8 if inst.cap is not None else sum(tokens)
     members: list[list[int]] = []
     left: list[int] = []  # cost room per open rank
     room: list[int] = []  # token room per open rank
@@ -345,26 +346,33 @@ def rank_first_packed(
     least = np.minimum.accumulate(np.asarray([inst.costs[i] for i in order])[::-1])[::-1].tolist()
     lo = max(bound, 1)  # the count's lower bound: no target below it can be met
     hi = 2 * lo
-    best = None
+    packed = None
+    # Bisection on the packing alone (cheap); the split into micro-batches runs once at the end.
     for _ in range(_PACK_STEPS):
-        if lo >= hi or (best is not None and deadline is not None and time.perf_counter() > deadline):
+        if lo >= hi or (packed is not None and deadline is not None and time.perf_counter() > deadline):
             break
         mid = (lo + hi) // 2
         ranks = _pack_ranks(inst, m, mid, order, least)
-        mb_of = None if ranks is None else split_ranks(inst, ranks, m, balanced=False)
-        if mb_of is None:
+        if ranks is None:
             lo = mid + 1
         else:
-            hi, best = mid, mb_of
-    if best is None:  # the target's upper end itself, once
-        ranks = _pack_ranks(inst, m, hi, order, least)
+            hi, packed = mid, ranks
+    best = None
+    for _ in range(_PACK_RETRIES):  # a split that breaks the cap: a looser target
+        ranks = packed if packed is not None else _pack_ranks(inst, m, hi, order, least)
         best = None if ranks is None else split_ranks(inst, ranks, m, balanced=False)
+        if best is not None:
+            break
+        hi, packed = hi + hi // 16, None
     return [] if best is None else [("rank_first_packed", best)]
 
 
-#: The packing's bisection steps, and its measured cost per sequence per step (first fit and
-#: the split, loaded 2-core machine).
+#: The packing's bisection steps, the looser targets tried when the split breaks the cap, and
+#: the measured cost per sequence per step (first fit, loaded 2-core machine).
 _PACK_STEPS = 12
+_PACK_RETRIES = 2
+#: Eighths of a rank's m caps of tokens the packing fills.
+_PACK_TOKEN_SLACK = 7
 _PACK_SECONDS_PER_SEQUENCE = 4e-6
 
 #: The constructions tried at each count, in this order (the cheapest good one first); each is
