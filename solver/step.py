@@ -303,8 +303,10 @@ def plan_step(
     (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
     constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
     estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
-    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), and
-    micro-batches first (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
+    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), ranks
+    packed for a target step time found by bisection (``pp > 1``: long sequences together on
+    few ranks, so the other ranks' bubbles stay short), and micro-batches first
+    (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
     Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
     schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
     pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
