@@ -10,6 +10,9 @@ none was found in the time limit). A traceback means a bug in seqpart.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import importlib.metadata
 import json
 import math
 import sys
@@ -47,6 +50,17 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
+def _stderr(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("seqpart")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown (not installed)"
+
+
 def _fail(message: str, code: int) -> int:
     sys.stderr.write(f"seqpart: error: {' '.join(message.split())}\n")
     return code
@@ -65,8 +79,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _k_arg(text: str) -> int | None:
-    return None if text in ("min", "auto", "none") else _positive_int(text)
+def _k_arg(text: str) -> int | str | None:
+    """An int, 'min' (None: the smallest feasible count) or 'min+N' (kept as text)."""
+    if text in ("min", "auto", "none"):
+        return None
+    if text.startswith("min+"):
+        if not text[4:].isdigit():
+            raise argparse.ArgumentTypeError(f"{text!r}: use min+N with N an integer >= 0")
+        return text
+    return _positive_int(text)
 
 
 def _positive_float(text: str) -> float:
@@ -112,7 +133,8 @@ def format_plan(plan: Any, n: int) -> str:
 def _as_flags(message: str) -> str:
     """The solver's messages name Python arguments; on the command line, name the flags."""
     for python, flag in (("oversize='alone'", "--oversize alone"), ("k=None", "--k min"),
-                         ("equal_size=False", "no --equal-size"), ("time_limit", "--time-limit")):
+                         ("equal_size=False", "no --equal-size"),
+                         ("equal_size=True", "--equal-size"), ("time_limit", "--time-limit")):
         message = message.replace(python, flag)
     return message
 
@@ -121,12 +143,21 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from .partition import partition
     from .plan import InfeasibleError
 
-    lengths = load_lengths(args.file, args.column)
+    lengths = load_lengths(args.file, args.column, say=_stderr)
+    solve = functools.partial(partition, lengths, cap=args.cap, time_limit=args.time_limit,
+                              cost=args.cost, equal_size=args.equal_size,
+                              oversize=args.oversize)
     try:
-        plan = partition(
-            lengths, args.k, args.cap, time_limit=args.time_limit, cost=args.cost,
-            equal_size=args.equal_size, oversize=args.oversize,
-        )
+        if isinstance(args.k, str):  # min+N: the smallest feasible count first, then N more
+            smallest = solve(None)
+            extra = int(args.k[4:])
+            plan = solve(smallest.k + extra)
+            plan = dataclasses.replace(plan, notes=[
+                *plan.notes, f"k = {smallest.k} (the smallest feasible count, "
+                f"{'proven' if smallest.k_status == 'optimal' else 'found, not proven'}) + {extra}"
+            ])
+        else:
+            plan = solve(args.k)
     except InfeasibleError as err:
         raise InfeasibleError(_as_flags(str(err).split(": ", 1)[1]), proven=err.proven) from None
     except (ValueError, TypeError) as err:  # the solver's input checks name the fix
@@ -158,7 +189,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         methods=args.methods, datasets=args.datasets, data=tuple(args.data or ()),
         column=args.column, generated=args.generated, n=args.n, k=args.k, caps=args.caps,
         cost=args.cost, reps=args.reps, seed=args.seed, min_k_time=args.min_k_time,
-        jobs=args.jobs, out=args.out, limit=args.limit, plots=not args.no_plots,
+        jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
+        plots=not args.no_plots,
         progress=not args.quiet,
     )
     outcome = run_study(config, say=lambda message: _say(args, message))
@@ -167,6 +199,11 @@ def cmd_study(args: argparse.Namespace) -> int:
                          "run the same command again to resume\n")
         return EXIT_INTERRUPTED
     print(format_summary(outcome.rows))
+    if outcome.timing_note:
+        print(outcome.timing_note)
+    if outcome.earlier:
+        print(f"(the table includes {outcome.earlier} results of earlier runs with other settings "
+              f"in {outcome.results_path})")
     if outcome.missing:
         print(f"({outcome.missing} of {outcome.wanted} results still to run: run the same "
               "command to resume)")
@@ -191,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seqpart", description=(
         "Split a batch of sequences into exactly k non-empty micro-batches under a token cap, "
         "minimising the largest one."))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,repro}")
 
     solve = sub.add_parser("solve", help="plan one batch of lengths", description=(
@@ -198,10 +236,13 @@ def build_parser() -> argparse.ArgumentParser:
         "column, or stdin ('-' or no file)."))
     solve.add_argument("file", nargs="?", default=None, help="JSON or CSV file; '-' for stdin")
     solve.add_argument("--k", type=_k_arg, default=None,
-                       help="number of micro-batches (default: the smallest feasible)")
+                       help="number of micro-batches: an int, 'min' (the default: the smallest "
+                            "feasible) or 'min+N' (finding the smallest takes up to another "
+                            "--time-limit)")
     solve.add_argument("--cap", type=_positive_int, default=None, help="max tokens per micro-batch")
     solve.add_argument("--time-limit", type=_positive_float, default=1.0,
-                       help="seconds (default 1)")
+                       help="seconds for the search (default 1 here; partition() in Python "
+                            "defaults to 0.1, a budget for inside a training step)")
     solve.add_argument("--cost", choices=("tokens", "attention"), default="tokens",
                        help="what to balance (the cap always counts tokens)")
     solve.add_argument("--equal-size", action="store_true",
@@ -241,7 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--min-k-time", type=_positive_float, default=0.5,
                        help="seconds to find the smallest k when bounds do not settle it")
     study.add_argument("--jobs", type=_positive_int, default=None,
-                       help="processes (default: all cores)")
+                       help="processes for the untimed methods (default: all cores)")
+    study.add_argument("--timed-jobs", type=_positive_int, default=None,
+                       help="time-budgeted runs (partition@S) at a time; they run after the "
+                            "others, apart, with cores/N CP-SAT workers each (default: --jobs; "
+                            "1 runs them one by one)")
     study.add_argument("--out", default="seqpart-study", help="output directory")
     study.add_argument("--limit", type=_positive_int, default=None,
                        help="run at most this many new (instance, method) results")

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,17 @@ def read_text(path: str | None) -> tuple[str, str]:
         raise UsageError(f"{path}: cannot read it ({err.strerror})") from None
 
 
+#: Column names that say "this is a length in tokens" (compared lower-case, with spaces and
+#: dashes as underscores). With several columns and no --column, one of these is used.
+LENGTH_COLUMNS = (
+    "length", "lengths", "len", "tokens", "num_tokens", "n_tokens", "ntokens", "token_count",
+    "total_tokens", "seq_len", "seqlen", "seq_length", "sequence_length", "response_length",
+    "total_length", "num_tokens_total",
+)
+
+Say = Callable[[str], None]
+
+
 def _is_int(cell: str) -> bool:
     try:
         int(cell.strip())
@@ -46,13 +58,21 @@ def _is_int(cell: str) -> bool:
     return True
 
 
-def parse_lengths(text: str, name: str, column: str | None = None) -> list[Any]:
+def _norm(header: str) -> str:
+    return "_".join(header.strip().lower().replace("-", " ").split())
+
+
+def parse_lengths(
+    text: str, name: str, column: str | None = None, say: Say | None = None
+) -> list[Any]:
     """Lengths from a JSON list, a JSON object with ``lengths``, CSV, or whitespace-separated ints.
 
     JSON values are returned as parsed (the solver names a float or a bool precisely); CSV cells
-    must be integers.
+    must be integers. A CSV with several columns needs ``column``, or a header that names one
+    length column (:data:`LENGTH_COLUMNS`); the choice is reported through ``say``. A UTF-8
+    byte-order mark is ignored.
     """
-    stripped = text.strip()
+    stripped = text.lstrip("\ufeff").strip()
     if not stripped:
         raise UsageError(
             f"{name} is empty: expected a JSON list, a JSON object with 'lengths', or CSV"
@@ -73,10 +93,10 @@ def parse_lengths(text: str, name: str, column: str | None = None) -> list[Any]:
         if not isinstance(data, list):
             raise UsageError(f"{name}: 'lengths' must be a JSON list, got {type(data).__name__}")
         return data
-    return _parse_table(stripped, name, column)
+    return _parse_table(stripped, name, column, say)
 
 
-def _parse_table(text: str, name: str, column: str | None) -> list[int]:
+def _parse_table(text: str, name: str, column: str | None, say: Say | None) -> list[int]:
     first_line = text.splitlines()[0]
     if "\t" in first_line:
         delimiter = "\t"
@@ -85,50 +105,89 @@ def _parse_table(text: str, name: str, column: str | None) -> list[int]:
     elif ";" in first_line:
         delimiter = ";"
     else:  # plain ints, one per line or separated by spaces: one column
-        cells = text.split()
-        rows = [[c] for c in cells]
-        return _pick_column(rows, name, column)
+        rows: list[tuple[str, list[str]]] = []
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            cells = line.split()
+            rows += [(f"line {line_no}" if len(cells) == 1 else f"line {line_no} value {i}", [c])
+                     for i, c in enumerate(cells, start=1)]
+        return _pick_column(rows, name, column, say)
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    rows = [row for row in reader if any(c.strip() for c in row)]
-    return _pick_column(rows, name, column)
+    rows = []
+    for row in reader:
+        if any(c.strip() for c in row):
+            rows.append((f"row {reader.line_num}", row))
+    return _pick_column(rows, name, column, say)
 
 
-def _pick_column(rows: list[list[str]], name: str, column: str | None) -> list[int]:
-    header = [c.strip() for c in rows[0]] if not all(_is_int(c) for c in rows[0]) else None
+def _pick_column(
+    rows: list[tuple[str, list[str]]], name: str, column: str | None, say: Say | None
+) -> list[int]:
+    first = rows[0][1]
+    header = [c.strip() for c in first] if not all(_is_int(c) for c in first) else None
     body = rows[1:] if header is not None else rows
     if not body:
         raise UsageError(f"{name} has a header but no rows of lengths")
     if header is None and len(body) == 1 and column is None:  # "8,7,6": one line, one batch
-        return [int(c) for c in body[0] if c.strip()]
-    width = max(len(r) for r in body)
+        cells = [c for c in body[0][1] if c.strip()]
+        return [int(c) for c in cells]
+    width = max(len(r) for _, r in body)
+    if header is not None:
+        width = max(width, len(header))
     if column is not None:
         if header is not None and column in header:
             col = header.index(column)
-        elif header is not None and column.lower() in [h.lower() for h in header]:
-            col = [h.lower() for h in header].index(column.lower())
+        elif header is not None and _norm(column) in [_norm(h) for h in header]:
+            col = [_norm(h) for h in header].index(_norm(column))
         elif column.isdigit() and 1 <= int(column) <= width:
             col = int(column) - 1
         else:
             known = f"columns: {', '.join(header)}" if header else f"{width} unnamed columns"
             raise UsageError(f"--column {column!r} not found in {name} ({known}); "
                              "give a header name or a 1-based number")
+    elif width == 1:
+        col = 0
+    elif header is None:
+        raise UsageError(f"{name} has {width} columns and no header: say which one holds the "
+                         "lengths with --column NUMBER (1-based)")
     else:
-        candidates = [c for c in range(width) if all(c < len(r) and _is_int(r[c]) for r in body)]
-        if not candidates:
-            raise UsageError(f"{name} has no column of integers: pick one with --column NAME")
-        col = candidates[0]
-    label = header[col] if header is not None and col < len(header) else f"column {col + 1}"
+        named = [c for c, h in enumerate(header) if _norm(h) in LENGTH_COLUMNS]
+        if len(named) != 1:
+            which = (f"none is named like a length ({', '.join(LENGTH_COLUMNS[:5])}, ...)"
+                     if not named else
+                     f"{', '.join(header[c] for c in named)} are all named like lengths")
+            raise UsageError(f"{name} has several columns ({', '.join(header)}) and {which}: "
+                             "pick one with --column NAME")
+        col = named[0]
+    if header is not None and col < len(header):
+        label = f", column {header[col]!r}"
+    else:
+        label = f", column {col + 1}" if width > 1 else ""
     values = []
-    for line, row in enumerate(body, start=2 if header is not None else 1):
+    for where, row in body:
         cell = row[col].strip() if col < len(row) else ""
         if not _is_int(cell):
-            raise UsageError(
-                f"{name} row {line}, {label}: {cell!r} is not an integer token count"
-            )
+            raise UsageError(f"{name} {where}{label}: {_why_not_int(cell)}")
         values.append(int(cell))
+    if column is None and width > 1 and header is not None and say is not None:
+        say(f"seqpart: {name}: using column {header[col]!r} for the lengths "
+            f"(of {', '.join(header)}; --column picks another)")
     return values
 
 
-def load_lengths(path: str | None, column: str | None = None) -> list[Any]:
+def _why_not_int(cell: str) -> str:
+    if not cell:
+        return "the cell is empty; every row needs a token count"
+    try:
+        number = float(cell)
+    except ValueError:
+        return (f"cell {cell!r} is not a number; token counts are integers (drop or fill "
+                "missing rows)")
+    if number != number:  # NaN
+        return f"cell {cell!r} is a missing value; drop or fill that row"
+    return f"cell {cell!r} is not an integer; token counts are whole numbers"
+
+
+def load_lengths(path: str | None, column: str | None = None, say: Say | None = None) -> list[Any]:
+    """:func:`parse_lengths` of the file at ``path`` (or stdin for ``-``/None)."""
     text, name = read_text(path)
-    return parse_lengths(text, name, column)
+    return parse_lengths(text, name, column, say)

@@ -116,15 +116,32 @@ def _set_partitions(n: int) -> Iterator[list[int]]:
 
 def _optimal_max_by_k(lengths: Sequence[int], partitions: list[list[int]]) -> list[int]:
     """opt[k] = the smallest possible largest micro-batch over all splits into exactly k."""
+    return _optimal_max_by_k_table(lengths, _PartitionTable.of(partitions))
+
+
+@dataclass(frozen=True)
+class _PartitionTable:
+    """Every set partition of n items as arrays, so the exhaustive search is a few numpy ops per
+    multiset instead of a Python loop over ~200 partitions."""
+
+    one_hot: np.ndarray  # (partitions, n items, n blocks): 1 where the item is in the block
+    blocks: np.ndarray  # (partitions,): how many blocks (= k) each partition has
+
+    @staticmethod
+    def of(partitions: list[list[int]]) -> _PartitionTable:
+        labels = np.asarray(partitions, dtype=np.int64)
+        n = labels.shape[1]
+        one_hot = (labels[:, :, None] == np.arange(n)[None, None, :]).astype(np.int64)
+        return _PartitionTable(one_hot, labels.max(axis=1) + 1)
+
+
+def _optimal_max_by_k_table(lengths: Sequence[int], table: _PartitionTable) -> list[int]:
     n = len(lengths)
-    opt = [0] + [sum(lengths)] * n
-    for labels in partitions:
-        sums = [0] * n
-        for item, b in enumerate(labels):
-            sums[b] += lengths[item]
-        k = max(labels) + 1
-        opt[k] = min(opt[k], max(sums[:k]))
-    return opt
+    largest = np.einsum("pib,i->pb", table.one_hot, np.asarray(lengths, dtype=np.int64)).max(1)
+    opt = np.full(n + 1, sum(lengths), dtype=np.int64)
+    np.minimum.at(opt, table.blocks, largest)
+    opt[0] = 0
+    return [int(x) for x in opt]
 
 
 @dataclass(frozen=True)
@@ -155,17 +172,19 @@ def smallest_cap_counterexample(max_items: int = 6, max_length: int = 8) -> Smal
     counts: dict[int, int] = {}
     checked = 0
     for n in range(1, max_items + 1):
-        partitions = [list(p) for p in _set_partitions(n)]
+        table = _PartitionTable.of([list(p) for p in _set_partitions(n)])
         found_here = 0
         for combo in itertools.combinations_with_replacement(range(max_length, 0, -1), n):
             checked += 1
             lengths = list(combo)  # descending
-            opt = _optimal_max_by_k(lengths, partitions)
-            kk_max = [0] + [
-                max(sum(lengths[i] for i in b) for b in karmarkar_karp(lengths, k))
-                for k in range(1, n + 1)
-            ]
+            opt = _optimal_max_by_k_table(lengths, table)
             total = sum(lengths)
+            # The k a cap gets is the first with opt[k] <= cap; opt does not increase with k, so
+            # only the k where it drops are ever chosen, and k=1 (cap = total) cannot fail.
+            chosen = [k for k in range(2, n + 1) if opt[k] < opt[k - 1]]
+            kk_max = {k: max(sum(lengths[i] for i in b) for b in karmarkar_karp(lengths, k))
+                      for k in chosen}
+            kk_max[1] = total
             for cap in range(lengths[0], total + 1):
                 k = next(k for k in range(1, n + 1) if opt[k] <= cap)
                 if kk_max[k] > cap:

@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import os
+import textwrap
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -59,6 +60,7 @@ class StudyConfig:
     seed: int = 0
     min_k_time: float = 0.5
     jobs: int | None = None  # None: all cores
+    timed_jobs: int | None = None  # partition@ runs at a time, apart; None: as jobs
     out: str = "seqpart-study"
     limit: int | None = None  # at most this many new results
     plots: bool = True
@@ -172,7 +174,7 @@ def parse_ns(text: str) -> list[int | None]:
     return ns
 
 
-def _sources(config: StudyConfig) -> list[Source]:
+def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> list[Source]:
     from seqpart.heuristics._inputs import as_lengths
 
     from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
@@ -190,7 +192,7 @@ def _sources(config: StudyConfig) -> list[Source]:
             data = load_dataset(name)
             sources.append(Source(name, data.lengths, max(data.lengths)))
     for path in config.data or []:
-        raw = load_lengths(path, config.column)
+        raw = load_lengths(path, config.column, say)
         try:
             lengths = tuple(int(x) for x in as_lengths(raw))
         except (TypeError, ValueError) as err:
@@ -235,6 +237,7 @@ def build_instances(
     config: StudyConfig,
     pool: ProcessPoolExecutor | None = None,
     min_k_cache: dict[str, list[Any]] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[list[Instance], int]:
     """Every (source, n, rep, cap, k) of the grid; returns the instances and how many were
     skipped (k > n, or a cap below the longest sequence in the batch).
@@ -242,7 +245,7 @@ def build_instances(
     ``min_k_cache`` (batch key -> [k, k_status]) is read and filled: the smallest k comes from
     a timed search, and a resumed study must see the same k (it is part of each key)."""
     cache = min_k_cache if min_k_cache is not None else {}
-    sources = _sources(config)
+    sources = _sources(config, say)
     ns = parse_ns(config.n) if config.n is not None else parse_ns(DEFAULT_N)
     k_specs = parse_k_specs(config.k)
     caps = parse_caps(config.caps)
@@ -353,8 +356,9 @@ def run_method(
 
 
 def method_task(inst: Instance, method: str, cost: str, workers: int) -> Task:
-    """The engine's task for one method on one instance."""
-    return Task(f"{inst.key}|{method}", (inst, method, cost, workers))
+    """The engine's task for one method on one instance; time-budgeted methods are exclusive."""
+    return Task(f"{inst.key}|{method}", (inst, method, cost, workers),
+                exclusive=method.startswith("partition@"))
 
 
 def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
@@ -372,6 +376,7 @@ def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
         "k_status": inst.k_status,
         "cost": cost,
         "method": method,
+        **({"workers": workers} if method.startswith("partition@") else {}),
         **result,
     }
 
@@ -383,6 +388,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 SUMMARY_COLUMNS = (
     "method", "runs", "valid_rate", "runs_over_cap", "over_cap_bins", "runs_empty", "empty_bins",
     "mean_gap", "max_gap", "optimal_share", "time_p50_s", "time_p95_s",
+    "timed_runs", "cpu_per_wall_p50", "cpu_per_wall_min", "load_avg_1m_max",
 )
 
 
@@ -414,8 +420,50 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list
             "optimal_share": sum(1 for r, g in zip(valid, gaps, strict=True) if g <= 0) / len(mine),
             "time_p50_s": _percentile(times, 50),
             "time_p95_s": _percentile(times, 95),
+            **_contention(mine),
         })
     return rows
+
+
+def _contention(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """How much CPU the timed runs had: CPU seconds per wall second of the process (about 1 for
+    one busy thread that had a core to itself; less when something else competed) and the
+    machine's 1-minute load average when they started."""
+    runs = [r["run"] for r in records if isinstance(r.get("run"), dict)]
+    shares = [r["cpu_s"] / r["wall_s"] for r in runs if r["wall_s"] > 0]
+    loads = [r["load_avg_1m"] for r in runs if r.get("load_avg_1m") is not None]
+    return {
+        "timed_runs": len(runs),
+        "cpu_per_wall_p50": _percentile(shares, 50),
+        "cpu_per_wall_min": min(shares) if shares else float("nan"),
+        "load_avg_1m_max": max(loads) if loads else float("nan"),
+    }
+
+
+def format_timing_note(rows: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> str:
+    """What the time columns of the time-budgeted methods mean, with the measured contention."""
+    timed = [r for r in rows if r["timed_runs"]]
+    if not timed:
+        return ""
+    runs = [r for r in records if isinstance(r.get("run"), dict)]
+    how = sorted({(r["run"].get("at_a_time", 1), r.get("workers", 1), r["run"]["cores"])
+                  for r in runs})
+    ways = "; ".join(f"{a} at a time with {w} CP-SAT worker(s) each, on {c} core(s)"
+                     for a, w, c in how)
+    lines = textwrap.wrap(
+        f"Time-budgeted methods ran after the others, {ways}. CPU/wall is CPU seconds per wall "
+        "second of a run: about 1 (or more with several workers) when it had its cores, lower "
+        "when other processes competed; * in the table marks a median below 0.8, where the "
+        "times include waiting for the CPU:", width=100)
+    for r in timed:
+        lines.append(f"  {r['method']}: CPU/wall median {r['cpu_per_wall_p50']:.2f}, "
+                     f"lowest {r['cpu_per_wall_min']:.2f}; 1-min load average up to "
+                     f"{r['load_avg_1m_max']:.1f} over {r['timed_runs']} runs")
+    return "\n".join(lines)
+
+
+#: Below this median CPU/wall, a timed method's times are marked as inflated by other load.
+STARVED = 0.8
 
 
 def format_summary(rows: Sequence[dict[str, Any]]) -> str:
@@ -430,7 +478,8 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
             "-" if math.isnan(r["mean_gap"]) else f"{r['mean_gap']:.2%}",
             "-" if math.isnan(r["max_gap"]) else f"{r['max_gap']:.2%}",
             f"{r['optimal_share']:.0%}",
-            _fmt_seconds(r["time_p50_s"]), _fmt_seconds(r["time_p95_s"]),
+            *(_fmt_seconds(r[c]) + ("*" if _starved(r) else "")
+              for c in ("time_p50_s", "time_p95_s")),
         ))
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
     lines = []
@@ -440,6 +489,10 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _starved(row: dict[str, Any]) -> bool:
+    return bool(row.get("timed_runs")) and row["cpu_per_wall_p50"] < STARVED
 
 
 def _fmt_seconds(seconds: float) -> str:
@@ -465,6 +518,8 @@ class StudyOutcome:
     wanted: int = 0
     plots: list[Path] = field(default_factory=list)
     plots_skipped: str | None = None
+    timing_note: str = ""
+    earlier: int = 0  # records from earlier runs with other settings, in the summary too
     interrupted: bool = False
     seconds: float = 0.0
 
@@ -475,9 +530,13 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     ``say`` gets progress messages (the CLI sends them to stderr unless ``--quiet``).
     """
     methods = parse_methods(config.methods)
-    jobs = config.jobs or os.cpu_count() or 1
-    # CP-SAT's own threads share the cores with the pool's processes.
-    workers = max(1, (os.cpu_count() or 1) // jobs)
+    cores = os.cpu_count() or 1
+    jobs = config.jobs or cores
+    # Timed methods run after the others, timed_jobs at a time, and CP-SAT gets the cores they
+    # leave: no more busy threads of the study than cores (the note under the table shows how
+    # much CPU they really had).
+    timed_jobs = config.timed_jobs or jobs
+    workers = max(1, cores // timed_jobs)
     out = Path(config.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -491,8 +550,8 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
         cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     except json.JSONDecodeError:
         cache = {}
-    with worker_pool(jobs) as pool:
-        instances, skipped = build_instances(config, pool, cache)
+    with worker_pool(max(jobs, timed_jobs)) as pool:
+        instances, skipped = build_instances(config, pool, cache, say)
         cache_path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
         all_tasks = [method_task(inst, m, config.cost, workers) for inst in instances
                      for m in methods]
@@ -503,23 +562,29 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
             tasks = tasks[: config.limit]
         say(f"seqpart study: {len(instances)} instances x {len(methods)} methods; "
             f"{resumed} results already in {store.path}, {len(tasks)} to run on {jobs} "
-            f"process(es)" + (f"; {skipped} grid points skipped (k > n or cap < longest)"
+            f"process(es), time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT "
+            f"worker(s)" + (f"; {skipped} grid points skipped (k > n or cap < longest)"
                               if skipped else ""))
-        run = run_tasks(tasks, run_method_task, store, jobs=jobs, pool=pool,
-                        progress=config.progress)
+        run = run_tasks(tasks, run_method_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
+                        pool=pool, progress=config.progress, desc="study")
     if run.interrupted:
         outcome.interrupted = True
         return outcome
-    records = [r for r in store.records() if r["key"] in wanted]
-    outcome.rows = summarize(records, methods)
+    # The summary and the plots cover every record in the store: a re-run of a subset into the
+    # same directory adds to the earlier results instead of replacing them.
+    records = store.records()
+    shown = list(dict.fromkeys([*methods, *(r["method"] for r in records)]))
+    outcome.rows = summarize(records, shown)
+    outcome.timing_note = format_timing_note(outcome.rows, records)
     write_summary_csv(outcome.rows, out / "summary.csv")
     outcome.wanted = len(wanted)
-    outcome.missing = len(wanted) - len(records)
+    outcome.missing = len(wanted - {r["key"] for r in records})
+    outcome.earlier = sum(1 for r in records if r["key"] not in wanted)
     if config.plots:
         try:
             from .plots import write_plots
 
-            outcome.plots = write_plots(records, methods, out)
+            outcome.plots = write_plots(records, shown, out)
         except ImportError:
             outcome.plots_skipped = (
                 "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")

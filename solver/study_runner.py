@@ -5,18 +5,20 @@ It knows nothing about partitioning; :mod:`seqpart.solver.study` (the method stu
 it, and another kind of study can be too:
 
 - :class:`Task` -- ``key`` (unique and stable across runs: it is how a resumed study knows what
-  is done), ``payload`` (picklable, handed to the runner) and ``exclusive`` (see below).
+  is done), ``payload`` (picklable, handed to the runner) and ``exclusive`` (timed: see below).
 - :class:`ResultStore` -- ``results.jsonl``, one JSON record per line. ``records()`` reads every
   record (a line cut short by an interruption is skipped; the last record of a key wins), so a
   summary made from it covers earlier runs too; ``keys()`` the done keys; ``pending(tasks)`` the
   tasks not done yet.
-- :func:`run_tasks` ``(tasks, runner, store, jobs=..., pool=..., progress=...)`` -- calls
-  ``runner(task.payload)`` for each task (``runner`` is a module-level function returning a
-  JSON-able dict), adds ``"key": task.key`` and appends the record to the store as soon as it
-  finishes, with a progress bar on stderr. Tasks run on ``jobs`` processes, except
-  ``exclusive`` ones: those run afterwards in this process, one at a time, while the pool is
-  idle -- for anything timed, whose figures must not depend on how many siblings share the
-  cores. Ctrl-C stops it cleanly: finished records are kept and it returns
+- :func:`run_tasks` ``(tasks, runner, store, jobs=, exclusive_jobs=, pool=, progress=,
+  desc=)`` -- calls ``runner(task.payload)`` for each task (``runner`` is a module-level function
+  returning a JSON-able dict), adds ``"key": task.key`` and appends the record to the store as
+  soon as it finishes, with a tqdm progress bar on stderr. Tasks run on ``jobs`` processes,
+  except ``exclusive`` ones: those run afterwards, while nothing else of the study runs,
+  ``exclusive_jobs`` at a time (default 1: in this process, one after another) -- for anything
+  timed, whose figures must not depend on how many siblings share the cores. Their records get
+  ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}`` so a summary can show whether anything
+  else competed. Ctrl-C stops it cleanly: finished records are kept and it returns
   ``RunOutcome(interrupted=True)``; running again with ``store.pending(tasks)`` resumes.
 - :func:`worker_pool` / :func:`pool_map` -- one process pool for the tasks and for side
   computations, so workers start once.
@@ -32,6 +34,7 @@ A new study writes its task list with stable keys and a module-level runner, the
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -40,7 +43,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
+
+from tqdm import tqdm
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,8 @@ class Task:
 
     key: str
     payload: Any
-    #: Timed work: run alone in the parent after the pool's tasks (see :func:`run_tasks`).
+    #: Its measured time is a result (e.g. a time-budgeted solver): run apart from the other
+    #: tasks, at most ``exclusive_jobs`` at a time (see :func:`run_tasks`).
     exclusive: bool = False
 
 
@@ -140,13 +146,22 @@ def keep_sigint() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class _Call:
-    """A picklable ``runner(payload)`` with the key added to the record."""
+    """A picklable ``runner(payload)``: the record gets the key, and for a timed task how much
+    CPU the process had while it ran (see :func:`run_tasks`)."""
 
     runner: Callable[[Any], dict[str, Any]]
+    exclusive_jobs: int = 1
 
     def __call__(self, task: Task) -> dict[str, Any]:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        wall, cpu = time.perf_counter(), time.process_time()
         with keep_sigint():
             record = self.runner(task.payload)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if task.exclusive:
+            record = {**record, "run": {"wall_s": wall, "cpu_s": cpu, "load_avg_1m": load,
+                                        "cores": os.cpu_count(), "pid": os.getpid(),
+                                        "at_a_time": self.exclusive_jobs}}
         return {"key": task.key, **record}
 
 
@@ -164,23 +179,31 @@ def run_tasks(
     store: ResultStore,
     *,
     jobs: int = 1,
+    exclusive_jobs: int = 1,
     pool: ProcessPoolExecutor | None = None,
     progress: bool = True,
+    desc: str = "tasks",
 ) -> RunOutcome:
     """Run each task and append its record to ``store`` as it completes (see the module doc).
 
-    Non-exclusive tasks run on ``pool`` (or a pool of ``jobs`` processes made here; none for
-    ``jobs == 1``), exclusive ones after them in this process, one at a time. ``runner`` must be
-    picklable (a module-level function) when a pool is used.
+    Other tasks run first, ``jobs`` at a time on ``pool`` (or on a pool made here; none for
+    ``jobs == 1``). Exclusive (timed) tasks run after them, ``exclusive_jobs`` at a time (1: in
+    this process, one after another), so nothing else of the study shares the cores with them;
+    each exclusive record gets ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}``:
+    the CPU the process had during the task and the machine's load, which say whether something
+    else competed.
+    ``runner`` must be picklable (a module-level function) when a pool is used.
     """
-    call = _Call(runner)
-    shared = [t for t in tasks if not t.exclusive]
-    alone = [t for t in tasks if t.exclusive]
-    bar = Progress(len(tasks), enabled=progress)
+    call = _Call(runner, exclusive_jobs)
+    untimed = [t for t in tasks if not t.exclusive]
+    timed = [t for t in tasks if t.exclusive]
+    needs_pool = (jobs > 1 and untimed) or (exclusive_jobs > 1 and timed)
     ran = 0
     with store.appender() as append, (
-        worker_pool(jobs) if pool is None and shared else _no_pool(pool)
-    ) as executor:
+        worker_pool(max(jobs, exclusive_jobs)) if pool is None and needs_pool else _given(pool)
+    ) as executor, tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress,
+                        file=sys.stderr, dynamic_ncols=True,
+                        mininterval=0.2 if sys.stderr.isatty() else 10.0) as bar:
 
         def save(record: dict[str, Any]) -> None:
             nonlocal ran
@@ -189,23 +212,21 @@ def run_tasks(
             bar.update()
 
         try:
-            if executor is None:
-                for task in shared:
-                    save(call(task))
-            else:
-                _run_on_pool(shared, call, executor, save, jobs)
-            for task in alone:
-                save(call(task))
+            for group, width in ((untimed, jobs), (timed, exclusive_jobs)):
+                if executor is None or width <= 1:
+                    for task in group:
+                        save(call(task))
+                else:
+                    _run_on_pool(group, call, executor, save, width)
         except KeyboardInterrupt:
             # One Ctrl-C is enough: a second one must not cut the wrap-up short.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            bar.finish_interrupted()
             return RunOutcome(ran, True)
     return RunOutcome(ran, False)
 
 
 @contextmanager
-def _no_pool(pool: ProcessPoolExecutor | None) -> Iterator[ProcessPoolExecutor | None]:
+def _given(pool: ProcessPoolExecutor | None) -> Iterator[ProcessPoolExecutor | None]:
     yield pool
 
 
@@ -214,14 +235,14 @@ def _run_on_pool(
     call: _Call,
     executor: ProcessPoolExecutor,
     save: Callable[[dict[str, Any]], None],
-    jobs: int,
+    width: int,
 ) -> None:
-    # Bounded submission keeps memory flat and lets Ctrl-C stop promptly.
+    """At most ``width`` tasks in flight: a bound on concurrency (timed tasks), and memory kept
+    flat with Ctrl-C stopping promptly."""
     pending: set[Future[dict[str, Any]]] = set()
-    limit = 4 * max(jobs, 1)
     for task in tasks:
         pending.add(executor.submit(call, task))
-        if len(pending) >= limit:
+        if len(pending) >= width:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 save(future.result())
@@ -229,47 +250,3 @@ def _run_on_pool(
         finished, pending = wait(pending, return_when=FIRST_COMPLETED)
         for future in finished:
             save(future.result())
-
-
-class Progress:
-    """A one-line progress bar on stderr; on a non-terminal, a line every quarter."""
-
-    def __init__(self, total: int, stream: TextIO | None = None, enabled: bool = True) -> None:
-        self.total, self.done = total, 0
-        self.stream = stream or sys.stderr
-        self.enabled = enabled and total > 0
-        self.tty = self.stream.isatty()
-        self.start = time.perf_counter()
-        self.last = 0.0
-        self.next_quarter = 1
-
-    def update(self, step: int = 1) -> None:
-        self.done += step
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if self.tty:
-            if now - self.last < 0.1 and self.done < self.total:
-                return
-            self.last = now
-            self.stream.write("\r" + self._line(now))
-            if self.done >= self.total:
-                self.stream.write("\n")
-        elif self.done * 4 >= self.next_quarter * self.total:
-            while self.done * 4 >= self.next_quarter * self.total:
-                self.next_quarter += 1
-            self.stream.write(self._line(now) + "\n")
-        self.stream.flush()
-
-    def _line(self, now: float) -> str:
-        frac = self.done / self.total
-        width = 30
-        filled = int(frac * width)
-        elapsed = now - self.start
-        eta = elapsed / frac - elapsed if frac > 0 else 0.0
-        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                f"{frac:4.0%} {elapsed:5.1f}s eta {eta:4.0f}s")
-
-    def finish_interrupted(self) -> None:
-        if self.enabled and self.tty:
-            self.stream.write("\n")

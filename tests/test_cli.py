@@ -1,10 +1,14 @@
-"""The ``seqpart`` command line, through its real entry point (a subprocess per call)."""
+"""The ``seqpart`` command line through its entry point, ``seqpart.solver.cli.main``: in this
+process for most cases (each subprocess costs a second of imports), and in subprocesses for the
+console script, ``python -m``, a parallel study and Ctrl-C."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -14,24 +18,41 @@ from pathlib import Path
 
 import pytest
 
+from seqpart.solver.cli import main
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-PLOTS = ("gap.png", "time_vs_n.png", "loads.png")
+PLOTS = ("gap.png", "failures.png", "time_vs_n.png", "loads.png")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 CLI = (sys.executable, "-m", "seqpart.solver.cli")
 
 
-def run(
-    *args: str, stdin: str | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*CLI, *args],
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=180,
-    )
+class _Stdin(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``seqpart ARGS`` in this process: exit code, stdout and stderr as a subprocess gives."""
+    out, err = io.StringIO(), io.StringIO()
+    old_stdin = sys.stdin
+    sys.stdin = _Stdin(stdin or "")
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: usage errors, --help, --version
+                code = exc.code if isinstance(exc.code, int) else 0
+    finally:
+        sys.stdin = old_stdin
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str, stdin: str = "", entry: tuple[str, ...] = CLI
+                ) -> subprocess.CompletedProcess:
+    return subprocess.run([*entry, *args], input=stdin, capture_output=True, text=True,
+                          timeout=180)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *words: str) -> None:
@@ -76,12 +97,13 @@ def test_solve_json_object_machine_output(tmp_path: Path) -> None:
     assert plan["tokens"] == [15, 15] and plan["status"] == "optimal"
 
 
-def test_solve_csv_default_first_integer_column_and_named_column(tmp_path: Path) -> None:
+def test_solve_csv_length_named_column_and_chosen_column(tmp_path: Path) -> None:
     path = tmp_path / "batch.csv"
     path.write_text("name,len,id\na,8,1\nb,7,1\nc,6,1\nd,5,1\ne,4,1\n")
     proc = run("solve", str(path), "--cap", "15", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["tokens"] == [15, 15]  # 'len', the first integer column
+    assert json.loads(proc.stdout)["tokens"] == [15, 15]  # 'len': named like a length
+    assert "using column 'len'" in proc.stderr and "--column" in proc.stderr
     proc = run("solve", str(path), "--column", "id", "--k", "5", "--json")
     assert json.loads(proc.stdout)["tokens"] == [1, 1, 1, 1, 1]
     proc = run("solve", str(path), "--column", "2", "--cap", "15", "--json")
@@ -127,7 +149,7 @@ def test_solve_options_cost_equal_size_oversize(issue_json: Path, tmp_path: Path
         ('{"x": [1]}', (), ("'lengths'",)),
         ("[8, 7, 6]", ("--k", "4"), ("k=4", "3 sequences")),
         ("[8, 7, 6]", ("--cap", "7"), ("over cap=7", "--oversize alone")),
-        ("len\n5\nabc\n", ("--column", "len"), ("'abc'", "not an integer")),
+        ("len\n5\nabc\n", ("--column", "len"), ("line 3", "column 'len'", "'abc'")),
         ("len\n5\n6\n", ("--column", "size"), ("size", "len")),
         ("[8, 7]", ("--equal-size", "--k", "3"), ("k=3",)),
     ],
@@ -156,6 +178,112 @@ def test_solve_infeasible_exits_3(issue_json: Path) -> None:
     assert_one_line_error(
         run("solve", str(issue_json), "--k", "1", "--cap", "15"), 3, "infeasible", "k >= 2"
     )
+
+
+def test_csv_with_several_columns_and_no_length_name_is_refused(tmp_path: Path) -> None:
+    """`id,total`: summing the ids would be a wrong answer with exit 0; refuse and list."""
+    path = tmp_path / "b1.csv"
+    path.write_text("id,total\n1,900\n2,800\n3,700\n")
+    assert_one_line_error(run("solve", str(path), "--cap", "8192"), 2, "id, total", "--column")
+    proc = run("solve", str(path), "--column", "total", "--k", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert sum(json.loads(proc.stdout)["tokens"]) == 2400
+    two = tmp_path / "two.csv"
+    two.write_text("tokens,seq_len\n1,2\n3,4\n")  # two length-like names: which one?
+    assert_one_line_error(run("solve", str(two)), 2, "tokens, seq_len", "--column")
+    bare = tmp_path / "bare.csv"
+    bare.write_text("1,900\n2,800\n")  # no header: no name to go by
+    assert_one_line_error(run("solve", str(bare)), 2, "2 columns", "--column")
+
+
+@pytest.mark.parametrize("name", ["length", "lengths", "tokens", "num_tokens", "total_tokens",
+                                  "seq_len", "seqlen", "response_length", "Num Tokens"])
+def test_csv_length_column_names_are_recognised(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "b.csv"
+    path.write_text(f"id,{name},reward\n0,8,1\n1,7,0\n2,6,1\n3,5,1\n4,4,0\n")
+    proc = run("solve", str(path), "--cap", "15", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tokens"] == [15, 15]
+    assert f"using column {name!r}" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("cell", "words"),
+    [("NA", ("row 3", "column 'tokens'", "'NA'", "not a number")),
+     ("3.5", ("row 3", "column 'tokens'", "'3.5'", "whole numbers")),
+     ("nan", ("row 3", "'nan'", "missing")),
+     ("", ("row 3", "column 'tokens'", "empty"))],
+)
+def test_csv_bad_cell_names_row_column_and_cell(
+    tmp_path: Path, cell: str, words: tuple[str, ...]
+) -> None:
+    path = tmp_path / "b.csv"
+    path.write_text(f"id,tokens\n0,8\n1,{cell}\n2,6\n")
+    assert_one_line_error(run("solve", str(path)), 2, str(path), *words)
+
+
+def test_byte_order_mark_is_ignored(tmp_path: Path) -> None:
+    csv_path = tmp_path / "excel.csv"
+    csv_path.write_bytes("\ufeffid,length\n0,8\n1,7\n2,6\n3,5\n4,4\n".encode())
+    json_path = tmp_path / "bom.json"
+    json_path.write_bytes("\ufeff[8, 7, 6, 5, 4]".encode())
+    for path in (csv_path, json_path):
+        proc = run("solve", str(path), "--cap", "15", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["tokens"] == [15, 15]
+    proc = run("solve", "--cap", "15", "--json", stdin=csv_path.read_text(encoding="utf-8"))
+    assert json.loads(proc.stdout)["tokens"] == [15, 15]  # stdin too
+    assert "using column 'length'" in proc.stderr  # no invisible character in the name
+
+
+def test_solve_k_min_plus_n(issue_json: Path) -> None:
+    plan = json.loads(run("solve", str(issue_json), "--cap", "15", "--k", "min+2",
+                          "--json").stdout)
+    assert plan["k"] == 4 and plan["k_status"] == "given"  # smallest feasible is 2
+    assert any("smallest feasible count, proven) + 2" in note for note in plan["notes"])
+    assert_one_line_error(run("solve", str(issue_json), "--k", "min+x"), 2, "min+N")
+    assert_one_line_error(run("solve", str(issue_json), "--k", "min+9"), 2, "k=10", "5 sequences")
+
+
+def test_solve_json_matches_the_documented_schema(issue_json: Path, tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "docs" / "solve.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    cases = [("--k", "2"), ("--cap", "15"), ("--cap", "7", "--oversize", "alone"),
+             ("--k", "min+1", "--cost", "attention"), ("--k", "5", "--equal-size", "--cap", "20")]
+    for args in cases:
+        proc = run("solve", str(issue_json), "--json", *args)
+        assert proc.returncode == 0, proc.stderr
+        jsonschema.validate(json.loads(proc.stdout), schema)
+    # The schema is strict: a renamed or missing field would fail.
+    plan = json.loads(run("solve", str(issue_json), "--json").stdout)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**plan, "extra": 1}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({k: v for k, v in plan.items() if k != "bins"}, schema)
+
+
+def test_version_help_and_time_limit_defaults() -> None:
+    from importlib.metadata import version
+
+    proc = run("--version")
+    assert proc.returncode == 0 and proc.stdout.strip() == f"seqpart {version('seqpart')}"
+    help_text = " ".join(run("solve", "--help").stdout.split())
+    assert "default 1 here" in help_text and "defaults to 0.1" in help_text
+    assert "min+N" in help_text
+
+
+def test_python_dash_m_seqpart_solver_and_py_typed() -> None:
+    proc = run_process("solve", "--k", "2", "--json", stdin="[8,7,6,5,4]",
+                       entry=(sys.executable, "-m", "seqpart.solver"))
+    assert json.loads(proc.stdout)["max_load"] == 15
+    import seqpart.heuristics
+    import seqpart.solver
+
+    for package in (seqpart.solver, seqpart.heuristics):
+        assert (Path(package.__file__).parent / "py.typed").exists()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"seqpart.solver" = ["data/*.json", "py.typed"]' in pyproject
 
 
 # --------------------------------------------------------------------------- repro
@@ -200,9 +328,9 @@ def read_records(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
-def test_tiny_study_writes_results_summary_and_plots(tmp_path: Path) -> None:
+def test_tiny_parallel_study_writes_results_and_summary(tmp_path: Path) -> None:
     out = tmp_path / "study"
-    proc = run(*TINY, "--jobs", "2", "--out", str(out))
+    proc = run_process(*TINY, "--jobs", "2", "--no-plots", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     records = read_records(out)
     # 2 batch sizes x 2 k values (plus the generated RL batches) x 2 methods.
@@ -217,8 +345,6 @@ def test_tiny_study_writes_results_summary_and_plots(tmp_path: Path) -> None:
         rows = list(csv.DictReader(fh))
     assert [row["method"] for row in rows] == ["karmarkar_karp", "partition@0.05"]
     assert all(int(row["runs"]) == 8 for row in rows)
-    for name in PLOTS:
-        assert (out / name).read_bytes()[:8] == PNG_MAGIC
     assert "valid" in proc.stdout and "karmarkar_karp" in proc.stdout
 
 
@@ -310,3 +436,83 @@ def test_study_on_a_user_file(tmp_path: Path) -> None:
 def test_study_bad_arguments(tmp_path: Path, args: tuple[str, ...], words: tuple[str, ...]) -> None:
     proc = run("study", *args, "--out", str(tmp_path / "s"), "--jobs", "1", "--quiet")
     assert_one_line_error(proc, 2, *words)
+
+
+def test_study_subset_rerun_merges_into_the_summary(tmp_path: Path) -> None:
+    """A second run with other methods into the same --out adds to the table, not replaces it."""
+    out = tmp_path / "study"
+    base = ("study", "--datasets", "code_humaneval_pypi", "--no-generated", "--n", "16",
+            "--k", "min", "--caps", "1x", "--jobs", "1", "--quiet", "--out", str(out))
+    first = run(*base, "--methods", "karmarkar_karp,partition@0.05", "--no-plots")
+    assert first.returncode == 0, first.stderr
+    second = run(*base, "--methods", "lpt")
+    assert second.returncode == 0, second.stderr
+    with (out / "summary.csv").open() as fh:
+        rows = {row["method"]: row for row in csv.DictReader(fh)}
+    assert list(rows) == ["lpt", "karmarkar_karp", "partition@0.05"]
+    assert all(int(row["runs"]) == 1 for row in rows.values())
+    assert "karmarkar_karp" in second.stdout and "2 results of earlier runs" in second.stdout
+    for name in PLOTS:  # the plots cover all three methods' records
+        assert (out / name).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_study_timed_runs_record_their_cpu_and_the_table_says_how_they_ran(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "study"
+    proc = run("study", "--datasets", "code_humaneval_pypi", "--no-generated", "--n", "16,24",
+               "--k", "min", "--caps", "1x", "--methods", "lpt,partition@0.05", "--jobs", "1",
+               "--no-plots", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    records = read_records(out)
+    timed = [r for r in records if r["method"] == "partition@0.05"]
+    assert len(timed) == 2 and all(r["workers"] == (os.cpu_count() or 1) for r in timed)
+    for r in timed:
+        run_info = r["run"]
+        assert run_info["wall_s"] >= r["seconds"] > 0 and run_info["cpu_s"] > 0
+        assert run_info["cores"] == os.cpu_count()
+    assert all("run" not in r for r in records if r["method"] == "lpt")
+    assert "Time-budgeted methods ran after the others, 1 at a time" in proc.stdout
+    assert "partition@0.05: CPU/wall median" in proc.stdout
+    with (out / "summary.csv").open() as fh:
+        rows = {row["method"]: row for row in csv.DictReader(fh)}
+    assert int(rows["partition@0.05"]["timed_runs"]) == 2
+    assert float(rows["partition@0.05"]["cpu_per_wall_p50"]) > 0
+
+
+def test_showcase_picks_an_over_cap_and_an_empty_instance() -> None:
+    from seqpart.solver.plots import outcome, showcase_instances
+
+    def rec(instance: str, over: int, empty: int, valid: bool = False) -> dict:
+        return {"instance": instance, "k": 4, "over_cap_bins": over, "empty_bins": empty,
+                "valid": valid, "method": "m"}
+
+    records = [rec("a", 1, 0), rec("a", 2, 0), rec("b", 0, 1), rec("b", 0, 0, True),
+               rec("c", 0, 0, True)]
+    assert showcase_instances(records) == [("a", "most methods over the cap"),
+                                           ("b", "most methods leave one empty")]
+    assert [outcome(r) for r in records] == ["over the cap", "over the cap",
+                                             "empty micro-batch", "valid", "valid"]
+    assert outcome(rec("d", 1, 1)) == "over the cap and empty"
+    assert outcome(rec("d", 0, 0)) == "no plan / error"
+
+
+def test_gap_plot_frame_holds_every_point() -> None:
+    """The largest gap (first-fit's ~94% in the README's study) sat on the frame before."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seqpart.solver.plots import _gap
+
+    def rec(method: str, load: int) -> dict:
+        return {"instance": f"i{load}", "method": method, "valid": True, "max_load": load,
+                "lower_bound": 100}
+
+    records = [rec("a", 100), rec("a", 194), rec("b", 101), rec("b", 100)]
+    fig = _gap(plt, records, ["a", "b"])
+    bottom, top = fig.axes[0].get_ylim()
+    plt.close(fig)
+    assert bottom < 0 < 94 < top / 1.5  # zero and the largest gap both inside, with room
