@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
-from seqpart.solver import Cost, InfeasibleError, InvalidPlanError
+from seqpart.solver import Cost, InfeasibleError, InvalidPlanError, SolverOptions
 from seqpart.solver.step import (
     StepPlan,
     check_schedule,
@@ -293,6 +293,12 @@ def test_plan_step_is_deterministic() -> None:
     b = plan_step(lengths, 8, 8192, **kw)
     if not any("clock" in x for x in a.notes + b.notes):  # the clock is only a safety net
         assert a.ranks == b.ranks and a.step_time == b.step_time and a.method == b.method
+    # Without the clock at all (options.deterministic), always the same plan.
+    still = SolverOptions(deterministic=True)
+    c = plan_step(lengths, 8, 8192, options=still, **kw)
+    d = plan_step(lengths, 8, 8192, options=still, **kw)
+    assert c.ranks == d.ranks and c.step_time == d.step_time and c.method == d.method
+    assert not any("clock" in x for x in c.notes)
 
 
 def test_plan_step_rejects_bad_input() -> None:
