@@ -29,6 +29,8 @@ _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 _MAX_REPAIRED_RANKS = 4
 #: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~5 ms).
 _KK_SPLIT_WORK = 20_000
+#: Past this many items x bins a split balances tokens, not cost (see split_into).
+_LPT_SPLIT_WORK = 50_000
 
 
 def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
@@ -58,11 +60,12 @@ def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n
 
 def split_into(
     tokens: list[int], costs: list[int], k: int, cap: int | None, *, balanced: bool,
-    repair: bool,
+    repair: bool, force: bool = False,
 ) -> list[list[int]] | None:
     """Positions ``0..len(tokens)-1`` into ``k`` non-empty bins under the cap, every over-cap
     item alone in a bin of its own: Karmarkar-Karp when ``balanced`` and it respects the cap,
-    else capped LPT, else (when ``repair``) the capped balancer. None when none works."""
+    else capped LPT, else (when ``repair``, and for a large split only when ``force``) the
+    capped balancer, slow on large tight splits. None when none works."""
     over = [] if cap is None else [i for i, t in enumerate(tokens) if t > cap]
     rest = [i for i, t in enumerate(tokens) if cap is None or t <= cap]
     k_rest = k - len(over)
@@ -78,10 +81,13 @@ def split_into(
     # Karmarkar-Karp costs about items x bins; past that, LPT balances nearly as well.
     kk = balanced and len(rest) * k_rest <= _KK_SPLIT_WORK
     local = karmarkar_karp_lists(rc, ones, k_rest, None) if kk else None
+    big = len(rest) * k_rest > _LPT_SPLIT_WORK
     if local is None or not fits(local):
-        local = lpt_lists(rt, rc, ones, k_rest, cap, None)
+        # LPT on cost looks past full bins for room, items x bins when the cap is tight; LPT on
+        # tokens needs only the least-loaded bin (it has the most room), so large splits use it.
+        local = lpt_lists(rt, rt if big else rc, ones, k_rest, cap, None)
     if not fits(local):
-        if not repair:
+        if not repair or (big and not force):
             return None
         local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
         if not fits(local):
@@ -97,7 +103,8 @@ def micro_first(
     capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
     ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``."""
     k = inst.dp_size * m
-    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair)
+    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair,
+                      force=repair)
     if bins is None:
         return []
     probe = from_bins(bins, [list(range(k))], inst.n)
