@@ -27,8 +27,8 @@ _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 #: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
 #: many; beyond, the construction gives up at this count.
 _MAX_REPAIRED_RANKS = 4
-#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~5 ms).
-_KK_SPLIT_WORK = 20_000
+#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~2 ms loaded).
+_KK_SPLIT_WORK = 5_000
 #: Past this many items x bins a split balances tokens, not cost (see split_into).
 _LPT_SPLIT_WORK = 50_000
 
