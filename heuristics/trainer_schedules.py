@@ -44,6 +44,17 @@ from ._common import order_desc
 from ._inputs import as_lengths, as_positive_int
 from .karmarkar_karp import karmarkar_karp_lists
 
+__all__ = [
+    "TRAINER_SCHEDULERS",
+    "get_trainer_scheduler",
+    "megatron",
+    "prime_rl",
+    "slime_kk",
+    "slime_rr",
+    "verl",
+    "verl_retry",
+]
+
 Schedule = list[list[list[int]]]
 TrainerScheduler = Callable[..., Schedule]
 

@@ -265,6 +265,8 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 _BUILD_WORK_PER_SEQUENCE = 250
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
+#: Counts built whatever the clock says while no valid start exists yet.
+_COUNTS_BEFORE_CLOCK = 3
 
 
 @dataclass
@@ -301,8 +303,10 @@ def plan_step(
     (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
     constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
     estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
-    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), and
-    micro-batches first (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
+    into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), ranks
+    packed for a target step time found by bisection (``pp > 1``: long sequences together on
+    few ranks, so the other ranks' bubbles stay short), and micro-batches first
+    (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
     Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
     schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
     pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
@@ -446,7 +450,7 @@ def plan_step(
             # Once a valid start exists, a construction only while the clock allows.
             if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
                 break
-            for method, mb_of in make(inst, m, seconds):
+            for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
             spent += build // len(CONSTRUCTIONS)
 
@@ -457,8 +461,11 @@ def plan_step(
 
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
-    # Until a first valid start exists the clock is not looked at: a plan beats an error.
-    while pending and (not pool or not out_of_clock(build_seconds)):
+    # Until a first valid start exists the clock is not looked at for the first
+    # _COUNTS_BEFORE_CLOCK counts: a plan beats an error.
+    while pending and (
+        (not pool and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds)
+    ):
         drop_hopeless()
         if not pending or (pool and spent + build > _BUILD_SHARE * budget):
             break
@@ -468,8 +475,8 @@ def plan_step(
         build_next()
     # No start yet (every construction broke the cap): the capped balancer, count by count,
     # from the smallest; it always finds a split when one is easy to find.
-    for m in sorted(bounds):
-        if pool or out_of_clock():
+    for j, m in enumerate(sorted(bounds)):
+        if pool or (j and out_of_clock()):
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)

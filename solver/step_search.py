@@ -30,6 +30,8 @@ import numpy as np
 #: under loads of 3-5, so a conservative figure): turns a time
 #: budget into a deterministic work budget.
 CANDIDATES_PER_SECOND = 15_000_000
+#: Moves are scored from at most this many sequences of the slowest rank per step.
+_MOVE_SOURCES = 256
 #: Swaps are scored against at most this many sequences of the least loaded ranks per step...
 _SWAP_PARTNERS = 512
 #: ...and from at most this many of the critical rank's sequences (the costliest first).
@@ -181,6 +183,10 @@ class _Search:
         movable = self.cnt[src] > 1
         if movable.any():
             a_idx, a_src = mine[movable], src[movable]
+            if len(a_idx) > _MOVE_SOURCES:  # a long rank: sources spread over its cost order
+                pick = np.argsort(-c[a_idx], kind="stable")
+                pick = pick[np.linspace(0, len(pick) - 1, _MOVE_SOURCES).round().astype(np.int64)]
+                a_idx, a_src = a_idx[pick], a_src[pick]
             a_c, a_l = c[a_idx], tok[a_idx]
             new_src = vpp * (s[r] - a_c) + beta * np.maximum(self.other[a_src], t[a_src] - a_c)
             ok = (rank_of != r)[None, :] & (self.mtok[None, :] + a_l[:, None] <= self.cap)
@@ -194,8 +200,11 @@ class _Search:
                 ai, b = divmod(flat, self.k)
                 self.apply(int(a_idx[ai]), int(a_src[ai]), b)
                 return True
-        # Swaps: the rank's costliest sequences against those of the least loaded ranks.
-        pick = np.argsort(-c[mine], kind="stable")[:_SWAP_SOURCES]
+        # Swaps: the rank's sequences (evenly spread over its cost order when there are many:
+        # large differences move much, small ones fine-tune) against the least loaded ranks'.
+        pick = np.argsort(-c[mine], kind="stable")
+        if len(pick) > _SWAP_SOURCES:
+            pick = pick[np.linspace(0, len(pick) - 1, _SWAP_SOURCES).round().astype(np.int64)]
         a_idx, a_src = mine[pick], src[pick]
         a_c, a_l = c[a_idx], tok[a_idx]
         pos = np.empty(self.dp, dtype=np.int64)

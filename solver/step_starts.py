@@ -6,6 +6,7 @@ trainers' own schedules. Each returns ``mb_of`` (the micro-batch of every sequen
 from __future__ import annotations
 
 import heapq
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,8 +27,10 @@ _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 #: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
 #: many; beyond, the construction gives up at this count.
 _MAX_REPAIRED_RANKS = 4
-#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~5 ms).
-_KK_SPLIT_WORK = 20_000
+#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~2 ms loaded).
+_KK_SPLIT_WORK = 5_000
+#: Past this many items x bins a split balances tokens, not cost (see split_into).
+_LPT_SPLIT_WORK = 50_000
 
 
 def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
@@ -57,11 +60,12 @@ def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n
 
 def split_into(
     tokens: list[int], costs: list[int], k: int, cap: int | None, *, balanced: bool,
-    repair: bool,
+    repair: bool, force: bool = False,
 ) -> list[list[int]] | None:
     """Positions ``0..len(tokens)-1`` into ``k`` non-empty bins under the cap, every over-cap
     item alone in a bin of its own: Karmarkar-Karp when ``balanced`` and it respects the cap,
-    else capped LPT, else (when ``repair``) the capped balancer. None when none works."""
+    else capped LPT, else (when ``repair``, and for a large split only when ``force``) the
+    capped balancer, slow on large tight splits. None when none works."""
     over = [] if cap is None else [i for i, t in enumerate(tokens) if t > cap]
     rest = [i for i, t in enumerate(tokens) if cap is None or t <= cap]
     k_rest = k - len(over)
@@ -77,10 +81,13 @@ def split_into(
     # Karmarkar-Karp costs about items x bins; past that, LPT balances nearly as well.
     kk = balanced and len(rest) * k_rest <= _KK_SPLIT_WORK
     local = karmarkar_karp_lists(rc, ones, k_rest, None) if kk else None
+    big = len(rest) * k_rest > _LPT_SPLIT_WORK
     if local is None or not fits(local):
-        local = lpt_lists(rt, rc, ones, k_rest, cap, None)
+        # LPT on cost looks past full bins for room, items x bins when the cap is tight; LPT on
+        # tokens needs only the least-loaded bin (it has the most room), so large splits use it.
+        local = lpt_lists(rt, rt if big else rc, ones, k_rest, cap, None)
     if not fits(local):
-        if not repair:
+        if not repair or (big and not force):
             return None
         local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
         if not fits(local):
@@ -89,13 +96,15 @@ def split_into(
 
 
 def micro_first(
-    inst: StepInstance, m: int, seconds: float = 0.0, *, repair: bool = False
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None, *, repair: bool = False,
 ) -> list[tuple[str, np.ndarray]]:
     """``dp*m`` micro-batches balanced on cost under the cap (capped LPT; with ``repair`` the
     capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
     ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``."""
     k = inst.dp_size * m
-    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair)
+    bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair,
+                      force=repair)
     if bins is None:
         return []
     probe = from_bins(bins, [list(range(k))], inst.n)
@@ -241,25 +250,40 @@ def split_ranks(
     return mb_of if valid_start(mb_of, inst, dp * m) else None
 
 
-def rank_first(inst: StepInstance, m: int, seconds: float) -> list[tuple[str, np.ndarray]]:
+def rank_first(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
     """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
 
-    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget (else LPT
-    under each rank's token room); this balances the totals that decide at ``pp = 1``. The
+    Ranks: Karmarkar-Karp on cost when its estimated time fits a fifth of the budget, else
+    equal-count Karmarkar-Karp (verl's balance, much cheaper), and LPT under each rank's token
+    room when that split breaks the cap; this balances the totals that decide at ``pp = 1``. The
     split: with ``pp > 1`` and few ranks, Karmarkar-Karp within the rank when it respects the
     cap (it balances the micro-batches, which sets the bubble: verl's shape), else capped LPT.
     Empty when the split cannot be made."""
-    ones = [1] * inst.n
-    if _KK_SECONDS_PER_SEQUENCE_RANK * inst.n * inst.dp_size <= 0.2 * seconds:
-        ranks = karmarkar_karp_lists(inst.costs, ones, inst.dp_size, None)
+    n, dp = inst.n, inst.dp_size
+    ones = [1] * n
+    if _KK_SECONDS_PER_SEQUENCE_RANK * n * dp <= 0.2 * seconds:
+        ranks = karmarkar_karp_lists(inst.costs, ones, dp, None)
     else:
-        room = None if inst.cap is None else m * inst.cap
-        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, inst.dp_size, room, None)
+        # Equal-count Karmarkar-Karp merges dp-sized blocks, O(n log dp) instead of O(n dp);
+        # zero-cost placeholders (dropped after) make the count divide.
+        pad = -n % dp
+        padded = karmarkar_karp_lists(inst.costs + [0] * pad, ones + [1] * pad, dp, (n + pad) // dp)
+        ranks = [[i for i in r if i < n] for r in padded]
     mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
+    if mb_of is None and inst.cap is not None:
+        # The balance broke some rank's token room (m caps): LPT that keeps to it.
+        ranks = lpt_lists(inst.tokens.tolist(), inst.costs, ones, dp, m * inst.cap, None)
+        mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
     return [] if mb_of is None else [("rank_first", mb_of)]
 
 
-def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[tuple[str, np.ndarray]]:
+def rank_first_bubble(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
     """With ``pp > 1``: ranks by LPT on the estimated rank time (:func:`ranks_by_step_time`),
     then the same split as :func:`rank_first`. Empty with ``pp = 1`` or when the split fails."""
     if inst.pp == 1:
@@ -268,8 +292,100 @@ def rank_first_bubble(inst: StepInstance, m: int, seconds: float = 0.0) -> list[
     return [] if mb_of is None else [("rank_first_bubble", mb_of)]
 
 
-#: The constructions tried at each count, in this order (the cheapest good one first).
-CONSTRUCTIONS = (rank_first_bubble, rank_first, micro_first)
+def _pack_ranks(
+    inst: StepInstance, m: int, z: int, order: list[int], least: list[int]
+) -> list[list[int]] | None:
+    """Sequences (costliest first) into ranks by first fit, each rank's cost capped so that
+    its time stays within ``z`` (x vpp) given its costliest sequence ``h``:
+    ``min((z - (pp-1)(h + o))/vpp, z*m/(vpp*m + pp-1)) - m*o``, and its tokens within 7/8 of
+    ``m`` caps; then every rank short of ``m`` sequences takes the cheapest from the fullest ranks.
+    None when the sequences do not fit."""
+    o, beta, vpp, dp = inst.overhead, inst.pp - 1, inst.vpp, inst.dp_size
+    costs, tokens = inst.costs, inst.tokens.tolist()
+    # Token room: m caps less a slack, so that the split under the cap stays easy.
+    token_room = m * inst.cap * _PACK_TOKEN_SLACK // 8 if inst.cap is not None else sum(tokens)
+    members: list[list[int]] = []
+    left: list[int] = []  # cost room per open rank
+    room: list[int] = []  # token room per open rank
+    first = 0  # ranks before it have no room for any sequence still to come
+    for pos, i in enumerate(order):
+        c, t = costs[i], tokens[i]
+        while first < len(members) and (left[first] < least[pos] or room[first] <= 0):
+            first += 1
+        for r in range(first, len(members)):
+            if left[r] >= c and room[r] >= t:
+                members[r].append(i)
+                left[r] -= c
+                room[r] -= t
+                break
+        else:
+            if len(members) == dp:
+                return None
+            cap_r = min((z - beta * (c + o)) // vpp, (z * m) // (vpp * m + beta)) - m * o
+            if cap_r < c:
+                return None
+            members.append([i])
+            left.append(cap_r - c)
+            room.append(token_room - t)
+    members += [[] for _ in range(dp - len(members))]
+    for r in range(dp):  # every rank needs m sequences: the cheapest of the fullest ranks
+        while len(members[r]) < m:
+            donor = max(range(dp), key=lambda q: (len(members[q]), -q))
+            if len(members[donor]) <= m:
+                return None
+            members[r].append(members[donor].pop())
+    return members
+
+
+def rank_first_packed(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
+    """With ``pp > 1``: the ranks packed for a target step time, found by bisection (the
+    smallest target whose packing and split succeed). Where :func:`ranks_by_step_time` deals
+    the longest sequences one per rank (every rank then pays a long bubble), this packs them
+    together on few ranks that take little else, the way the rank-maxima bound of
+    :mod:`~seqpart.solver.step_model` says the best case does: far better on long-tail batches.
+    Skipped when its estimated time does not fit a fifth of the budget."""
+    if inst.pp == 1 or _PACK_SECONDS_PER_SEQUENCE * inst.n * _PACK_STEPS > 0.2 * seconds:
+        return []
+    order = order_desc(inst.costs)
+    least = np.minimum.accumulate(np.asarray([inst.costs[i] for i in order])[::-1])[::-1].tolist()
+    lo = max(bound, 1)  # the count's lower bound: no target below it can be met
+    hi = 2 * lo
+    packed = None
+    # Bisection on the packing alone (cheap); the split into micro-batches runs once at the end.
+    for _ in range(_PACK_STEPS):
+        if lo >= hi or (packed is not None and deadline is not None and time.perf_counter() > deadline):
+            break
+        mid = (lo + hi) // 2
+        ranks = _pack_ranks(inst, m, mid, order, least)
+        if ranks is None:
+            lo = mid + 1
+        else:
+            hi, packed = mid, ranks
+    best = None
+    for _ in range(_PACK_RETRIES):  # a split that breaks the cap: a looser target
+        ranks = packed if packed is not None else _pack_ranks(inst, m, hi, order, least)
+        best = None if ranks is None else split_ranks(inst, ranks, m, balanced=False)
+        if best is not None:
+            break
+        hi, packed = hi + hi // 16, None
+    return [] if best is None else [("rank_first_packed", best)]
+
+
+#: The packing's bisection steps, the looser targets tried when the split breaks the cap, and
+#: the measured cost per sequence per step (first fit, loaded 2-core machine).
+_PACK_STEPS = 12
+_PACK_RETRIES = 2
+#: Eighths of a rank's m caps of tokens the packing fills.
+_PACK_TOKEN_SLACK = 7
+_PACK_SECONDS_PER_SEQUENCE = 4e-6
+
+#: The constructions tried at each count, in this order (the cheapest good one first); each is
+#: ``fn(inst, m, seconds, bound, deadline) -> [(method, mb_of)]``, ``bound`` the count's step
+#: bound, ``deadline`` when a construction that refines (the packing) stops refining.
+CONSTRUCTIONS = (rank_first_bubble, rank_first, rank_first_packed, micro_first)
 
 
 def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:

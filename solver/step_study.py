@@ -36,11 +36,22 @@ from typing import Any
 import numpy as np
 
 from .lengths_io import UsageError
-from .study import Source, _seed, _split, parse_caps, parse_ns
+from .study import (
+    STARVED,
+    Source,
+    _contention,
+    _seed,
+    _split,
+    format_timing_note,
+    parse_caps,
+    parse_ns,
+)
 from .study_runner import ResultStore, Task, run_tasks, worker_pool
 
 TRAINERS = ("slime_rr", "slime_kk", "prime_rl", "verl", "verl_retry", "megatron")
 STEP_METHODS = (*TRAINERS, "plan_global", "per_rank", "plan_step")
+#: Methods with a time budget: run after the others, apart (``exclusive``), like the study's.
+TIMED = ("plan_global", "per_rank", "plan_step")
 DEFAULT_N = "256,1024"
 DEFAULT_DP = "2,4,8,16,32,64"
 DEFAULT_PP = "1,2,4,8"
@@ -72,6 +83,7 @@ class StepStudyConfig:
     reps: int = 1
     seed: int = 0
     jobs: int | None = None  # None: all cores
+    timed_jobs: int | None = None  # time-budgeted runs at a time, apart; None: as jobs
     out: str = "seqpart-step-study"
     limit: int | None = None  # at most this many new results
     plots: bool = True
@@ -182,17 +194,19 @@ def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
     return settings, skipped
 
 
-def step_tasks(settings: Sequence[Setting], methods: Sequence[str], time_limit: float) -> list[Task]:
-    """plan_step: one task per pp; every other method: one task per setting, scored for each pp."""
+def step_tasks(
+    settings: Sequence[Setting], methods: Sequence[str], time_limit: float, workers: int = 1
+) -> list[Task]:
+    """plan_step: one task per pp; every other method: one task per setting, scored for each pp.
+    Time-budgeted methods are exclusive (run after the others, apart) with ``workers`` CP-SAT
+    workers."""
     tasks = []
     for s in settings:
         for m in methods:
-            if m == "plan_step":
-                tasks += [Task(f"{s.key}|pp={pp}|{m}@{time_limit:g}", (s, m, (pp,), time_limit))
-                          for pp in s.pps]
-            else:
-                pps = ",".join(map(str, s.pps))
-                tasks.append(Task(f"{s.key}|pp={pps}|{m}@{time_limit:g}", (s, m, s.pps, time_limit)))
+            timed = m in TIMED
+            for pps in ([(pp,) for pp in s.pps] if m == "plan_step" else [s.pps]):
+                key = f"{s.key}|pp={','.join(map(str, pps))}|{m}@{time_limit:g}"
+                tasks.append(Task(key, (s, m, pps, time_limit, workers), exclusive=timed))
     return tasks
 
 
@@ -201,7 +215,7 @@ def step_tasks(settings: Sequence[Setting], methods: Sequence[str], time_limit: 
 
 def per_rank_agreement(
     lengths: Sequence[int], dp: int, cap: int | None, *, cost: Any = "tokens",
-    multiple_of: int = 1, time_limit: float = 0.02,
+    multiple_of: int = 1, time_limit: float = 0.02, options: Any = None,
 ) -> list[list[list[int]]]:
     """seqpart inside a trainer's per-rank flow: each rank holds a contiguous chunk of the batch
     (the dispatch order), plans ``partition(k=None)`` on it, the ranks agree on the MAX count
@@ -211,49 +225,55 @@ def per_rank_agreement(
 
     chunks = np.array_split(np.arange(len(lengths)), dp)
     local = [[int(lengths[i]) for i in c] for c in chunks]
-    counts = [partition(x, None, cap, cost=cost, time_limit=time_limit).k for x in local]
+    counts = [partition(x, None, cap, cost=cost, time_limit=time_limit, options=options).k
+              for x in local]
     m = -(-max(counts) // multiple_of) * multiple_of
     out = []
     for c, x in zip(chunks, local, strict=True):
-        plan = partition(x, m, cap, cost=cost, time_limit=time_limit)
+        plan = partition(x, m, cap, cost=cost, time_limit=time_limit, options=options)
         out.append([[int(c[i]) for i in b] for b in plan.bins])
     return out
 
 
-def _schedule(s: Setting, method: str, pp: int, time_limit: float) -> list[list[list[int]]]:
+def _schedule(
+    s: Setting, method: str, pp: int, time_limit: float, workers: int
+) -> list[list[list[int]]]:
     from seqpart.heuristics import TRAINER_SCHEDULERS
 
+    from .options import SolverOptions
     from .problem import Cost
     from .step import plan_global, plan_step
 
+    options = SolverOptions(workers=workers)
     lengths = list(s.lengths)
     if method in TRAINER_SCHEDULERS:
         costs = Cost.parse(s.cost).of(np.asarray(lengths, dtype=np.int64)).tolist()
         return TRAINER_SCHEDULERS[method](lengths, s.dp, s.cap, costs=costs, multiple_of=s.vpp)
     if method == "plan_global":
         plans = plan_global(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
-                            time_limit=time_limit)
+                            time_limit=time_limit, options=options)
         return [p.bins for p in plans]
     if method == "per_rank":
         return per_rank_agreement(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
-                                  time_limit=time_limit / 10)
+                                  time_limit=time_limit / 10, options=options)
     return plan_step(lengths, s.dp, s.cap, pp=pp, vpp=s.vpp, multiple_of=s.vpp, cost=s.cost,
-                     overhead=s.overhead, time_limit=time_limit).ranks
+                     overhead=s.overhead, time_limit=time_limit, options=options).ranks
 
 
-def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float]) -> dict[str, Any]:
+def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
     from .plan import InfeasibleError
     from .step import find_schedule_violations, step_lower_bound, step_time
 
-    s, method, pps, time_limit = payload
+    s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {
         "setting": s.key, "source": s.source, "n": s.n, "rep": s.rep, "dp": s.dp, "cap": s.cap,
         "cost": s.cost, "overhead": s.overhead, "vpp": s.vpp, "method": method, "error": None,
+        "time_limit": time_limit, "workers": workers,
     }
     t0 = time.perf_counter()
     try:
-        sched = _schedule(s, method, pps[0], time_limit)
+        sched = _schedule(s, method, pps[0], time_limit, workers)
     except (InfeasibleError, ValueError) as err:
         return {**record, "seconds": time.perf_counter() - t0, "valid": False, "error": str(err),
                 "m": None, "unequal": False, "over_cap": 0, "pp": {}}
@@ -308,6 +328,7 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
             "mean_m": _mean([r["m"] for r in mine if r["m"]]),
             "time_p50_s": float(np.percentile([r["seconds"] for r in mine], 50)),
             "time_p95_s": float(np.percentile([r["seconds"] for r in mine], 95)),
+            **_contention(mine),
         }
         for pp in pps:
             vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]
@@ -335,7 +356,8 @@ def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
             *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
             _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
             _fmt(r["mean_m"], "{:.1f}"),
-            _fmt_seconds(r["time_p50_s"]), _fmt_seconds(r["time_p95_s"]),
+            *(_fmt_seconds(r[c]) + ("*" if r["timed_runs"] and r["cpu_per_wall_p50"] < STARVED
+                                    else "") for c in ("time_p50_s", "time_p95_s")),
         ])
     widths = [max(len(row[c]) for row in table) for c in range(len(head))]
     lines = []
@@ -404,6 +426,7 @@ class StepStudyOutcome:
     wanted: int = 0
     plots: list[Path] = field(default_factory=list)
     plots_skipped: str | None = None
+    timing_note: str = ""
     interrupted: bool = False
     seconds: float = 0.0
 
@@ -415,7 +438,11 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     if not config.time_limit > 0 or math.isinf(config.time_limit):
         raise UsageError("--time-limit must be a positive number of seconds")
     settings, skipped = build_settings(config)
-    jobs = config.jobs or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    jobs = config.jobs or cores
+    # Timed methods run after the others, timed_jobs at a time, CP-SAT on the cores they leave.
+    timed_jobs = config.timed_jobs or jobs
+    workers = max(1, cores // timed_jobs)
     out = Path(config.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -425,23 +452,25 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     pps = tuple(_ints(config.pp, "--pp"))
     outcome = StepStudyOutcome(out, store.path, pps=pps)
     t0 = time.perf_counter()
-    all_tasks = step_tasks(settings, methods, config.time_limit)
+    all_tasks = step_tasks(settings, methods, config.time_limit, workers)
     wanted = {t.key for t in all_tasks}
     tasks = store.pending(all_tasks)
     resumed = len(all_tasks) - len(tasks)
     if config.limit is not None:
         tasks = tasks[: config.limit]
     say(f"seqpart step: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} runs); "
-        f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es)"
+        f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
+        f"time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT worker(s)"
         + (f"; {skipped} grid points skipped (n < 2*dp or cap < longest)" if skipped else ""))
-    with worker_pool(jobs) as pool:
-        run = run_tasks(tasks, run_step_task, store, jobs=jobs, pool=pool,
-                        progress=config.progress)
+    with worker_pool(max(jobs, timed_jobs)) as pool:
+        run = run_tasks(tasks, run_step_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
+                        pool=pool, progress=config.progress, desc="step")
     if run.interrupted:
         outcome.interrupted = True
         return outcome
     records = [r for r in store.records() if r["key"] in wanted]
     outcome.rows = summarize(records, methods, pps)
+    outcome.timing_note = format_timing_note(outcome.rows, records)
     write_summary_csv(outcome.rows, out / "step_summary.csv")
     outcome.wanted, outcome.missing = len(wanted), len(wanted) - len(records)
     if config.plots and outcome.rows:
@@ -500,6 +529,9 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--reps", type=_positive(int), default=1, help="batches per setting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=_positive(int), default=None, help="processes (default: all cores)")
+    p.add_argument("--timed-jobs", type=_positive(int), default=None,
+                   help="time-budgeted runs (plan_step, plan_global, per_rank) at a time, after "
+                        "the others (default: as --jobs)")
     p.add_argument("--out", default="seqpart-step-study", help="output directory")
     p.add_argument("--limit", type=_positive(int), default=None,
                    help="run at most this many new results")
@@ -513,7 +545,7 @@ def cmd_step(args: argparse.Namespace) -> int:
         methods=args.methods, datasets=args.datasets, generated=args.generated, n=args.n,
         dp=args.dp, pp=args.pp, vpp=args.vpp, caps=args.caps, costs=args.costs,
         overhead_tokens=args.overhead_tokens, time_limit=args.time_limit, reps=args.reps,
-        seed=args.seed, jobs=args.jobs, out=args.out, limit=args.limit,
+        seed=args.seed, jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
         plots=not args.no_plots, progress=not args.quiet,
     )
 
@@ -527,6 +559,8 @@ def cmd_step(args: argparse.Namespace) -> int:
                          "run the same command again to resume\n")
         return EXIT_INTERRUPTED
     print(format_summary(outcome.rows, outcome.pps))
+    if outcome.timing_note:
+        print(outcome.timing_note)
     if outcome.missing:
         print(f"({outcome.missing} of {outcome.wanted} results still to run: run the same "
               "command to resume)")

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
-from seqpart.solver import Cost, InfeasibleError, InvalidPlanError
+from seqpart.solver import Cost, InfeasibleError, InvalidPlanError, SolverOptions
 from seqpart.solver.step import (
     StepPlan,
     check_schedule,
@@ -293,6 +293,12 @@ def test_plan_step_is_deterministic() -> None:
     b = plan_step(lengths, 8, 8192, **kw)
     if not any("clock" in x for x in a.notes + b.notes):  # the clock is only a safety net
         assert a.ranks == b.ranks and a.step_time == b.step_time and a.method == b.method
+    # Without the clock at all (options.deterministic), always the same plan.
+    still = SolverOptions(deterministic=True)
+    c = plan_step(lengths, 8, 8192, options=still, **kw)
+    d = plan_step(lengths, 8, 8192, options=still, **kw)
+    assert c.ranks == d.ranks and c.step_time == d.step_time and c.method == d.method
+    assert not any("clock" in x for x in c.notes)
 
 
 def test_plan_step_rejects_bad_input() -> None:
@@ -351,3 +357,21 @@ def test_plan_step_is_exact_beyond_int64() -> None:
     bigger = rng.integers(1, 3000, 40).tolist()
     plan = plan_step(bigger, 4, 5000, pp=3, vpp=2, overhead=2**61, cost=(7, 1), time_limit=0.3)
     _assert_consistent(plan, bigger)
+
+
+def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
+    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+
+    rng = np.random.default_rng(5)
+    cost, overhead = (24576, 1), 24576 * 512
+    for dp, pp in ((2, 1), (4, 4)):
+        lengths = rng.integers(50, 6000, 96).tolist()
+        costs = [cost[0] * x + cost[1] * x * x for x in lengths]
+        plan = plan_step(lengths, dp, 8192, pp=pp, cost=cost, overhead=overhead,
+                         trainer_starts=True, time_limit=0.3)
+        _assert_consistent(plan, lengths)
+        for fn in TRAINER_SCHEDULERS.values():
+            sched = fn(lengths, dp, 8192, costs=costs)
+            if not find_schedule_violations(sched, lengths, dp, len(sched[0]), 8192):
+                assert plan.step_time <= step_time(sched, lengths, cost=cost, overhead=overhead,
+                                                   pp=pp)

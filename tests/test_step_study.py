@@ -59,6 +59,9 @@ def test_tiny_step_study_limit_resume_table_and_plot(tmp_path: Path) -> None:
             for v in r["pp"].values():
                 assert v["step"] >= v["lb"] > 0
     assert (out / "step_summary.csv").exists()
+    timed = [r for r in first if r["method"] in ("plan_step", "plan_global", "per_rank")]
+    assert all(r["run"]["cpu_s"] >= 0 and r["run"]["at_a_time"] == 1 for r in timed)
+    assert "CPU/wall" in proc.stdout
     assert (out / "step_vs_pp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # Running again: nothing new is run, the table is rebuilt from the stored records.
@@ -97,6 +100,8 @@ def test_settings_skip_too_many_ranks_and_tasks_per_pp() -> None:
     tasks = step_tasks(settings, ["verl", "plan_step"], 0.1)
     assert len(tasks) == 2 * (1 + 3)
     assert len({t.key for t in tasks}) == len(tasks)
+    # Timed methods run apart, after the others (as in the method study).
+    assert [t.exclusive for t in tasks[:4]] == [False, True, True, True]
     # Same config, same batches and keys (a resumed study must regenerate them).
     again, _ = build_settings(config)
     assert [s.key for s in again] == [s.key for s in settings]
@@ -106,11 +111,11 @@ def test_settings_skip_too_many_ranks_and_tasks_per_pp() -> None:
 def test_runner_counts_a_trainer_cap_violation() -> None:
     # verl asks for ceil(24 / 10) = 3 micro-batches: one holds two sixes, 12 tokens > 10.
     setting = Setting("hand", "hand", 4, 0, 1, 10, "tokens", 0, 1, (1, 2), (6, 6, 6, 6))
-    rec = run_step_task((setting, "verl", (1, 2), 0.05))
+    rec = run_step_task((setting, "verl", (1, 2), 0.05, 1))
     assert rec["over_cap"] == 1 and not rec["valid"]
     assert rec["m"] == 3 and set(rec["pp"]) == {"1", "2"}
     assert rec["pp"]["1"]["step"] == 24 and rec["pp"]["2"]["step"] == 24 + 12
-    ps = run_step_task((setting, "plan_step", (2,), 0.05))
+    ps = run_step_task((setting, "plan_step", (2,), 0.05, 1))
     assert ps["valid"] and ps["over_cap"] == 0 and ps["m"] == 4
     assert ps["pp"]["2"]["ratio"] >= 1
 
