@@ -11,13 +11,15 @@ validator says why, and CP-SAT may still find a plan.
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._common import Bins, apply_move_or_swap, order_desc, prepare
+from ._common import Bins, SortedKeys, apply_move_or_swap, order_desc, prepare
 from .first_fit import first_fit_lists
 from .lpt import lpt_lists
 
@@ -36,13 +38,77 @@ def capped_balance(
     return capped_balance_lists(tokens, cost, count, k, cap, max_count)
 
 
-def _best_fit(
-    tokens: list[int], count: list[int], k: int, cap: int | None, max_count: int | None
+def best_fit_lists(
+    tokens: Sequence[int],
+    count: Sequence[int],
+    k: int | None,
+    cap: int | None,
+    max_count: int | None = None,
 ) -> Bins:
-    """Best-fit decreasing into k bins: the fullest bin that still fits (tight packings).
+    """Best-fit decreasing: each sequence, longest first, into the fullest bin it fits.
 
-    Bins sit in a list sorted by token sum, so the fullest bin with room is one bisection away.
+    ``k=None`` opens bins as needed (the count search's ceiling); with ``k`` the k bins exist
+    from the start, empty ones being the least full, and a sequence that fits nowhere goes to
+    the bin with the most room (the validator flags it). O(n log n): runs of equal length are
+    placed together (a bin with room r takes r // t copies of length t at once, exactly as
+    one-by-one best fit would), over a sorted index of bin residuals.
     """
+    if max_count is not None:
+        return _best_fit_counted(list(tokens), list(count), k, cap, max_count)
+    arr = np.asarray(tokens, dtype=np.int64)
+    n = len(arr)
+    if n == 0:
+        return [[] for _ in range(k or 0)]
+    limit = cap if cap is not None else int(arr.sum())
+    order = np.lexsort((np.arange(n), -arr))  # longest first, ties by index
+    ordered = arr[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.concatenate((starts[1:], [n]))
+    smallest = int(ordered[-1])
+    ids = order.tolist()
+    span = n + (k or 0) + 1  # keys are residual * span + bin: residual order, ties by bin
+    bins: Bins = [[] for _ in range(k or 0)]
+    room: list[int] = [limit] * (k or 0)
+    open_keys = SortedKeys()
+    for b in range(k or 0):
+        open_keys.add(limit * span + b)
+    overflow: list[int] = []
+    for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+        pos = lo
+        while pos < hi:
+            key = open_keys.pop_ge(t * span)
+            if key is not None:
+                b = key % span
+            elif k is None and t <= limit:
+                b = len(bins)
+                bins.append([])
+                room.append(limit)
+            else:  # fits nowhere: placed at the end, where there is most room
+                overflow.extend(ids[pos:hi])
+                break
+            take = min(room[b] // t, hi - pos)
+            bins[b].extend(ids[pos : pos + take])
+            pos += take
+            room[b] -= take * t
+            if room[b] >= smallest:
+                open_keys.add(room[b] * span + b)
+    if overflow:
+        if not bins:  # k=None and a sequence over the cap: alone in its own bins
+            return [[i] for i in overflow]
+        heap = [(-r, b) for b, r in enumerate(room)]
+        heapq.heapify(heap)
+        for i in overflow:
+            r, b = heapq.heappop(heap)
+            bins[b].append(i)
+            heapq.heappush(heap, (r + int(arr[i]), b))
+    return bins
+
+
+def _best_fit_counted(
+    tokens: list[int], count: list[int], k: int | None, cap: int | None, max_count: int
+) -> Bins:
+    """Best-fit decreasing with a per-bin sample limit, one sequence at a time (k bins)."""
+    k = k if k is not None else len(tokens)
     bins: Bins = [[] for _ in range(k)]
     tok = [0] * k
     cnt = [0] * k
@@ -51,7 +117,7 @@ def _best_fit(
     for i in order_desc(tokens):
         t = tokens[i]
         pos = bisect.bisect_right(by_fill, (limit - t, k)) - 1
-        while pos >= 0 and max_count is not None and cnt[by_fill[pos][1]] + count[i] > max_count:
+        while pos >= 0 and cnt[by_fill[pos][1]] + count[i] > max_count:
             pos -= 1
         if pos < 0:  # nothing fits: the emptiest bin, flagged later by the validator
             pos = 0
@@ -64,18 +130,27 @@ def _best_fit(
 
 
 def fill_empty(bins: Bins, cost: list[int], count: list[int], max_count: int | None) -> Bins:
-    """Move the lightest sequence of the heaviest multi-sequence bin into each empty bin."""
+    """Move the lightest sequence of the heaviest multi-sequence bin into each empty bin.
+
+    A heap of the multi-sequence bins by load keeps it O(k log k) plus the donors' sizes."""
     bins = [list(b) for b in bins]
-    for e in [b for b, items in enumerate(bins) if not items]:
-        donors = [b for b, items in enumerate(bins) if len(items) > 1]
-        if not donors:
+    empty = [b for b, items in enumerate(bins) if not items]
+    if not empty:
+        return bins
+    heap = [(-sum(cost[i] for i in items), b) for b, items in enumerate(bins) if len(items) > 1]
+    heapq.heapify(heap)
+    for e in empty:
+        if not heap:
             break
-        d = max(donors, key=lambda b: (sum(cost[i] for i in bins[b]), -b))
+        neg_load, d = heap[0]
         i = min(bins[d], key=lambda i: (cost[i], i))
         if max_count is not None and count[i] > max_count:
             continue
+        heapq.heappop(heap)
         bins[d].remove(i)
         bins[e].append(i)
+        if len(bins[d]) > 1:
+            heapq.heappush(heap, (neg_load + cost[i], d))
     return bins
 
 
@@ -84,17 +159,21 @@ def _score(
     max_count: int | None,
 ) -> tuple[int, int, int]:
     """(tokens over the cap + samples over max_count, empty bins, max cost load): lower is better."""
-    over = 0
-    empty = 0
-    top = 0
-    for items in bins:
-        t = sum(tokens[i] for i in items)
-        c = sum(count[i] for i in items)
-        over += max(0, t - cap) if cap is not None else 0
-        over += max(0, c - max_count) if max_count is not None else 0
-        empty += not items
-        top = max(top, sum(cost[i] for i in items))
-    return over, empty, top
+    tok = _per_bin(bins, tokens)
+    over = sum(max(0, t - cap) for t in tok) if cap is not None else 0
+    if max_count is not None:
+        over += sum(max(0, c - max_count) for c in _per_bin(bins, count))
+    empty = sum(1 for items in bins if not items)
+    return over, empty, max(_per_bin(bins, cost))
+
+
+def _per_bin(bins: Bins, values: list[int]) -> list[int]:
+    """Per-bin sums; int64 cumulative sums when they fit (the heuristics' inputs do)."""
+    sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
+    flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
+    prefix = np.concatenate(([0], np.cumsum(np.asarray(values, dtype=np.int64)[flat])))
+    ends = np.cumsum(sizes)
+    return (prefix[ends] - prefix[ends - sizes]).tolist()
 
 
 def capped_balance_lists(
@@ -121,8 +200,10 @@ def capped_balance_lists(
     if cap is not None:
         if by_tokens != by_cost:
             constructions.append(lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_tokens))
+        # Best fit first: O(n log n) and at least as tight as first fit, which scans every
+        # bin per sequence and only runs when best fit left the plan invalid.
+        constructions.append(lambda: best_fit_lists(tokens, count, k, cap, max_count))
         constructions.append(lambda: first_fit_lists(tokens, count, k, cap, max_count, by_tokens))
-        constructions.append(lambda: _best_fit(tokens, count, k, cap, max_count))
     best: Bins | None = None
     best_score: tuple[int, int, int] | None = None
     for build in constructions:
@@ -136,6 +217,12 @@ def capped_balance_lists(
     if best_score[0] > 0 and cap is not None:
         best = repair_lists(tokens, count, best, cap, max_count, deadline)
     return [sorted(b) for b in best]
+
+
+#: Up to this many items, repair scores swaps with every item; above, only with the items of
+#: the _ROOMY_BINS bins with the most room (memory stays O(n), not O(64 n)).
+_ALL_PARTNERS_UP_TO = 20_000
+_ROOMY_BINS = 256
 
 
 def repair_lists(
@@ -187,17 +274,24 @@ def repair_lists(
             if change.flat[flat] < best[0]:
                 a, j = divmod(flat, k)
                 best = (int(change.flat[flat]), int(heavy[a]), j, -1)
-        d = tok[heavy][:, None] - tok[None, :]  # swaps: a in o for a shorter b elsewhere
-        jb = where[None, :]
+        # Swaps: a in o for a shorter b elsewhere. In a large batch only the items of the
+        # bins with most room are partners, so the (heavy x partner) matrices stay small.
+        partners = np.arange(n)
+        if n > _ALL_PARTNERS_UP_TO:
+            roomy = np.argsort(tload, kind="stable")[:_ROOMY_BINS]
+            partners = np.flatnonzero(np.isin(where, roomy))
+        d = tok[heavy][:, None] - tok[partners][None, :]
+        jb = where[partners][None, :]
         change = (
             excess(tload[o] - d) - base_o + excess(tload[jb] + d) - excess(tload[jb])
         )
-        dc = cnt_item[heavy][:, None] - cnt_item[None, :]
+        dc = cnt_item[heavy][:, None] - cnt_item[partners][None, :]
         ok = (d > 0) & (jb != o) & (cnt[jb] + dc <= cnt_v) & (cnt[o] - dc <= cnt_v)
         change = np.where(ok, change, np.iinfo(np.int64).max)
         flat = int(np.argmin(change))
         if change.flat[flat] < best[0]:
-            a, b = divmod(flat, n)
+            a, b = divmod(flat, len(partners))
+            b = int(partners[b])
             best = (int(change.flat[flat]), int(heavy[a]), int(where[b]), b)
         _, a, j, b = best
         if a < 0:

@@ -11,7 +11,13 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import Bins, order_desc, prepare
+import numpy as np
+
+from ._common import Bins, bins_from_labels, order_desc, prepare
+
+#: From this many items, LPT places a whole round of k items at once (heaviest item to the
+#: lightest bin, vectorised): one heap step per item costs ~1 us in Python, too much at 10^6.
+ROUNDS_FROM = 16_384
 
 
 def lpt(
@@ -38,12 +44,17 @@ def lpt_lists(
     order: list[int] | None = None,
 ) -> Bins:
     """LPT on validated plain lists (the hot path other heuristics reuse)."""
+    n = len(cost)
+    by_tokens = cost is tokens or cost == tokens
+    # With loads in tokens the least-loaded bin has the most room, so the cap never changes
+    # LPT's choice: only the per-bin sample limit or a separate cost needs the heap.
+    if n >= ROUNDS_FROM and k >= 32 and max_count is None and (cap is None or by_tokens):
+        return _lpt_rounds(cost, k, order)
     bins: Bins = [[] for _ in range(k)]
     heap = [(0, b) for b in range(k)]  # (cost load, bin): ties go to the lowest bin index
     tok = [0] * k
     cnt = [0] * k
     unconstrained = cap is None and max_count is None
-    by_tokens = cost is tokens or cost == tokens
     for i in order if order is not None else order_desc(cost):
         if unconstrained:
             load, b = heap[0]
@@ -72,3 +83,19 @@ def lpt_lists(
         tok[b] += tokens[i]
         cnt[b] += count[i]
     return bins
+
+
+def _lpt_rounds(cost: list[int], k: int, order: list[int] | None) -> Bins:
+    """LPT by rounds: each round the next k items, heaviest first, go to the k bins lightest
+    first (ties by bin index). Within a round this is what LPT does while loads stay ordered;
+    it differs from one-by-one LPT only when one item lifts a bin past another of the round."""
+    values = np.asarray(cost, dtype=np.int64)
+    idx = np.asarray(order_desc(cost) if order is None else order, dtype=np.int64)
+    loads = np.zeros(k, dtype=np.int64)
+    labels = np.empty(len(values), dtype=np.int64)
+    for lo in range(0, len(idx), k):
+        chunk = idx[lo : lo + k]
+        lightest = np.argsort(loads, kind="stable")[: len(chunk)]
+        labels[chunk] = lightest
+        loads[lightest] += values[chunk]
+    return bins_from_labels(labels, k)

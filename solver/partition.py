@@ -14,10 +14,8 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics._common import order_desc
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.capped_balance import capped_balance_lists
-from seqpart.heuristics.first_fit import first_fit_lists
+from seqpart.heuristics.capped_balance import best_fit_lists, capped_balance_lists, fill_empty
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
@@ -25,44 +23,70 @@ from seqpart.heuristics.lpt import lpt_lists
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
-from .problem import Cost, Items, Problem, make_items, make_problem
+from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
 
 
 def _valid(
     bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
 ) -> bool:
     """Fast item-level check (the full validator runs once on the final plan)."""
-    if len(bins) != k or sum(len(b) for b in bins) != len(items):
+    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
         return False
-    for b in bins:
-        if not b:
-            return False
-        if cap is not None and sum(items.tokens[i] for i in b) > cap:
-            return False
-        if max_count is not None and sum(items.counts[i] for i in b) != max_count:
-            return False
-    return True
+    if cap is not None and int(items.bin_sums(bins, items.token_array).max()) > cap:
+        return False
+    return max_count is None or not bool(
+        (items.bin_sums(bins, items.count_array) != max_count).any()
+    )
 
 
 def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
-    return max(sum(items.costs[i] for i in b) for b in bins)
+    """The exact largest load (Python int)."""
+    return int(items.bin_sums(bins, items.cost_array).max())
 
 
 def _violation(bins: Sequence[Sequence[int]], items: Items, cap: int | None) -> tuple[int, int]:
     """(empty bins, tokens over the cap): how far a split is from valid."""
-    over = 0 if cap is None else sum(max(0, sum(items.tokens[i] for i in b) - cap) for b in bins)
-    return sum(1 for b in bins if not b), over
+    empty = sum(1 for b in bins if not b)
+    if cap is None:
+        return empty, 0
+    tok = items.bin_sums(bins, items.token_array)
+    return empty, int(np.maximum(tok - cap, 0).sum())
 
 
 def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
     """Total load above the lower bound: the work local search has left to do."""
-    return sum(max(0, sum(items.costs[i] for i in b) - lb) for b in bins)
+    loads = items.bin_sums(bins, items.cost_array)
+    return int(sum(max(0, int(x) - lb) for x in loads))
 
 
-#: Measured on 2 cores at n=2048, seconds per item: Karmarkar-Karp 2-9 ms (slowest at small
-#: k), the capped balancer's packings 1.3-6 ms.
+#: Costs used to split the budget, in seconds per item, measured with
+#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time, so a loaded machine does not
+#: skew them) and rounded up: what each step really costs at that n.
 _KK_SECONDS_PER_ITEM = 4.5e-6
-_CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
+_LPT_SECONDS_PER_ITEM = 1.5e-6
+#: The capped balancer (LPT, best fit, first fit, then repair) on the tight-cap batch of
+#: issue 10: 14-16 ms at n=2048.
+_CAPPED_BALANCE_SECONDS_PER_ITEM = 8e-6
+#: Best fit decreasing into k bins and refilling empty ones: the fallback above
+#: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
+_PACK_SECONDS_PER_ITEM = 1.5e-6
+_CAPPED_BALANCE_UP_TO = 20_000
+#: Building local search's state (arrays, item types) before its first step.
+_SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
+
+
+def _fallback_seconds(n: int) -> float:
+    """What the fallback that always exists costs at this size."""
+    if n <= _CAPPED_BALANCE_UP_TO:
+        return _CAPPED_BALANCE_SECONDS_PER_ITEM * n
+    return _PACK_SECONDS_PER_ITEM * n
+
+
+def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[list[int]]:
+    """Best fit decreasing into k bins, empty bins refilled: valid whenever best fit needs at
+    most k bins, which makes it the cheap fallback for large batches."""
+    bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
+    return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
 
 
 def _heuristic_plan(
@@ -78,27 +102,34 @@ def _heuristic_plan(
     """Constructions and local search, in the order that pays off soonest.
 
     1. Capped LPT (cheapest), then local search from it. When loads are tokens the search also
-       starts from an LPT that breaks the cap, and usually repairs it.
-    2. When that left no valid plan, the capped balancer's packings (the fallback that always
-       exists; time is kept back for it in step 1), and local search from them. Steps 1 and 2
-       are the local_search heuristic's own path, so partition is never behind it when the
-       budget holds that path.
+       starts from an LPT that breaks the cap, and usually repairs it. Skipped when LPT and the
+       fallback together do not fit in ``time_limit`` at this size.
+    2. When that left no valid plan, the fallback that always exists for k at least the
+       best-fit count (time is kept back for it in step 1): the capped balancer's packings up
+       to _CAPPED_BALANCE_UP_TO items, best fit decreasing into k bins above; then local
+       search from it. Up to that size steps 1 and 2 are the local_search heuristic's own
+       path, so partition is never behind it when the budget holds that path.
     3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
        (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
     4. Local search from the remaining starts, least load above the bound first, then from the
-       capped balancer's packings if they have not run yet, while time remains.
-    Without a deadline (deterministic mode) every step runs to completion.
+       fallback if it has not run yet, while time remains.
+    Every optional step runs only when its measured per-item cost fits the time left, so the
+    call stays near its limit at any n. Without a deadline (deterministic mode) every step
+    runs to completion.
     """
     n = len(items)
     by_tokens = items.costs == items.tokens
-
+    fallback_seconds = _fallback_seconds(n)
     def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
         # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
         return is_valid or (by_tokens and _valid(bins, k, items, None, max_count))
 
+    def time_left() -> float:
+        return float("inf") if deadline is None else deadline - time.perf_counter()
+
     def out_of_time(margin: float = 0.0) -> bool:
-        return deadline is not None and time.perf_counter() > deadline - margin
+        return time_left() < margin
 
     best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
@@ -119,59 +150,81 @@ def _heuristic_plan(
     def polish(
         method: str, bins: list[list[int]], repair_by: float | None = None
     ) -> tuple[list[list[int]], bool]:
+        if out_of_time(_SEARCH_SETUP_SECONDS_PER_ITEM * n):
+            return bins, False
         polished = improve_lists(
             items.tokens, items.costs, items.counts, bins, cap, max_count, deadline,
-            best.lower_bound, repair_deadline=repair_by,
+            None if items.shift else best.lower_bound, repair_deadline=repair_by,
         )
         return polished, offer(method + "+local_search", polished)
 
-    # Sorted like the capped balancer's output, so local search from it retraces the
-    # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
-    lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
-                                        max_count)]
-    lpt_valid = offer("lpt", lpt)
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
-        offer("first_fit_decreasing", start)
-        starts.append(("first_fit_decreasing", start))
+        offer("best_fit_decreasing", start)
+        starts.append(("best_fit_decreasing", start))
     tightened = False
 
     def tighten_bound() -> None:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees
         # it. Searched up to the best load, so it waits for the first valid plan; once is enough.
         nonlocal tightened
+        if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
+            return
         if not tightened and best.bins is not None and best.max_load > lb:
             tightened = True
-            best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+            best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
 
-    # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
-    # balancer in case the search cannot repair it.
-    if not proven() and searchable(lpt, lpt_valid):
-        repair_by = None
-        if deadline is not None and not lpt_valid:
-            repair_by = deadline - _CAPPED_BALANCE_SECONDS_PER_ITEM * n
-        polished, repaired = polish("lpt", lpt, repair_by)
-        if repair_by is not None and not repaired and time.perf_counter() > repair_by:
-            starts.append(("lpt", polished))  # cut short: resume it later if time allows
+    # 1. LPT and local search from it, when LPT and the fallback both fit the budget. When
+    # LPT breaks the cap, time is kept back for the fallback in case the search cannot
+    # repair it.
+    lpt_valid = False
+    if not proven() and _LPT_SECONDS_PER_ITEM * n + fallback_seconds <= max(
+        time_limit, 0.0
+    ) and not out_of_time(_LPT_SECONDS_PER_ITEM * n):
+        # Sorted like the capped balancer's output, so local search from it retraces the
+        # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
+        lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
+                                            max_count)]
+        lpt_valid = offer("lpt", lpt)
         tighten_bound()
+        if not proven() and searchable(lpt, lpt_valid):
+            repair_by = None
+            if deadline is not None and not lpt_valid:
+                repair_by = deadline - fallback_seconds
+            polished, repaired = polish("lpt", lpt, repair_by)
+            if repair_by is not None and not repaired and time.perf_counter() > repair_by:
+                starts.append(("lpt", polished))  # cut short: resume it later if time allows
+            tighten_bound()
 
-    # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
-    # fallback that always exists. Otherwise only as one more start, after the others.
-    def capped_balance() -> tuple[list[list[int]], bool]:
-        # It begins with this same LPT; only its packings are new here.
-        cb = capped_balance_lists(
-            items.tokens, items.costs, items.counts, k, cap, max_count, deadline
-        )
-        return cb, offer("capped_balance", cb)
+    # 2. The fallback, at once when no valid plan is known yet: it always exists from the
+    # best-fit count up. Otherwise only as one more start, after the others.
+    def fallback() -> tuple[str, list[list[int]], bool]:
+        if n <= _CAPPED_BALANCE_UP_TO:
+            # It begins with the same LPT; only its packings are new here.
+            cb = capped_balance_lists(
+                items.tokens, items.costs, items.counts, k, cap, max_count, deadline
+            )
+            return "capped_balance", cb, offer("capped_balance", cb)
+        packed = _pack(items, k, cap, max_count)
+        if offer("best_fit_decreasing", packed):
+            return "best_fit_decreasing", packed, True
+        if best.bins is None and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
+            # Fewer bins than best fit needs: the capped balancer's repair may still get there.
+            cb = capped_balance_lists(
+                items.tokens, items.costs, items.counts, k, cap, max_count, deadline
+            )
+            return "capped_balance", cb, offer("capped_balance", cb)
+        return "best_fit_decreasing", packed, False
 
-    need_cb = not lpt_valid and not proven()
-    if need_cb and best.bins is None:
-        need_cb = False
-        cb, cb_valid = capped_balance()
-        if cb_valid:  # and search from it at once: the rest of local_search's own path
-            polish("capped_balance", cb)
+    need_fallback = not lpt_valid and not proven()
+    if need_fallback and best.bins is None:
+        need_fallback = False
+        method, packed, packed_valid = fallback()
+        tighten_bound()
+        if packed_valid and not proven():  # and search from it at once
+            polish(method, packed)
             tighten_bound()
 
     # 3. Karmarkar-Karp.
@@ -189,10 +242,10 @@ def _heuristic_plan(
         if proven() or out_of_time():
             break
         polish(method, bins)
-    if need_cb and not proven() and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
-        cb, cb_valid = capped_balance()
-        if cb_valid:
-            polish("capped_balance", cb)
+    if need_fallback and not proven() and not out_of_time(fallback_seconds):
+        method, packed, packed_valid = fallback()
+        if packed_valid:
+            polish(method, packed)
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
@@ -200,6 +253,21 @@ def _heuristic_plan(
     if out_of_time():
         best.notes.append("heuristics stopped by the time limit")
     return best
+
+
+def _load_bound(items: Items, k: int, max_count: int | None) -> int:
+    """The load lower bound, exact: int64 on the fast path, Python ints beyond it."""
+    if not items.shift:
+        return load_lower_bound(
+            items.cost_array, k, counts=items.counts, max_count=max_count
+        )
+    c = sorted(items.exact, reverse=True)  # exact Python ints: the same bound, no wrap
+    bound = max(-(-sum(c) // k), c[0])
+    if len(c) > k:
+        bound = max(bound, c[k - 1] + c[k])
+    if max_count is not None and max_count > 1 and all(x == 1 for x in items.counts):
+        bound = max(bound, c[0] + sum(c[len(c) - max_count + 1 :]))
+    return bound
 
 
 def _fixed_k(
@@ -221,9 +289,9 @@ def _fixed_k(
             proven=True,
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
-    lb = load_lower_bound(items.costs, k, counts=items.counts, max_count=max_count)
+    lb = _load_bound(items, k, max_count)
     if cap is not None:
-        need = min_bins_lower_bound(items.tokens, cap)
+        need = min_bins_lower_bound(items.token_array, cap)
         if need > k:
             raise InfeasibleError(
                 f"the token sums need at least {need} micro-batches under cap={cap} "
@@ -238,9 +306,13 @@ def _fixed_k(
             )
     best = _heuristic_plan(items, k, cap, max_count, lb, deadline, time_limit, start)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
-        best = solve_items(
-            items, k, cap, max_count, best, deadline, time_limit, options, engine == "cp-sat"
-        )
+        if items.shift:  # CP-SAT takes int64 coefficients only; scaled ones prove nothing
+            best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
+        else:
+            best = solve_items(
+                items, k, cap, max_count, best, deadline, time_limit, options,
+                engine == "cp-sat",
+            )
     return best
 
 
@@ -252,14 +324,20 @@ def _search_k(
     engine: str,
     options: SolverOptions,
 ) -> tuple[int, BestPlan, int, str]:
-    """Smallest k with a valid plan: bounds give the floor, first-fit decreasing the ceiling."""
+    """Smallest k with a valid plan: bounds give the floor, best fit decreasing the ceiling.
+
+    A count below the ceiling is tried only while an attempt's estimated cost fits the time
+    left; then the search goes straight to the ceiling, whose best-fit packing is a valid plan
+    at once (so the answer never waits for the clock at any n)."""
     cap = problem.cap
     n_items = len(items)
     if cap is None:
         return 1, _fixed_k(items, 1, problem, deadline, time_limit, engine, options), 1, "optimal"
-    floor = max(1, min_bins_lower_bound(items.tokens, cap))
-    ffd = first_fit_lists(items.tokens, items.counts, None, cap, None, order_desc(items.tokens))
-    ceiling = len(ffd)
+    floor = max(1, min_bins_lower_bound(items.token_array, cap))
+    bfd = [sorted(b) for b in best_fit_lists(items.tokens, items.counts, None, cap)]
+    ceiling = len(bfd)
+    attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
+    attempt_seconds += _fallback_seconds(n_items)
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
@@ -268,14 +346,14 @@ def _search_k(
         at_ceiling = k == ceiling and not problem.equal_size
         if k > ceiling and not problem.equal_size:
             break
-        out_of_time = deadline is not None and time.perf_counter() > deadline
+        out_of_time = deadline is not None and time.perf_counter() > deadline - attempt_seconds
         if out_of_time and not at_ceiling and not problem.equal_size:
-            continue  # out of time: straight to the count first-fit decreasing achieves
+            continue  # out of time: straight to the count best fit decreasing achieves
         try:
-            # Below the FFD count a heuristic miss is not proof: CP-SAT decides when it can.
+            # Below the ceiling a heuristic miss is not proof: CP-SAT decides when it can.
             best = _fixed_k(
                 items, k, problem, deadline, time_limit, engine, options,
-                start=ffd if at_ceiling else None,
+                start=bfd if at_ceiling else None,
             )
         except InfeasibleError as err:
             # Only a run of proofs from the floor up moves it: a count merely not found in
@@ -337,7 +415,13 @@ def partition(
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    options = options or SolverOptions()
+    if options is None:
+        options = SolverOptions()
+    elif not isinstance(options, SolverOptions):
+        raise TypeError(
+            f"options must be a SolverOptions, got {type(options).__name__}: pass "
+            "SolverOptions(**your_dict)"
+        )
     problem = make_problem(
         lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
     )
@@ -398,13 +482,9 @@ def _finish(
         )
     except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
         raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
-    bin_of = np.repeat(np.arange(len(bins)), [len(b) for b in bins])
-    order = np.fromiter((i for b in bins for i in b), dtype=np.int64, count=problem.n)
-    loads = np.zeros(len(bins), dtype=np.int64)
-    tokens = np.zeros(len(bins), dtype=np.int64)
-    np.add.at(loads, bin_of, problem.costs[order])
-    np.add.at(tokens, bin_of, problem.tokens[order])
-    loads, tokens = loads.tolist(), tokens.tolist()
+    # Exact: int64 prefix sums on the fast path (every sum below 2**62), Python ints beyond.
+    loads = [int(x) for x in bin_sums(bins, problem.costs)]
+    tokens = bin_sums(bins, problem.tokens).tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])
     max_load = max(loads)
@@ -418,7 +498,7 @@ def _finish(
         method=best.method,
         seconds=time.perf_counter() - t0,
         k=k,
-        cap=problem.cap,
+        cap=problem.given_cap,
         cost=problem.cost,
         k_status=k_status,
         k_lower_bound=k_floor if k_floor is not None else None,
