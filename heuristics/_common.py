@@ -40,14 +40,28 @@ def prepare(
 
 def order_desc(values: Sequence[int]) -> list[int]:
     """Indices by value, largest first, ties by index: deterministic everywhere."""
-    arr = np.asarray(values, dtype=np.int64)
-    return np.lexsort((np.arange(len(arr)), -arr)).tolist()
+    return argsort_desc(np.asarray(values, dtype=np.int64)).tolist()
+
+
+def argsort_desc(arr: np.ndarray) -> np.ndarray:
+    """Indices of an int64 array by value, largest first, ties by index (a stable sort of
+    max - value, in the narrowest unsigned type that holds it: numpy radix-sorts 8- and
+    16-bit keys, ~10x faster than int64 at 10^6)."""
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = int(arr.max())
+    spread = top - int(arr.min())
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if spread <= np.iinfo(dtype).max:
+            return np.argsort((top - arr).astype(dtype), kind="stable")
+    return np.argsort(-arr, kind="stable")
 
 
 def bins_from_labels(labels: np.ndarray, k: int) -> Bins:
     """Bin lists (indices ascending) from a per-item bin label array, without a Python loop
     over items."""
-    by_bin = np.argsort(labels, kind="stable")
+    narrow = labels.astype(np.uint16) if k <= 2**16 else labels  # uint16: a radix sort
+    by_bin = np.argsort(narrow, kind="stable")
     ends = np.cumsum(np.bincount(labels, minlength=k)).tolist()
     flat = by_bin.tolist()
     return [flat[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]

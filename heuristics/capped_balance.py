@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, SortedKeys, apply_move_or_swap, order_desc, prepare
+from ._common import Bins, SortedKeys, apply_move_or_swap, argsort_desc, order_desc, prepare
 from .first_fit import first_fit_lists
 from .lpt import lpt_lists
 
@@ -55,12 +55,17 @@ def best_fit_lists(
     """
     if max_count is not None:
         return _best_fit_counted(list(tokens), list(count), k, cap, max_count)
-    arr = np.asarray(tokens, dtype=np.int64)
+    return best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
+
+
+def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
+    """:func:`best_fit_lists` without a sample limit, also returning each bin's room left
+    (cap minus its tokens; negative for a bin a sequence that fitted nowhere went to)."""
     n = len(arr)
     if n == 0:
-        return [[] for _ in range(k or 0)]
+        return [[] for _ in range(k or 0)], [cap or 0] * (k or 0)
     limit = cap if cap is not None else int(arr.sum())
-    order = np.lexsort((np.arange(n), -arr))  # longest first, ties by index
+    order = argsort_desc(arr)  # longest first, ties by index
     ordered = arr[order]
     starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
     ends = np.concatenate((starts[1:], [n]))
@@ -92,16 +97,18 @@ def best_fit_lists(
             room[b] -= take * t
             if room[b] >= smallest:
                 open_keys.add(room[b] * span + b)
-    if overflow:
-        if not bins:  # k=None and a sequence over the cap: alone in its own bins
-            return [[i] for i in overflow]
+    if overflow and k is None:  # sequences over the cap: alone in bins of their own
+        bins.extend([i] for i in overflow)
+        room.extend(limit - int(arr[i]) for i in overflow)
+    elif overflow:
         heap = [(-r, b) for b, r in enumerate(room)]
         heapq.heapify(heap)
         for i in overflow:
             r, b = heapq.heappop(heap)
             bins[b].append(i)
-            heapq.heappush(heap, (r + int(arr[i]), b))
-    return bins
+            room[b] -= int(arr[i])
+            heapq.heappush(heap, (-room[b], b))
+    return bins, room
 
 
 def _best_fit_counted(
@@ -129,15 +136,24 @@ def _best_fit_counted(
     return bins
 
 
-def fill_empty(bins: Bins, cost: list[int], count: list[int], max_count: int | None) -> Bins:
+def fill_empty(
+    bins: Bins,
+    cost: list[int],
+    count: list[int],
+    max_count: int | None,
+    loads: list[int] | None = None,
+) -> Bins:
     """Move the lightest sequence of the heaviest multi-sequence bin into each empty bin.
 
-    A heap of the multi-sequence bins by load keeps it O(k log k) plus the donors' sizes."""
-    bins = [list(b) for b in bins]
+    A heap of the multi-sequence bins by load keeps it O(k log k) plus the donors' sizes.
+    ``loads``: the bins' cost loads when the caller already has them."""
     empty = [b for b, items in enumerate(bins) if not items]
     if not empty:
         return bins
-    heap = [(-sum(cost[i] for i in items), b) for b, items in enumerate(bins) if len(items) > 1]
+    bins = list(bins)  # shallow: only the bins that change are copied below
+    if loads is None:
+        loads = _per_bin(bins, cost)
+    heap = [(-loads[b], b) for b, items in enumerate(bins) if len(items) > 1]
     heapq.heapify(heap)
     for e in empty:
         if not heap:
@@ -147,8 +163,8 @@ def fill_empty(bins: Bins, cost: list[int], count: list[int], max_count: int | N
         if max_count is not None and count[i] > max_count:
             continue
         heapq.heappop(heap)
-        bins[d].remove(i)
-        bins[e].append(i)
+        bins[d] = [x for x in bins[d] if x != i]
+        bins[e] = [i]
         if len(bins[d]) > 1:
             heapq.heappush(heap, (neg_load + cost[i], d))
     return bins

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, bins_from_labels, order_desc, prepare
+from ._common import Bins, argsort_desc, bins_from_labels, order_desc, prepare
 
 #: From this many items, LPT places a whole round of k items at once (heaviest item to the
 #: lightest bin, vectorised): one heap step per item costs ~1 us in Python, too much at 10^6.
@@ -90,7 +90,7 @@ def _lpt_rounds(cost: list[int], k: int, order: list[int] | None) -> Bins:
     first (ties by bin index). Within a round this is what LPT does while loads stay ordered;
     it differs from one-by-one LPT only when one item lifts a bin past another of the round."""
     values = np.asarray(cost, dtype=np.int64)
-    idx = np.asarray(order_desc(cost) if order is None else order, dtype=np.int64)
+    idx = argsort_desc(values) if order is None else np.asarray(order, dtype=np.int64)
     loads = np.zeros(k, dtype=np.int64)
     labels = np.empty(len(values), dtype=np.int64)
     for lo in range(0, len(idx), k):

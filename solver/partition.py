@@ -15,7 +15,12 @@ import numpy as np
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.capped_balance import best_fit_lists, capped_balance_lists, fill_empty
+from seqpart.heuristics.capped_balance import (
+    best_fit_lists,
+    best_fit_with_room,
+    capped_balance_lists,
+    fill_empty,
+)
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
@@ -26,22 +31,31 @@ from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
 
 
+def _measure(
+    bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
+) -> int | None:
+    """The exact largest load when ``bins`` is valid, else None: a fast item-level check (the
+    full validator runs once on the final plan), the bins flattened once."""
+    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
+        return None
+    arrays = [items.cost_array]
+    if cap is not None:
+        arrays.append(items.token_array)
+    if max_count is not None:
+        arrays.append(items.count_array)
+    sums = items.bin_sums(bins, *arrays)
+    sums = sums if isinstance(sums, tuple) else (sums,)
+    if cap is not None and int(sums[1].max()) > cap:
+        return None
+    if max_count is not None and bool((sums[-1] != max_count).any()):
+        return None
+    return int(sums[0].max())
+
+
 def _valid(
     bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
 ) -> bool:
-    """Fast item-level check (the full validator runs once on the final plan)."""
-    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
-        return False
-    if cap is not None and int(items.bin_sums(bins, items.token_array).max()) > cap:
-        return False
-    return max_count is None or not bool(
-        (items.bin_sums(bins, items.count_array) != max_count).any()
-    )
-
-
-def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
-    """The exact largest load (Python int)."""
-    return int(items.bin_sums(bins, items.cost_array).max())
+    return _measure(bins, k, items, cap, max_count) is not None
 
 
 def _violation(bins: Sequence[Sequence[int]], items: Items, cap: int | None) -> tuple[int, int]:
@@ -85,8 +99,14 @@ def _fallback_seconds(n: int) -> float:
 def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[list[int]]:
     """Best fit decreasing into k bins, empty bins refilled: valid whenever best fit needs at
     most k bins, which makes it the cheap fallback for large batches."""
-    bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
-    return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
+    if max_count is not None:
+        bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
+        return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
+    bins, room = best_fit_with_room(items.token_array, k, cap)
+    loads = None  # when loads are tokens, the room left gives them for free
+    if cap is not None and items.costs == items.tokens:
+        loads = [cap - r for r in room]
+    return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, None, loads)]
 
 
 def _heuristic_plan(
@@ -136,10 +156,10 @@ def _heuristic_plan(
 
     def offer(method: str, bins: list[list[int]]) -> bool:
         """Keep ``bins`` if it is the best valid plan so far; say whether it is valid."""
-        if not _valid(bins, k, items, cap, max_count):
+        load = _measure(bins, k, items, cap, max_count)
+        if load is None:
             hints.append(bins)
             return False
-        load = _max_load(bins, items)
         if best.bins is None or load < best.max_load:
             best.bins, best.max_load, best.method = bins, load, method
         return True
@@ -258,9 +278,8 @@ def _heuristic_plan(
 def _load_bound(items: Items, k: int, max_count: int | None) -> int:
     """The load lower bound, exact: int64 on the fast path, Python ints beyond it."""
     if not items.shift:
-        return load_lower_bound(
-            items.cost_array, k, counts=items.counts, max_count=max_count
-        )
+        counts = None if items.members is None else items.counts  # None: all ones
+        return load_lower_bound(items.cost_array, k, counts=counts, max_count=max_count)
     c = sorted(items.exact, reverse=True)  # exact Python ints: the same bound, no wrap
     bound = max(-(-sum(c) // k), c[0])
     if len(c) > k:
@@ -334,7 +353,7 @@ def _search_k(
     if cap is None:
         return 1, _fixed_k(items, 1, problem, deadline, time_limit, engine, options), 1, "optimal"
     floor = max(1, min_bins_lower_bound(items.token_array, cap))
-    bfd = [sorted(b) for b in best_fit_lists(items.tokens, items.counts, None, cap)]
+    bfd = [sorted(b) for b in best_fit_with_room(items.token_array, None, cap)[0]]
     ceiling = len(bfd)
     attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += _fallback_seconds(n_items)
@@ -483,8 +502,8 @@ def _finish(
     except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
         raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
     # Exact: int64 prefix sums on the fast path (every sum below 2**62), Python ints beyond.
-    loads = [int(x) for x in bin_sums(bins, problem.costs)]
-    tokens = bin_sums(bins, problem.tokens).tolist()
+    load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
+    loads, tokens = load_sums.tolist(), token_sums.tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])
     max_load = max(loads)

@@ -164,9 +164,9 @@ class Items:
     def count_array(self) -> np.ndarray:
         return np.asarray(self.counts, dtype=np.int64)
 
-    def bin_sums(self, bins: Sequence[Sequence[int]], values: np.ndarray) -> np.ndarray:
-        """Per-bin sums of ``values`` (one of the arrays above), without a loop over items."""
-        return bin_sums(bins, values)
+    def bin_sums(self, bins: Sequence[Sequence[int]], *values: np.ndarray) -> Any:
+        """Per-bin sums of ``values`` (arrays above), without a loop over items."""
+        return bin_sums(bins, *values)
 
     def expand(self, bins: Sequence[Sequence[int]]) -> list[list[int]]:
         """Item bins back to sorted original indices."""
@@ -176,14 +176,19 @@ class Items:
         return [sorted(i for item in b for i in members[item]) for b in bins]
 
 
-def bin_sums(bins: Sequence[Sequence[int]], values: np.ndarray) -> np.ndarray:
+def bin_sums(bins: Sequence[Sequence[int]], *values: np.ndarray) -> Any:
     """Per-bin sums of ``values[i]`` over the indices of each bin: prefix sums over the
-    flattened bins (exact: int64 inputs here sum below 2**62, object inputs are Python ints)."""
+    flattened bins (exact: int64 inputs here sum below 2**62, object inputs are Python ints).
+    One array in, one out; several in, a tuple out (the bins are flattened once)."""
     sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
     flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
-    prefix = np.concatenate((np.zeros(1, dtype=values.dtype), np.cumsum(values[flat])))
     ends = np.cumsum(sizes)
-    return prefix[ends] - prefix[ends - sizes]
+    starts = ends - sizes
+    out = []
+    for v in values:
+        prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[flat])))
+        out.append(prefix[ends] - prefix[starts])
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def make_problem(
@@ -293,7 +298,8 @@ def make_items(problem: Problem) -> Items:
     tok = problem.tokens.tolist()
     cst = problem.costs.tolist()
     if not skip:  # the common case, kept cheap: one item per sequence
-        return _with_work_costs(None, tok, cst, [1] * problem.n)
+        # int64 costs already passed Cost.exact's test: their sum is below 2**62.
+        return _with_work_costs(None, tok, cst, [1] * problem.n, problem.costs.dtype == object)
     members = [list(g) for g in problem.groups]
     members += [[i] for i in range(problem.n) if i not in skip]
     members.sort(key=lambda m: m[0])
@@ -306,11 +312,15 @@ def make_items(problem: Problem) -> Items:
 
 
 def _with_work_costs(
-    members: list[list[int]] | None, tokens: list[int], costs: list[int], counts: list[int]
+    members: list[list[int]] | None,
+    tokens: list[int],
+    costs: list[int],
+    counts: list[int],
+    exact_sum: bool = True,
 ) -> Items:
     """Items whose heuristic costs are int64-safe: the exact ones when their total is below
     2**62, else scaled down by a power of two (rounded up, so none becomes 0)."""
-    total = sum(costs)
+    total = sum(costs) if exact_sum else 0
     if total < 2**62:
         return Items(members, tokens, costs, counts)
     shift = total.bit_length() - WORK_TOTAL.bit_length() + 1
