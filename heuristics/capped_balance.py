@@ -38,6 +38,10 @@ def capped_balance(
     return capped_balance_lists(tokens, cost, count, k, cap, max_count)
 
 
+#: Up to this many bins best fit keeps residuals in one flat sorted list.
+_FLAT_KEYS_UP_TO = 4096
+
+
 def best_fit_lists(
     tokens: Sequence[int],
     count: Sequence[int],
@@ -74,14 +78,23 @@ def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple
     span = n + (k or 0) + 1  # keys are residual * span + bin: residual order, ties by bin
     bins: Bins = [[] for _ in range(k or 0)]
     room: list[int] = [limit] * (k or 0)
+    # Few bins: one flat sorted list (cheapest per step); many: chunks (no long memmoves).
+    few = (k or -(-int(arr.sum()) // limit)) <= _FLAT_KEYS_UP_TO
+    flat_keys = [limit * span + b for b in range(k or 0)]
     open_keys = SortedKeys()
-    for b in range(k or 0):
-        open_keys.add(limit * span + b)
+    if not few:
+        for key in flat_keys:
+            open_keys.add(key)
     overflow: list[int] = []
+    bisect_left, insort = bisect.bisect_left, bisect.insort
     for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
         pos = lo
         while pos < hi:
-            key = open_keys.pop_ge(t * span)
+            if few:
+                at = bisect_left(flat_keys, t * span)
+                key = flat_keys.pop(at) if at < len(flat_keys) else None
+            else:
+                key = open_keys.pop_ge(t * span)
             if key is not None:
                 b = key % span
             elif k is None and t <= limit:
@@ -96,7 +109,10 @@ def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple
             pos += take
             room[b] -= take * t
             if room[b] >= smallest:
-                open_keys.add(room[b] * span + b)
+                if few:
+                    insort(flat_keys, room[b] * span + b)
+                else:
+                    open_keys.add(room[b] * span + b)
     if overflow and k is None:  # sequences over the cap: alone in bins of their own
         bins.extend([i] for i in overflow)
         room.extend(limit - int(arr[i]) for i in overflow)
@@ -200,6 +216,7 @@ def capped_balance_lists(
     cap: int | None,
     max_count: int | None,
     deadline: float | None = None,
+    lpt_bins: Bins | None = None,
 ) -> Bins:
     """See :func:`capped_balance`; inputs already validated.
 
@@ -210,8 +227,10 @@ def capped_balance_lists(
     """
     by_cost = order_desc(cost)
     by_tokens = order_desc(tokens)
+    # ``lpt_bins``: the caller's LPT by cost, the first construction, when it has it already.
     constructions: list[Callable[[], Bins]] = [
-        lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_cost)
+        (lambda: lpt_bins) if lpt_bins is not None
+        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_cost))
     ]
     if cap is not None:
         if by_tokens != by_cost:

@@ -200,6 +200,7 @@ def _heuristic_plan(
     # LPT breaks the cap, time is kept back for the fallback in case the search cannot
     # repair it.
     lpt_valid = False
+    lpt_bins: list[list[int]] | None = None
     if not proven() and _LPT_SECONDS_PER_ITEM * n + fallback_seconds <= max(
         time_limit, 0.0
     ) and not out_of_time(_LPT_SECONDS_PER_ITEM * n):
@@ -207,6 +208,7 @@ def _heuristic_plan(
         # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
         lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
                                             max_count)]
+        lpt_bins = lpt
         lpt_valid = offer("lpt", lpt)
         tighten_bound()
         if not proven() and searchable(lpt, lpt_valid):
@@ -222,9 +224,9 @@ def _heuristic_plan(
     # best-fit count up. Otherwise only as one more start, after the others.
     def fallback() -> tuple[str, list[list[int]], bool]:
         if n <= _CAPPED_BALANCE_UP_TO:
-            # It begins with the same LPT; only its packings are new here.
+            # It begins with the same LPT, passed in; only its packings are new here.
             cb = capped_balance_lists(
-                items.tokens, items.costs, items.counts, k, cap, max_count, deadline
+                items.tokens, items.costs, items.counts, k, cap, max_count, deadline, lpt_bins
             )
             return "capped_balance", cb, offer("capped_balance", cb)
         packed = _pack(items, k, cap, max_count)
