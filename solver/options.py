@@ -17,9 +17,15 @@ UNSAFE_PARAMETERS = {
 
 
 def check_parameters(parameters: dict[str, object]) -> None:
-    """Reject unknown or unsafe CP-SAT parameter names up front, naming the problem."""
+    """Reject unknown or unsafe CP-SAT parameters, or values of the wrong type, up front
+    (naming the problem), so nothing fails inside a solve and costs the heuristic plan."""
+    if not isinstance(parameters, dict):
+        raise TypeError(
+            "SolverOptions.cp_sat_parameters must be a dict of CP-SAT parameter names to "
+            f"values, got {type(parameters).__name__}"
+        )
     known = cp_model.CpSolver().parameters
-    for name in parameters:
+    for name, value in parameters.items():
         if name in UNSAFE_PARAMETERS:
             raise ValueError(f"CP-SAT parameter {name!r} is refused: {UNSAFE_PARAMETERS[name]}")
         if not hasattr(known, name):
@@ -27,6 +33,13 @@ def check_parameters(parameters: dict[str, object]) -> None:
                 f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters: see "
                 "ortools' sat_parameters.proto for the names"
             )
+        try:
+            setattr(known, name, value)  # a scratch message: protobuf checks the type
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"CP-SAT parameter {name!r}={value!r} ({type(value).__name__}) has the wrong "
+                "type for that field: see ortools' sat_parameters.proto for its type"
+            ) from None
 
 
 ENGINES = ("auto", "heuristics", "cp-sat")
@@ -54,6 +67,19 @@ class SolverOptions:
     def __post_init__(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
+            -(2**31) <= self.seed < 2**31
+        ):
+            raise TypeError(f"SolverOptions.seed must be an int (32-bit), got {self.seed!r}")
+        for flag in ("log", "deterministic"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(
+                    f"SolverOptions.{flag} must be True or False, got {getattr(self, flag)!r}"
+                )
+        if isinstance(self.max_model_vars, bool) or not isinstance(self.max_model_vars, int):
+            raise TypeError(
+                f"SolverOptions.max_model_vars must be an int, got {self.max_model_vars!r}"
+            )
         check_parameters(self.cp_sat_parameters)
 
 
