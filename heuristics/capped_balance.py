@@ -217,6 +217,8 @@ def capped_balance_lists(
     max_count: int | None,
     deadline: float | None = None,
     lpt_bins: Bins | None = None,
+    repair_steps: int = 10_000,
+    report: dict[str, int] | None = None,
 ) -> Bins:
     """See :func:`capped_balance`; inputs already validated.
 
@@ -250,7 +252,7 @@ def capped_balance_lists(
             break
     assert best is not None and best_score is not None
     if best_score[0] > 0 and cap is not None:
-        best = repair_lists(tokens, count, best, cap, max_count, deadline)
+        best = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
     return [sorted(b) for b in best]
 
 
@@ -258,6 +260,12 @@ def capped_balance_lists(
 #: the _ROOMY_BINS bins with the most room (memory stays O(n), not O(64 n)).
 _ALL_PARTNERS_UP_TO = 20_000
 _ROOMY_BINS = 256
+
+
+def repair_step_seconds(n: int) -> float:
+    """Estimated CPU seconds of one repair step over n items (64 heavy items against every
+    partner, or the roomy bins' items above _ALL_PARTNERS_UP_TO): for a step budget."""
+    return 5e-5 + 2e-7 * min(n, _ALL_PARTNERS_UP_TO)
 
 
 def repair_lists(
@@ -268,6 +276,7 @@ def repair_lists(
     max_count: int | None,
     deadline: float | None = None,
     max_steps: int = 10_000,
+    report: dict[str, int] | None = None,
 ) -> Bins:
     """Moves and swaps out of the most over-cap bin that lower the total tokens over the cap.
 
@@ -289,8 +298,11 @@ def repair_lists(
     def excess(t: np.ndarray) -> np.ndarray:
         return np.maximum(t - cap, 0)
 
-    for _step in range(max_steps):
+    steps = 0
+    for steps in range(max_steps):  # noqa: B007 (reported below)
         if deadline is not None and time.perf_counter() > deadline:
+            if report is not None:
+                report["deadline"] = 1
             break
         o = int(np.argmax(tload))
         if tload[o] <= cap:
@@ -332,4 +344,6 @@ def repair_lists(
         if a < 0:
             break
         apply_move_or_swap(members, where, ((tload, tok), (cnt, cnt_item)), a, o, j, b)
+    if report is not None:
+        report["repair_steps"] = steps
     return members

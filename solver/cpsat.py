@@ -25,7 +25,7 @@ from collections.abc import Sequence
 # otherwise land inside the first caller's time budget.
 from ortools.sat.python import cp_model
 
-from .options import BestPlan, SolverOptions
+from .options import BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError
 from .problem import Items
 
@@ -42,6 +42,10 @@ SINGLE_WORKER_BELOW_SECONDS = 0.05
 #: stops, and a solve only starts, while that much is left.
 LOAD_SECONDS_PER_VAR = 1.3e-6
 FREE_SECONDS_PER_VAR = 0.6e-6
+#: CP-SAT deterministic time units per wall second of one worker on the reference machine
+#: (2 cores, ortools 9.15), measured with ``python benchmarks/bench_scale.py --calibrate``
+#: and rounded down so the deterministic limit ends before the wall time would.
+DETERMINISTIC_PER_SECOND = 0.02
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
@@ -74,15 +78,17 @@ def solve_items(
     cap: int | None,
     max_count: int | None,
     best: BestPlan,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     options: SolverOptions,
     force: bool = False,
 ) -> BestPlan:
-    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
-    if deadline is not None and not force and (
-        deadline - time.perf_counter() < FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS
-    ):
+    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why.
+
+    Outside "clock" timing every choice here is made from the budget's estimates, and the
+    solve is limited in CP-SAT's deterministic time (one worker, or interleaved search for
+    several, so the search itself is repeatable); the wall clock only backs it up."""
+    if not force and not budget.fits(FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS):
         best.notes.append("cp-sat skipped: no time left after the heuristics")
         return best
     types = _types(items)
@@ -90,25 +96,29 @@ def solve_items(
     if size > options.max_model_vars and not force:
         best.notes.append(f"cp-sat skipped: {size} variables > max_model_vars")
         return best
-    if deadline is not None:
-        remaining = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        need = size * (BUILD_SECONDS_PER_VAR + LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR)
-        need += SOLVE_STARTUP_SECONDS
-        if not force and remaining < need:
-            best.notes.append(
-                f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
-                f"{max(remaining, 0) * 1000:.0f} ms left"
-            )
-            return best
+    remaining = budget.left() - FINISH_MARGIN_SECONDS
+    need = size * (BUILD_SECONDS_PER_VAR + LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR)
+    need += SOLVE_STARTUP_SECONDS
+    if not force and not budget.fits(need + FINISH_MARGIN_SECONDS):
+        best.notes.append(
+            f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
+            f"{max(remaining, 0) * 1000:.0f} ms left"
+        )
+        return best
     # What must stay in the budget after the build: loading, starting and freeing the model.
     reserve = size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR) + SOLVE_STARTUP_SECONDS
+    wall = budget.wall_deadline
     try:
-        build_by = None if deadline is None else deadline - reserve - FINISH_MARGIN_SECONDS
+        # The build's clock checks are the safety net (the size estimate decided above).
+        build_by = None if wall is None else wall - reserve - FINISH_MARGIN_SECONDS
         model, y, z = _build(items, types, k, cap, max_count, best, build_by)
         keys, members = types
     except _OutOfTime as stop:
+        if not budget.by_clock:
+            budget.cut = True
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
+    budget.charge(size * BUILD_SECONDS_PER_VAR)
     solver = cp_model.CpSolver()
     params = solver.parameters
     # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
@@ -117,22 +127,32 @@ def solve_items(
     params.num_workers = options.workers
     params.random_seed = options.seed
     params.log_search_progress = options.log
-    if options.deterministic:
-        params.interleave_search = True
-        params.max_deterministic_time = time_limit
+    left = budget.left() - FINISH_MARGIN_SECONDS
+    if not force and not budget.fits(reserve + FINISH_MARGIN_SECONDS):
+        _release(model)
+        best.notes.append(
+            f"cp-sat skipped: {max(left, 0) * 1000:.0f} ms left after the build, too little "
+            f"to load {size} variables"
+        )
+        return best
+    # CP-SAT's clock starts after loading; freeing the model comes after it stops.
+    solve_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
+    if left < SINGLE_WORKER_BELOW_SECONDS:
+        params.num_workers = 1
+    det_limit = None
+    if budget.by_clock:
+        params.max_time_in_seconds = solve_seconds
     else:
-        assert deadline is not None
-        left = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        if left < reserve:
-            best.notes.append(
-                f"cp-sat skipped: {max(left, 0) * 1000:.0f} ms left after the build, too little "
-                f"to load {size} variables"
-            )
-            return best
-        # CP-SAT's clock starts after loading; freeing the model comes after it stops.
-        params.max_time_in_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
-        if left < SINGLE_WORKER_BELOW_SECONDS:
-            params.num_workers = 1
+        # Repeatable: limited in deterministic time, one worker or interleaved workers.
+        det_limit = max(solve_seconds - SOLVE_STARTUP_SECONDS, 0.0) * DETERMINISTIC_PER_SECOND
+        params.max_deterministic_time = det_limit
+        if params.num_workers > 1:
+            params.interleave_search = True
+        wall_left = budget.wall_left() - FINISH_MARGIN_SECONDS - size * (
+            LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR
+        )
+        if budget.wall_deadline is not None:
+            params.max_time_in_seconds = max(wall_left, 0.001)  # the safety net
     for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
         setattr(params, name, value)
     t_solve = time.perf_counter()
@@ -144,7 +164,17 @@ def solve_items(
     finally:
         _release(model)
     took = (time.perf_counter() - t_solve) * 1000
+    budget.charge(took / 1000 if budget.by_clock else solve_seconds)
     name = solver.status_name(status)
+    if (
+        det_limit is not None
+        and budget.wall_deadline is not None
+        and status != cp_model.OPTIMAL
+        and status != cp_model.INFEASIBLE
+        and solver.deterministic_time < 0.99 * det_limit
+        and solver.wall_time >= 0.95 * params.max_time_in_seconds
+    ):
+        budget.cut = True  # the wall clock, not the deterministic limit, ended the search
     if status == cp_model.INFEASIBLE:
         raise InfeasibleError(
             f"CP-SAT proved no split of these items into k={k} micro-batches meets the cap"

@@ -3,6 +3,8 @@ engines (``cpsat``), so neither imports the other."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,15 +45,26 @@ def check_parameters(parameters: dict[str, object]) -> None:
 
 
 ENGINES = ("auto", "heuristics", "cp-sat")
+#: How a call spends its time limit (see SolverOptions.timing).
+TIMINGS = ("work", "strict", "clock")
 
 
 @dataclass(frozen=True)
 class SolverOptions:
     """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
 
-    ``deterministic``: identical plans on every machine and run, at a price: the heuristics run
-    to completion whatever the clock says and CP-SAT's limit is counted in its deterministic time
-    units, so wall time can overrun ``time_limit`` (see the README for measured figures).
+    ``timing`` says how ``time_limit`` is spent:
+
+    - ``"work"`` (default): repeatable. Each step is charged an estimate of its cost computed
+      from the sizes and the work it did (local search counts the elements its vectorised
+      operations process, CP-SAT runs on its deterministic time), calibrated on a 2-core
+      machine so that the estimate stays below the wall time. The same input takes the same
+      steps everywhere. The wall clock is only a safety net: when it stops a step first
+      (a heavily loaded machine), ``plan.notes`` says so and that plan may differ.
+    - ``"strict"``: the same budget without the safety net: always repeatable, but wall time
+      can overrun the limit on a loaded machine. ``deterministic=True`` selects it.
+    - ``"clock"``: every decision reads the wall clock (the most work in the limit, but the
+      plan depends on machine speed and load).
     """
 
     workers: int = 2
@@ -63,6 +76,7 @@ class SolverOptions:
     max_model_vars: int = 400_000
     #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
     cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
+    timing: str = "work"
 
     def __post_init__(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
@@ -81,6 +95,15 @@ class SolverOptions:
                 f"SolverOptions.max_model_vars must be an int, got {self.max_model_vars!r}"
             )
         check_parameters(self.cp_sat_parameters)
+        if self.timing not in TIMINGS:
+            raise ValueError(
+                f"SolverOptions.timing={self.timing!r}: choose one of {', '.join(TIMINGS)}"
+            )
+
+    @property
+    def mode(self) -> str:
+        """The timing in effect: ``deterministic=True`` means "strict"."""
+        return "strict" if self.deterministic else self.timing
 
 
 @dataclass
@@ -95,3 +118,45 @@ class BestPlan:
     hint: list[list[int]] | None = None  # an invalid plan CP-SAT may repair, when none is valid
 
 
+
+
+@dataclass
+class Budget:
+    """One call's time limit, spent step by step.
+
+    In "work" and "strict" timing the budget is spent in *estimated* seconds: each step is
+    charged what a deterministic cost model says it costs, and every choice compares those
+    estimates with what is left, so the choices do not depend on the machine. ``wall_deadline``
+    (a ``time.perf_counter()`` value, "work" timing only) is the safety net: when it stops a
+    step before its estimate ran out, ``cut`` records it. In "clock" timing ``left`` reads the
+    wall clock and charges are ignored.
+    """
+
+    limit: float
+    wall_deadline: float | None
+    by_clock: bool = False
+    spent: float = 0.0
+    cut: bool = False
+
+    def left(self) -> float:
+        if self.by_clock:
+            return self.wall_left()
+        return self.limit - self.spent
+
+    def wall_left(self) -> float:
+        if self.wall_deadline is None:
+            return math.inf
+        return self.wall_deadline - time.perf_counter()
+
+    def charge(self, seconds: float) -> None:
+        self.spent += seconds
+
+    def fits(self, seconds: float) -> bool:
+        """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
+        wall clock says no, the safety net decides (and ``cut`` records it)."""
+        if self.left() < seconds:
+            return False
+        if not self.by_clock and self.wall_left() < seconds:
+            self.cut = True
+            return False
+        return True

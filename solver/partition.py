@@ -20,13 +20,14 @@ from seqpart.heuristics.capped_balance import (
     best_fit_with_room,
     capped_balance_lists,
     fill_empty,
+    repair_step_seconds,
 )
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.local_search import improve_lists
+from seqpart.heuristics.local_search import WORK_SECONDS, improve_lists
 from seqpart.heuristics.lpt import lpt_lists
 
 from .cpsat import solve_items
-from .options import ENGINES, BestPlan, SolverOptions
+from .options import ENGINES, BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
 
@@ -87,6 +88,8 @@ _PACK_SECONDS_PER_ITEM = 1.5e-6
 _CAPPED_BALANCE_UP_TO = 20_000
 #: Building local search's state (arrays, item types) before its first step.
 _SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
+#: Checking the input, merging items, the bounds, and checking and assembling the plan.
+_FIXED_SECONDS_PER_ITEM = 1.0e-6
 
 
 def _fallback_seconds(n: int) -> float:
@@ -115,7 +118,7 @@ def _heuristic_plan(
     cap: int | None,
     max_count: int | None,
     lb: int,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     start: list[list[int]] | None = None,
 ) -> BestPlan:
@@ -133,9 +136,9 @@ def _heuristic_plan(
        (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
     4. Local search from the remaining starts, least load above the bound first, then from the
        fallback if it has not run yet, while time remains.
-    Every optional step runs only when its measured per-item cost fits the time left, so the
-    call stays near its limit at any n. Without a deadline (deterministic mode) every step
-    runs to completion.
+    Every optional step runs only when its measured per-item cost fits the budget left, and
+    is charged that cost (local search: the work it did), so the call stays near its limit at
+    any n and, outside "clock" timing, takes the same steps on every machine.
     """
     n = len(items)
     by_tokens = items.costs == items.tokens
@@ -145,11 +148,8 @@ def _heuristic_plan(
         # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
         return is_valid or (by_tokens and _valid(bins, k, items, None, max_count))
 
-    def time_left() -> float:
-        return float("inf") if deadline is None else deadline - time.perf_counter()
-
     def out_of_time(margin: float = 0.0) -> bool:
-        return time_left() < margin
+        return not budget.fits(margin)
 
     best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
@@ -168,15 +168,32 @@ def _heuristic_plan(
         return best.bins is not None and best.max_load <= best.lower_bound
 
     def polish(
-        method: str, bins: list[list[int]], repair_by: float | None = None
-    ) -> tuple[list[list[int]], bool]:
+        method: str, bins: list[list[int]], keep_back: float | None = None
+    ) -> tuple[list[list[int]], bool, str]:
+        """Local search from ``bins``; ``keep_back``: seconds of budget to leave for the
+        fallback when the start breaks the cap and the search cannot repair it in time.
+        Returns the result, whether it is valid, and why the search stopped."""
         if out_of_time(_SEARCH_SETUP_SECONDS_PER_ITEM * n):
-            return bins, False
+            return bins, False, "budget"
+        report: dict[str, Any] = {}
+        by_clock = budget.by_clock
+        work = None if by_clock else max(budget.left(), 0.0) / WORK_SECONDS
+        repair_work = repair_by = None
+        if keep_back is not None:
+            if by_clock:
+                repair_by = time.perf_counter() + budget.left() - keep_back
+            else:
+                repair_work = max(budget.left() - keep_back, 0.0) / WORK_SECONDS
         polished = improve_lists(
-            items.tokens, items.costs, items.counts, bins, cap, max_count, deadline,
+            items.tokens, items.costs, items.counts, bins, cap, max_count, budget.wall_deadline,
             None if items.shift else best.lower_bound, repair_deadline=repair_by,
+            repair_work=None if repair_work is None else int(repair_work),
+            report=report, max_work=None if work is None else int(work),
         )
-        return polished, offer(method + "+local_search", polished)
+        budget.charge(report["work"] * WORK_SECONDS)
+        if report["stopped"] == "deadline" and not by_clock:
+            budget.cut = True
+        return polished, offer(method + "+local_search", polished), report["stopped"]
 
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
@@ -201,9 +218,11 @@ def _heuristic_plan(
     # repair it.
     lpt_valid = False
     lpt_bins: list[list[int]] | None = None
-    if not proven() and _LPT_SECONDS_PER_ITEM * n + fallback_seconds <= max(
-        time_limit, 0.0
-    ) and not out_of_time(_LPT_SECONDS_PER_ITEM * n):
+    lpt_seconds = _LPT_SECONDS_PER_ITEM * n
+    if not proven() and lpt_seconds + fallback_seconds <= time_limit and not out_of_time(
+        lpt_seconds
+    ):
+        budget.charge(lpt_seconds)
         # Sorted like the capped balancer's output, so local search from it retraces the
         # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
         lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
@@ -212,31 +231,44 @@ def _heuristic_plan(
         lpt_valid = offer("lpt", lpt)
         tighten_bound()
         if not proven() and searchable(lpt, lpt_valid):
-            repair_by = None
-            if deadline is not None and not lpt_valid:
-                repair_by = deadline - fallback_seconds
-            polished, repaired = polish("lpt", lpt, repair_by)
-            if repair_by is not None and not repaired and time.perf_counter() > repair_by:
+            polished, repaired, stopped = polish(
+                "lpt", lpt, None if lpt_valid else fallback_seconds
+            )
+            if not repaired and stopped in ("repair", "deadline"):
                 starts.append(("lpt", polished))  # cut short: resume it later if time allows
             tighten_bound()
 
     # 2. The fallback, at once when no valid plan is known yet: it always exists from the
     # best-fit count up. Otherwise only as one more start, after the others.
+    def balanced(lpt_in: list[list[int]] | None) -> list[list[int]]:
+        """The capped balancer, its repair steps paid from the budget (at least a few: no
+        valid plan is known when it runs), and charged for the steps it took."""
+        step = repair_step_seconds(n)
+        steps = max(16, min(int(max(budget.left(), 0.0) / step), 10_000))
+        report: dict[str, int] = {}
+        cb = capped_balance_lists(
+            items.tokens, items.costs, items.counts, k, cap, max_count,
+            budget.wall_deadline, lpt_in, steps, report,
+        )
+        budget.charge(report.get("repair_steps", 0) * step)
+        if report.get("deadline") and not budget.by_clock:
+            budget.cut = True
+        return cb
+
     def fallback() -> tuple[str, list[list[int]], bool]:
         if n <= _CAPPED_BALANCE_UP_TO:
             # It begins with the same LPT, passed in; only its packings are new here.
-            cb = capped_balance_lists(
-                items.tokens, items.costs, items.counts, k, cap, max_count, deadline, lpt_bins
-            )
+            budget.charge(fallback_seconds)
+            cb = balanced(lpt_bins)
             return "capped_balance", cb, offer("capped_balance", cb)
+        budget.charge(fallback_seconds)
         packed = _pack(items, k, cap, max_count)
         if offer("best_fit_decreasing", packed):
             return "best_fit_decreasing", packed, True
         if best.bins is None and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
             # Fewer bins than best fit needs: the capped balancer's repair may still get there.
-            cb = capped_balance_lists(
-                items.tokens, items.costs, items.counts, k, cap, max_count, deadline
-            )
+            budget.charge(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+            cb = balanced(None)
             return "capped_balance", cb, offer("capped_balance", cb)
         return "best_fit_decreasing", packed, False
 
@@ -252,6 +284,7 @@ def _heuristic_plan(
     # 3. Karmarkar-Karp.
     kk_seconds = _KK_SECONDS_PER_ITEM * n
     if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
+        budget.charge(kk_seconds)
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         if searchable(kk, offer("karmarkar_karp", kk)):
             starts.append(("karmarkar_karp", kk))
@@ -272,7 +305,7 @@ def _heuristic_plan(
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
         best.hint = min(hints, key=lambda bins: _violation(bins, items, cap))
-    if out_of_time():
+    if budget.left() <= 0:
         best.notes.append("heuristics stopped by the time limit")
     return best
 
@@ -295,7 +328,7 @@ def _fixed_k(
     items: Items,
     k: int,
     problem: Problem,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     engine: str,
     options: SolverOptions,
@@ -325,13 +358,13 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = _heuristic_plan(items, k, cap, max_count, lb, deadline, time_limit, start)
+    best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT takes int64 coefficients only; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
         else:
             best = solve_items(
-                items, k, cap, max_count, best, deadline, time_limit, options,
+                items, k, cap, max_count, best, budget, time_limit, options,
                 engine == "cp-sat",
             )
     return best
@@ -340,7 +373,7 @@ def _fixed_k(
 def _search_k(
     items: Items,
     problem: Problem,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     engine: str,
     options: SolverOptions,
@@ -353,7 +386,7 @@ def _search_k(
     cap = problem.cap
     n_items = len(items)
     if cap is None:
-        return 1, _fixed_k(items, 1, problem, deadline, time_limit, engine, options), 1, "optimal"
+        return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
     floor = max(1, min_bins_lower_bound(items.token_array, cap))
     bfd = [sorted(b) for b in best_fit_with_room(items.token_array, None, cap)[0]]
     ceiling = len(bfd)
@@ -367,13 +400,13 @@ def _search_k(
         at_ceiling = k == ceiling and not problem.equal_size
         if k > ceiling and not problem.equal_size:
             break
-        out_of_time = deadline is not None and time.perf_counter() > deadline - attempt_seconds
+        out_of_time = not budget.fits(attempt_seconds)
         if out_of_time and not at_ceiling and not problem.equal_size:
             continue  # out of time: straight to the count best fit decreasing achieves
         try:
             # Below the ceiling a heuristic miss is not proof: CP-SAT decides when it can.
             best = _fixed_k(
-                items, k, problem, deadline, time_limit, engine, options,
+                items, k, problem, budget, time_limit, engine, options,
                 start=bfd if at_ceiling else None,
             )
         except InfeasibleError as err:
@@ -449,7 +482,14 @@ def partition(
     # The engines stop early enough to leave time for checking and assembling the plan
     # (measured: 0.6 ms at n=2048) and for the last local-search step to end.
     finish_reserve = 0.001 + 0.5e-6 * len(problem.tokens)
-    deadline = None if options.deterministic else t0 + float(time_limit) - finish_reserve
+    mode = options.mode
+    budget = Budget(
+        limit=float(time_limit) - finish_reserve,
+        wall_deadline=None if mode == "strict" else t0 + float(time_limit) - finish_reserve,
+        by_clock=mode == "clock",
+    )
+    # Checking the input, building the items and bounds: charged up front, by size.
+    budget.charge(_FIXED_SECONDS_PER_ITEM * len(problem.tokens))
     items = make_items(problem)
     n_over = len(problem.oversize)
     k_status, k_floor = "given", None
@@ -463,13 +503,13 @@ def partition(
                 proven=True,
             )
         best = (
-            _fixed_k(items, k_items, problem, deadline, time_limit, engine, options)
+            _fixed_k(items, k_items, problem, budget, time_limit, engine, options)
             if len(items)
             else BestPlan([], 0, 0, "oversize_only", [])
         )
     elif len(items):
         k_items, best, floor, k_status = _search_k(
-            items, problem, deadline, float(time_limit), engine, options
+            items, problem, budget, float(time_limit), engine, options
         )
         k_floor = floor + n_over
     else:
@@ -480,6 +520,11 @@ def partition(
             f"{time_limit}s, and none is proven impossible: raise time_limit or k"
             + (f" ({'; '.join(best.notes)})" if best.notes else ""),
             proven=False,
+        )
+    if budget.cut:
+        best.notes.append(
+            "the wall-clock safety net stopped a step before its work budget ran out (a "
+            "loaded machine): this plan may differ from another run's"
         )
     return _finish(problem, items, best, k_items + n_over, k_status, k_floor, t0)
 
