@@ -190,10 +190,11 @@ def _heuristic_plan(
             repair_work=None if repair_work is None else int(repair_work),
             report=report, max_work=None if work is None else int(work),
         )
-        budget.charge(report["work"] * WORK_SECONDS)
-        if report["stopped"] == "deadline" and not by_clock:
+        budget.charge(report.get("work", 0) * WORK_SECONDS)
+        stopped = report.get("stopped", "converged")
+        if stopped == "deadline" and not by_clock:
             budget.cut = True
-        return polished, offer(method + "+local_search", polished), report["stopped"]
+        return polished, offer(method + "+local_search", polished), stopped
 
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
