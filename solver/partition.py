@@ -77,11 +77,11 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
 #: Costs used to split the budget, in seconds per item, measured with
 #: ``python benchmarks/bench_scale.py --calibrate`` (CPU time, so a loaded machine does not
 #: skew them) and rounded up: what each step really costs at that n.
-_KK_SECONDS_PER_ITEM = 4.5e-6
+_KK_SECONDS_PER_ITEM = 7.5e-6
 _LPT_SECONDS_PER_ITEM = 1.5e-6
-#: The capped balancer (LPT, best fit, first fit, then repair) on the tight-cap batch of
-#: issue 10: 14-16 ms at n=2048.
-_CAPPED_BALANCE_SECONDS_PER_ITEM = 8e-6
+#: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
+#: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
+_CAPPED_BALANCE_SECONDS_PER_ITEM = 5e-6
 #: Best fit decreasing into k bins and refilling empty ones: the fallback above
 #: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
 _PACK_SECONDS_PER_ITEM = 1.5e-6
