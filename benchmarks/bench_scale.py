@@ -19,12 +19,14 @@ time so a loaded machine skews them less. Print ``uptime`` with any figure.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -126,46 +128,48 @@ def memory_child(n: int) -> None:
     print(json.dumps({"before_kib": before, "after_kib": after}))
 
 
-def calibrate() -> None:
-    """Per-item CPU costs of the steps the budget split estimates."""
-    import importlib
+def _cpu(fn: Callable[[], object]) -> float:
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
 
+
+def _calibrate_row(n: int) -> list[str]:
     from seqpart.heuristics.capped_balance import best_fit_lists, fill_empty
     from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
     from seqpart.heuristics.local_search import improve_lists
     from seqpart.heuristics.lpt import lpt_lists
 
     cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
-    rows = []
-    for n in (2048, 10_000, 100_000):
-        tokens = long_tail(n).tolist()
-        cap = 2 * max(tokens)
-        k = -(-sum(tokens) // cap) + 2
-        ones = [1] * n
+    tokens = long_tail(n).tolist()
+    cap = 2 * max(tokens)
+    k = -(-sum(tokens) // cap) + 2
+    ones = [1] * n
+    lpt = [sorted(b) for b in lpt_lists(tokens, tokens, ones, k, cap, None)]
+    report: dict = {}
+    search = _cpu(lambda: improve_lists(tokens, tokens, ones, lpt, cap, None, report=report,
+                                        max_steps=200))
+    small = n <= 20_000
+    pack = _cpu(lambda: fill_empty(best_fit_lists(tokens, ones, k, cap), tokens, ones, None))
+    cb = _cpu(lambda: cb_module.capped_balance_lists(tokens, tokens, ones, k, cap, None))
+    kk = _cpu(lambda: karmarkar_karp_lists(tokens, ones, k, None)) if small else 0.0
+    return [
+        str(n),
+        f"{_cpu(lambda: lpt_lists(tokens, tokens, ones, k, cap, None)) / n * 1e6:.2f}",
+        f"{pack / n * 1e6:.2f}",
+        f"{cb / n * 1e6:.2f}" if small else "-",
+        f"{kk / n * 1e6:.2f}" if small else "-",
+        f"{search / max(report['work'], 1) * 1e9:.1f}",
+    ]
 
-        def cpu(fn: object) -> float:
-            t = time.process_time()
-            fn()  # type: ignore[operator]
-            return time.process_time() - t
 
-        lpt = [sorted(b) for b in lpt_lists(tokens, tokens, ones, k, cap, None)]
-        report: dict = {}
-        ls = cpu(lambda: improve_lists(tokens, tokens, ones, lpt, cap, None, report=report,
-                                       max_steps=200))
-        rows.append([
-            str(n),
-            f"{cpu(lambda: lpt_lists(tokens, tokens, ones, k, cap, None)) / n * 1e6:.2f}",
-            f"{cpu(lambda: fill_empty(best_fit_lists(tokens, ones, k, cap), tokens, ones, None)) / n * 1e6:.2f}",
-            f"{cpu(lambda: cb_module.capped_balance_lists(tokens, tokens, ones, k, cap, None)) / n * 1e6:.2f}"
-            if n <= 20_000 else "-",
-            f"{cpu(lambda: karmarkar_karp_lists(tokens, ones, k, None)) / n * 1e6:.2f}"
-            if n <= 20_000 else "-",
-            f"{ls / max(report['work'], 1) * 1e9:.1f}",
-        ])
+def calibrate() -> None:
+    """Per-item CPU costs of the steps the budget split estimates."""
+    cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
+    rows = [_calibrate_row(n) for n in (2048, 10_000, 100_000)]
     lengths, k, cap = tight_batch()
-    t = time.process_time()
-    cb_module.capped_balance_lists(lengths, lengths, [1] * len(lengths), k, cap, None)
-    tight = (time.process_time() - t) / len(lengths) * 1e6
+    tight = _cpu(lambda: cb_module.capped_balance_lists(
+        lengths, lengths, [1] * len(lengths), k, cap, None)) / len(lengths) * 1e6
     print(table(["n", "LPT us/item", "best fit+fill us/item", "capped balancer us/item",
                  "KK us/item", "local search ns/work unit"], rows))
     print(f"capped balancer on the tight-cap batch: {tight:.2f} us/item")

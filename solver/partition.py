@@ -88,6 +88,8 @@ _PACK_SECONDS_PER_ITEM = 1.5e-6
 _CAPPED_BALANCE_UP_TO = 20_000
 #: Building local search's state (arrays, item types) before its first step.
 _SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
+#: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
+_PACKING_BOUND_SECONDS_PER_ITEM = 0.5e-6
 #: Checking the input, merging items, the bounds, and checking and assembling the plan.
 _FIXED_SECONDS_PER_ITEM = 1.0e-6
 
@@ -208,8 +210,11 @@ def _heuristic_plan(
         nonlocal tightened
         if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
             return
-        if not tightened and best.bins is not None and best.max_load > lb:
+        if not tightened and best.bins is not None and best.max_load > lb and budget.fits(
+            _PACKING_BOUND_SECONDS_PER_ITEM * n
+        ):
             tightened = True
+            budget.charge(_PACKING_BOUND_SECONDS_PER_ITEM * n)
             best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
@@ -257,12 +262,13 @@ def _heuristic_plan(
         return cb
 
     def fallback() -> tuple[str, list[list[int]], bool]:
-        if n <= _CAPPED_BALANCE_UP_TO:
+        if n <= _CAPPED_BALANCE_UP_TO and lpt_bins is not None:
             # It begins with the same LPT, passed in; only its packings are new here.
             budget.charge(fallback_seconds)
             cb = balanced(lpt_bins)
             return "capped_balance", cb, offer("capped_balance", cb)
-        budget.charge(fallback_seconds)
+        # Without LPT's start (no time for it), the cheapest packing first.
+        budget.charge(_PACK_SECONDS_PER_ITEM * n)
         packed = _pack(items, k, cap, max_count)
         if offer("best_fit_decreasing", packed):
             return "best_fit_decreasing", packed, True
@@ -325,6 +331,14 @@ def _load_bound(items: Items, k: int, max_count: int | None) -> int:
     return bound
 
 
+def _count_bound(items: Items, cap: int) -> int:
+    """The bin-packing bound on the count, computed once per call (the count search and
+    every fixed k ask for it)."""
+    if cap not in items.memo:
+        items.memo[cap] = min_bins_lower_bound(items.token_array, cap)
+    return items.memo[cap]
+
+
 def _fixed_k(
     items: Items,
     k: int,
@@ -346,7 +360,7 @@ def _fixed_k(
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
     if cap is not None:
-        need = min_bins_lower_bound(items.token_array, cap)
+        need = _count_bound(items, cap)
         if need > k:
             raise InfeasibleError(
                 f"the token sums need at least {need} micro-batches under cap={cap} "
@@ -388,7 +402,7 @@ def _search_k(
     n_items = len(items)
     if cap is None:
         return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
-    floor = max(1, min_bins_lower_bound(items.token_array, cap))
+    floor = max(1, _count_bound(items, cap))
     bfd = [sorted(b) for b in best_fit_with_room(items.token_array, None, cap)[0]]
     ceiling = len(bfd)
     attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items

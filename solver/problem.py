@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -138,6 +138,8 @@ class Items:
     counts: list[int]
     exact_costs: list[int] | None = None
     shift: int = 0
+    #: Values computed once per call (e.g. the count bound for the cap).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.tokens)
