@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 # Imported with the package, not inside a call: the first import takes ~0.15 s, which would
 # otherwise land inside the first caller's time budget.
+import numpy as np
 from ortools.sat.python import cp_model
 
 from .options import BestPlan, Budget, SolverOptions
@@ -52,12 +53,18 @@ FINISH_MARGIN_SECONDS = 0.0005
 
 
 def _types(items: Items) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
-    """Distinct (cost, tokens, count) types, heaviest cost first, with their item indices."""
-    by_type: dict[tuple[int, int, int], list[int]] = {}
-    for i in range(len(items)):
-        by_type.setdefault((items.costs[i], items.tokens[i], items.counts[i]), []).append(i)
-    keys = sorted(by_type, key=lambda key: (-key[0], -key[1], -key[2]))
-    return keys, [by_type[key] for key in keys]
+    """Distinct (cost, tokens, count) types, heaviest cost first, with their item indices
+    (ascending). Vectorised: one lexsort, so it stays cheap at 10^5 items and more."""
+    cost, tok, cnt = items.cost_array, items.token_array, items.count_array
+    order = np.lexsort((np.arange(len(cost)), -cnt, -tok, -cost))
+    c, t, m = cost[order], tok[order], cnt[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1]) | (m[1:] != m[:-1])
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(order)).tolist()
+    flat = order.tolist()
+    keys = list(zip(c[starts].tolist(), t[starts].tolist(), m[starts].tolist(), strict=True))
+    return keys, [flat[lo:hi] for lo, hi in zip(starts.tolist(), ends, strict=True)]
 
 
 def model_size(items: Items, k: int, members: list[list[int]] | None = None) -> int:
