@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics._common import argsort_desc
 from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.heuristics.capped_balance import (
     best_fit_lists,
@@ -22,6 +23,7 @@ from seqpart.heuristics.capped_balance import (
     fill_empty,
     repair_step_seconds,
 )
+from seqpart.heuristics.first_fit import first_fit_tree
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import WORK_SECONDS, improve_lists
 from seqpart.heuristics.lpt import lpt_lists
@@ -86,6 +88,8 @@ _CAPPED_BALANCE_SECONDS_PER_ITEM = 5e-6
 #: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
 _PACK_SECONDS_PER_ITEM = 1.5e-6
 _CAPPED_BALANCE_UP_TO = 20_000
+#: First fit decreasing with the max-tree (about twice best fit's cost).
+_FFD_SECONDS_PER_ITEM = 2.5e-6
 #: Building local search's state (arrays, item types) before its first step.
 _SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
 #: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
@@ -123,6 +127,7 @@ def _heuristic_plan(
     budget: Budget,
     time_limit: float,
     start: list[list[int]] | None = None,
+    start_method: str = "best_fit_decreasing",
 ) -> BestPlan:
     """Constructions and local search, in the order that pays off soonest.
 
@@ -200,8 +205,8 @@ def _heuristic_plan(
 
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
-        offer("best_fit_decreasing", start)
-        starts.append(("best_fit_decreasing", start))
+        offer(start_method, start)
+        starts.append((start_method, start))
     tightened = False
 
     def tighten_bound() -> None:
@@ -272,7 +277,15 @@ def _heuristic_plan(
         packed = _pack(items, k, cap, max_count)
         if offer("best_fit_decreasing", packed):
             return "best_fit_decreasing", packed, True
-        if best.bins is None and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
+        if cap is not None and max_count is None:  # first fit, valid from its own count up
+            budget.charge(_FFD_SECONDS_PER_ITEM * n)
+            ff = first_fit_tree(items.token_array, k, cap, argsort_desc(items.token_array))
+            ff = [sorted(b) for b in fill_empty(ff, items.costs, items.counts, None)]
+            if offer("first_fit_decreasing", ff):
+                return "first_fit_decreasing", ff, True
+        if best.bins is None and (
+            n <= _CAPPED_BALANCE_UP_TO or not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+        ):
             # Fewer bins than best fit needs: the capped balancer's repair may still get there.
             budget.charge(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
             cb = balanced(None)
@@ -348,6 +361,7 @@ def _fixed_k(
     engine: str,
     options: SolverOptions,
     start: list[list[int]] | None = None,
+    start_method: str = "best_fit_decreasing",
 ) -> BestPlan:
     cap = problem.cap
     n_items = len(items)
@@ -373,7 +387,7 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start)
+    best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT takes int64 coefficients only; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
@@ -403,7 +417,14 @@ def _search_k(
     if cap is None:
         return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
     floor = max(1, _count_bound(items, cap))
+    budget.charge(_PACK_SECONDS_PER_ITEM * n_items)
     bfd = [sorted(b) for b in best_fit_with_room(items.token_array, None, cap)[0]]
+    method = "best_fit_decreasing"
+    if budget.fits(_FFD_SECONDS_PER_ITEM * n_items):  # the two rarely differ: both if cheap
+        budget.charge(_FFD_SECONDS_PER_ITEM * n_items)
+        ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
+        if len(ffd) < len(bfd):
+            bfd, method = [sorted(b) for b in ffd], "first_fit_decreasing"
     ceiling = len(bfd)
     attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += _fallback_seconds(n_items)
@@ -422,7 +443,7 @@ def _search_k(
             # Below the ceiling a heuristic miss is not proof: CP-SAT decides when it can.
             best = _fixed_k(
                 items, k, problem, budget, time_limit, engine, options,
-                start=bfd if at_ceiling else None,
+                start=bfd if at_ceiling else None, start_method=method,
             )
         except InfeasibleError as err:
             # Only a run of proofs from the floor up moves it: a count merely not found in

@@ -119,3 +119,37 @@ def test_default_plans_repeat_and_strict_mode_too() -> None:
 def test_clock_timing_still_works() -> None:
     plan = partition([8, 7, 6, 5, 4], 2, 15, options=SolverOptions(timing="clock"))
     assert plan.status == "optimal"
+
+
+def naive_first_fit(tokens: list[int], order: list[int], cap: int) -> list[list[int]]:
+    bins: list[list[int]] = []
+    fill: list[int] = []
+    for i in order:
+        for b in range(len(bins)):
+            if fill[b] + tokens[i] <= cap:
+                break
+        else:
+            bins.append([])
+            fill.append(0)
+            b = len(bins) - 1
+        bins[b].append(i)
+        fill[b] += tokens[i]
+    return bins
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 40), min_size=1, max_size=40),
+    cap=st.integers(40, 100),
+    decreasing=st.booleans(),
+)
+def test_first_fit_tree_is_first_fit(tokens: list[int], cap: int, decreasing: bool) -> None:
+    from seqpart.heuristics.first_fit import first_fit_tree
+
+    order = sorted(range(len(tokens)), key=lambda i: (-tokens[i], i)) if decreasing else list(
+        range(len(tokens)))
+    ours = first_fit_tree(np.asarray(tokens), None, cap, order)
+    assert [sorted(b) for b in ours] == [sorted(b) for b in naive_first_fit(tokens, order, cap)]
+    fixed = first_fit_tree(np.asarray(tokens), len(ours) + 2, cap, order)
+    assert [sorted(b) for b in fixed[: len(ours)]] == [sorted(b) for b in ours]
+    assert fixed[len(ours):] == [[], []]
