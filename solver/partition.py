@@ -418,13 +418,13 @@ def _search_k(
         return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
     floor = max(1, _count_bound(items, cap))
     budget.charge(_PACK_SECONDS_PER_ITEM * n_items)
-    bfd = [sorted(b) for b in best_fit_with_room(items.token_array, None, cap)[0]]
+    bfd = best_fit_with_room(items.token_array, None, cap)[0]
     method = "best_fit_decreasing"
     if budget.fits(_FFD_SECONDS_PER_ITEM * n_items):  # the two rarely differ: both if cheap
         budget.charge(_FFD_SECONDS_PER_ITEM * n_items)
         ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
         if len(ffd) < len(bfd):
-            bfd, method = [sorted(b) for b in ffd], "first_fit_decreasing"
+            bfd, method = ffd, "first_fit_decreasing"
     ceiling = len(bfd)
     attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += _fallback_seconds(n_items)

@@ -72,8 +72,9 @@ def find_violations(
         msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
     flat = list(itertools.chain.from_iterable(bins))
     plain_ints = set(map(type, flat)) <= {int}
+    idx = None
     if plain_ints:  # the common case, checked without a Python loop
-        idx = np.fromiter(flat, dtype=np.int64, count=len(flat)) if flat else np.zeros(0, np.int64)
+        idx = np.fromiter(flat, dtype=np.int64, count=len(flat))
         in_range = (idx >= 0) & (idx < n)
         out_of_range = int((~in_range).sum())
         seen = np.bincount(idx[in_range], minlength=n)
@@ -102,7 +103,7 @@ def find_violations(
     over = []
     if cap is not None:
         clean = plain_ints and not out_of_range
-        for b, total in enumerate(_bin_tokens(bins, tokens, flat, clean)):
+        for b, total in enumerate(_bin_tokens(bins, tokens, flat, idx if clean else None)):
             if total > cap and not (len(bins[b]) == 1 and int(bins[b][0]) in alone_ok):
                 over.append((b, total))
         if over:
@@ -134,13 +135,13 @@ def find_violations(
 
 
 def _bin_tokens(
-    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], clean: bool
+    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], idx: np.ndarray | None
 ) -> list[int]:
-    """Token sum per bin, counting only entries that are valid indices (``clean``: all are)."""
+    """Token sum per bin, counting only entries that are valid indices (``idx``: the flat
+    entries as an array, given when all of them are)."""
     n = len(tokens)
-    if clean and n and int(tokens.max()) * n < 2**62:  # exact int64 prefix sums
+    if idx is not None and n and int(tokens.max()) * n < 2**62:  # exact int64 prefix sums
         sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
-        idx = np.fromiter(flat, dtype=np.int64, count=len(flat)) if flat else np.zeros(0, np.int64)
         prefix = np.concatenate(([0], np.cumsum(tokens[idx])))
         ends = np.cumsum(sizes)
         return (prefix[ends] - prefix[ends - sizes]).tolist()
