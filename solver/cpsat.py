@@ -43,10 +43,14 @@ SINGLE_WORKER_BELOW_SECONDS = 0.05
 #: stops, and a solve only starts, while that much is left.
 LOAD_SECONDS_PER_VAR = 1.3e-6
 FREE_SECONDS_PER_VAR = 0.6e-6
-#: CP-SAT deterministic time units per wall second of one worker on the reference machine
-#: (2 cores, ortools 9.15), measured with ``python benchmarks/bench_scale.py --calibrate``
-#: and rounded down so the deterministic limit ends before the wall time would.
-DETERMINISTIC_PER_SECOND = 0.02
+#: CP-SAT's deterministic time for a solve of s wall seconds (one worker, or interleaved
+#: workers), on the reference machine (2 cores, ortools 9.15): about 0.12 units per second
+#: once loading and presolve (~10 ms, which count for little) are done. Measured on the
+#: adversarial bench instances at 0.05-1.5 s: 0.0015 units at 50 ms, 0.02-0.04 at 0.3 s,
+#: 0.16-0.19 at 1.5 s, on a loaded machine (so idle it ends before the wall time would).
+DETERMINISTIC_PER_SECOND = 0.12
+DETERMINISTIC_STARTUP_SECONDS = 0.01
+DETERMINISTIC_MINIMUM = 2e-4
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
@@ -151,7 +155,9 @@ def solve_items(
         params.max_time_in_seconds = solve_seconds
     else:
         # Repeatable: limited in deterministic time, one worker or interleaved workers.
-        det_limit = max(solve_seconds - SOLVE_STARTUP_SECONDS, 0.0) * DETERMINISTIC_PER_SECOND
+        det_limit = DETERMINISTIC_MINIMUM + DETERMINISTIC_PER_SECOND * max(
+            solve_seconds - DETERMINISTIC_STARTUP_SECONDS, 0.0
+        )
         params.max_deterministic_time = det_limit
         if params.num_workers > 1:
             params.interleave_search = True
