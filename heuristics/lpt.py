@@ -54,29 +54,51 @@ def lpt_lists(
     heap = [(0, b) for b in range(k)]  # (cost load, bin): ties go to the lowest bin index
     tok = [0] * k
     cnt = [0] * k
+    load_of = [0] * k
+    # Bins the current sequence's tokens did not fit, keyed by room (most first): they wait
+    # here until a sequence short enough comes, instead of being popped and pushed back for
+    # every sequence (which made capped LPT O(n k) when many bins are full of tokens but
+    # light in cost, e.g. with the attention cost).
+    parked: list[tuple[int, int]] = []
     unconstrained = cap is None and max_count is None
     for i in order if order is not None else order_desc(cost):
         if unconstrained:
             load, b = heap[0]
             heapq.heapreplace(heap, (load + cost[i], b))
         else:
+            t = tokens[i]
+            while parked and -parked[0][0] >= t:
+                b = heapq.heappop(parked)[1]
+                heapq.heappush(heap, (load_of[b], b))
             skipped = []
             chosen = None
             while heap:
                 entry = heapq.heappop(heap)
                 b = entry[1]
-                fits_cap = cap is None or tok[b] + tokens[i] <= cap
+                fits_cap = cap is None or tok[b] + t <= cap
                 fits_count = max_count is None or cnt[b] + count[i] <= max_count
                 if fits_cap and fits_count:
                     chosen = entry
                     break
-                skipped.append(entry)
-                if by_tokens and fits_count:
-                    break  # loads are tokens: the least-loaded bin has the most room
+                if by_tokens:
+                    skipped.append(entry)
+                    if fits_count:
+                        break  # loads are tokens: the least-loaded bin has the most room
+                elif not fits_cap:
+                    assert cap is not None
+                    heapq.heappush(parked, (tok[b] - cap, b))
+                else:
+                    skipped.append(entry)
             if chosen is None:  # nothing fits: least-loaded bin, the validator will flag it
-                chosen = skipped.pop(0)
+                chosen = min(skipped + [(load_of[b], b) for _, b in parked])
+                if chosen in skipped:
+                    skipped.remove(chosen)
+                else:
+                    parked = [entry for entry in parked if entry[1] != chosen[1]]
+                    heapq.heapify(parked)
             load, b = chosen
-            heapq.heappush(heap, (load + cost[i], b))
+            load_of[b] = load + cost[i]
+            heapq.heappush(heap, (load_of[b], b))
             for entry in skipped:
                 heapq.heappush(heap, entry)
         bins[b].append(i)

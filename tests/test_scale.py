@@ -153,3 +153,32 @@ def test_first_fit_tree_is_first_fit(tokens: list[int], cap: int, decreasing: bo
     fixed = first_fit_tree(np.asarray(tokens), len(ours) + 2, cap, order)
     assert [sorted(b) for b in fixed[: len(ours)]] == [sorted(b) for b in ours]
     assert fixed[len(ours):] == [[], []]
+
+
+def naive_lpt(tokens: list[int], cost: list[int], k: int, cap: int) -> list[list[int]]:
+    """Capped LPT from its definition: each item, heaviest first, to the least-loaded bin
+    whose tokens it fits (ties: lowest bin); the least-loaded bin when none fits."""
+    order = sorted(range(len(cost)), key=lambda i: (-cost[i], i))
+    bins: list[list[int]] = [[] for _ in range(k)]
+    load, tok = [0] * k, [0] * k
+    for i in order:
+        fits = [b for b in range(k) if tok[b] + tokens[i] <= cap]
+        b = min(fits or range(k), key=lambda b: (load[b], b))
+        bins[b].append(i)
+        load[b] += cost[i]
+        tok[b] += tokens[i]
+    return bins
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 60), min_size=2, max_size=40),
+    k=st.integers(1, 8),
+    cap=st.integers(60, 200),
+    quadratic=st.booleans(),
+)
+def test_parked_lpt_is_capped_lpt(tokens: list[int], k: int, cap: int, quadratic: bool) -> None:
+    k = min(k, len(tokens))
+    cost = [7 * x + x * x for x in tokens] if quadratic else tokens
+    ours = lpt_lists(tokens, cost, [1] * len(tokens), k, cap, None)
+    assert [sorted(b) for b in ours] == [sorted(b) for b in naive_lpt(tokens, cost, k, cap)]
