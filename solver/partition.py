@@ -187,10 +187,11 @@ def _heuristic_plan(
         work = None if by_clock else max(budget.left(), 0.0) / WORK_SECONDS
         repair_work = repair_by = None
         if keep_back is not None:
-            if by_clock:
-                repair_by = time.perf_counter() + budget.left() - keep_back
-            else:
+            if not by_clock:
                 repair_work = max(budget.left() - keep_back, 0.0) / WORK_SECONDS
+            # On the wall clock too (the safety net): the fallback must still fit after it.
+            if budget.wall_deadline is not None:
+                repair_by = budget.wall_deadline - keep_back
         polished = improve_lists(
             items.tokens, items.costs, items.counts, bins, cap, max_count, budget.wall_deadline,
             None if items.shift else best.lower_bound, repair_deadline=repair_by,
