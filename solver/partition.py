@@ -485,7 +485,9 @@ def partition(
         lengths: token count per sequence (list, numpy array or torch tensor of ints > 0).
         k: number of micro-batches; None for the smallest count a plan exists for.
         cap: max tokens per micro-batch (``max_tokens_per_gpu * cp_size``); None for no cap.
-        time_limit: wall-clock budget in seconds for the whole call.
+        time_limit: budget in seconds for the whole call. By default it is spent as estimated
+            work, so the same input gives the same plan on any machine; the wall clock is a
+            safety net (``plan.notes`` says when it cut). See ``SolverOptions.timing``.
         cost: what to balance: "tokens", "attention" (24576*l + l^2) or ``Cost(a, b)``. The cap
             always applies to tokens.
         equal_size: every micro-batch gets the same number of sequences (n divisible by k).
@@ -494,7 +496,7 @@ def partition(
             sequence a micro-batch of its own (listed in ``Plan.oversize``).
         engine: "auto" (heuristics, then CP-SAT while unproven), "heuristics" (no model), or
             "cp-sat" (build the model even when it looks too large for the budget).
-        options: CP-SAT pass-through settings (workers, seed, log, deterministic).
+        options: a ``SolverOptions``: CP-SAT pass-through settings and the timing mode.
 
     Raises:
         ValueError / TypeError: bad input, naming the argument and the fix.
