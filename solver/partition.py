@@ -83,7 +83,7 @@ _KK_SECONDS_PER_ITEM = 7.5e-6
 _LPT_SECONDS_PER_ITEM = 1.5e-6
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
 #: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
-_CAPPED_BALANCE_SECONDS_PER_ITEM = 5e-6
+_CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
 #: Best fit decreasing into k bins and refilling empty ones: the fallback above
 #: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
 _PACK_SECONDS_PER_ITEM = 1.5e-6
