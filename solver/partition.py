@@ -136,12 +136,12 @@ def _heuristic_plan(
        starts from an LPT that breaks the cap, and usually repairs it. Skipped when LPT and the
        fallback together do not fit in ``time_limit`` at this size.
     2. When that left no valid plan, the fallback that always exists for k at least the
-       best-fit count (time is kept back for it in step 1): the capped balancer's packings up
-       to _CAPPED_BALANCE_UP_TO items, best fit decreasing into k bins above; then local
-       search from it. Up to that size steps 1 and 2 are the local_search heuristic's own
+       first-fit-decreasing count (time is kept back for it in step 1): the capped balancer
+       after LPT up to _CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
+       then first fit decreasing, then the capped balancer; then local search from it. Up to that size steps 1 and 2 are the local_search heuristic's own
        path, so partition is never behind it when the budget holds that path.
     3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
-       (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
+       (a choice from the sizes, ``time_limit`` and the budget left).
     4. Local search from the remaining starts, least load above the bound first, then from the
        fallback if it has not run yet, while time remains.
     Every optional step runs only when its measured per-item cost fits the budget left, and
@@ -151,6 +151,7 @@ def _heuristic_plan(
     n = len(items)
     by_tokens = items.costs == items.tokens
     fallback_seconds = _fallback_seconds(n)
+
     def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
         # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
