@@ -138,8 +138,9 @@ def _heuristic_plan(
     2. When that left no valid plan, the fallback that always exists for k at least the
        first-fit-decreasing count (time is kept back for it in step 1): the capped balancer
        after LPT up to _CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
-       then first fit decreasing, then the capped balancer; then local search from it. Up to that size steps 1 and 2 are the local_search heuristic's own
-       path, so partition is never behind it when the budget holds that path.
+       then first fit decreasing, then the capped balancer; then local search from it. Up to
+       that size steps 1 and 2 are the local_search heuristic's own path, so partition is
+       never behind it when the budget holds that path.
     3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
        (a choice from the sizes, ``time_limit`` and the budget left).
     4. Local search from the remaining starts, least load above the bound first, then from the
