@@ -77,9 +77,11 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
 
 
 #: Costs used to split the budget, in seconds per item, measured with
-#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time, so a loaded machine does not
-#: skew them) and rounded up: what each step really costs at that n.
-_KK_SECONDS_PER_ITEM = 7.5e-6
+#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
+#: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
+#: on the loaded shared machine (KK: 6.9-7.3 us/item at load 5) were scaled back towards the
+#: idle ones measured earlier (KK: 2-9 ms at n=2048).
+_KK_SECONDS_PER_ITEM = 4.5e-6
 _LPT_SECONDS_PER_ITEM = 1.5e-6
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
 #: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
