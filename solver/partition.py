@@ -189,11 +189,13 @@ def _heuristic_plan(
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
-        work = None if by_clock else max(budget.left(), 0.0) / WORK_SECONDS
+        # Karmarkar-Karp's share stays reserved until it has run (see step 3).
+        spendable = budget.left() - kk_reserve
+        work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
         repair_work = repair_by = None
         if keep_back is not None:
             if not by_clock:
-                repair_work = max(budget.left() - keep_back, 0.0) / WORK_SECONDS
+                repair_work = max(spendable - keep_back, 0.0) / WORK_SECONDS
             # On the wall clock too (the safety net): the fallback must still fit after it.
             if budget.wall_deadline is not None:
                 repair_by = budget.wall_deadline - keep_back
@@ -209,6 +211,12 @@ def _heuristic_plan(
             budget.cut = True
         return polished, offer(method + "+local_search", polished), stopped
 
+    # Karmarkar-Karp runs whenever its estimated cost is within the budget at this size: the
+    # searches before it leave that much, so partition is never behind a valid KK plan for
+    # lack of time (a choice from the sizes and the limit alone).
+    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    kk_planned = kk_seconds < 0.75 * time_limit
+    kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer(start_method, start)
@@ -308,8 +316,8 @@ def _heuristic_plan(
             tighten_bound()
 
     # 3. Karmarkar-Karp.
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
-    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
+    kk_reserve = 0.0
+    if kk_planned and not proven() and not out_of_time(kk_seconds):
         budget.charge(kk_seconds)
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         if searchable(kk, offer("karmarkar_karp", kk)):
