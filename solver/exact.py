@@ -1,0 +1,217 @@
+"""An exact search for few long sequences per micro-batch: bin completion under a load z.
+
+Decision: can the items go into k micro-batches, each with load (cost) at most z, tokens at most
+the cap and, with equal sizes, exactly the given sample count? Bins are filled one at a time;
+each takes the largest item left and a completion of it (a subset of the other items). The
+slack a plan may leave in total is fixed: ``k*z - total cost``. Every completion spends some of
+it, so near the lower bound only nearly full completions are allowed and the search is narrow;
+that is where the LP bound (``lp_bound``) puts z. Completions are tried fullest first, equal
+items are never tried in two orders, and failed sets of remaining items are remembered.
+
+``minimise_max_load`` runs the decision at the lower bound first (usually a plan is there), then
+bisects between the bounds. Work is counted in search nodes, so results do not depend on the
+clock; a deadline is only a safety net. An exhausted search is a proof: z is infeasible.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+FOUND, INFEASIBLE, UNKNOWN = "found", "infeasible", "unknown"
+
+
+@dataclass
+class ExactBudget:
+    """Search nodes allowed over a whole ``minimise_max_load`` call (shared by its decisions)."""
+
+    nodes: int = 2_000_000
+    deadline: float | None = None
+    used: int = 0
+    #: Failed remaining sets kept (memory bound).
+    memo_limit: int = 200_000
+
+    def spent(self) -> bool:
+        if self.used >= self.nodes:
+            return True
+        # The clock is read every 1024 nodes: it is a safety net, not the limit.
+        return (
+            self.deadline is not None and self.used % 1024 == 0
+            and time.perf_counter() > self.deadline
+        )
+
+
+class _OutOfBudget(Exception):
+    pass
+
+
+def pack(
+    tokens: Sequence[int],
+    costs: Sequence[int],
+    counts: Sequence[int],
+    k: int,
+    z: int,
+    cap: int | None = None,
+    max_count: int | None = None,
+    budget: ExactBudget | None = None,
+) -> tuple[str, list[list[int]] | None]:
+    """Decide whether k micro-batches of load <= z (tokens <= cap) hold every item.
+
+    Returns (FOUND, bins) with exactly k non-empty bins, (INFEASIBLE, None) when the search
+    was exhaustive, or (UNKNOWN, None) when the budget ran out.
+    """
+    budget = budget or ExactBudget()
+    n = len(tokens)
+    cap_t = cap if cap is not None else sum(tokens)
+    if n < k or any(c > z for c in costs) or any(t > cap_t for t in tokens):
+        return INFEASIBLE, None
+    slack = k * z - sum(costs)
+    if slack < 0:
+        return INFEASIBLE, None
+    if max_count is not None and sum(counts) != k * max_count:
+        return INFEASIBLE, None
+    # Largest first; equal items (same tokens, cost, count) get the same type id.
+    order = sorted(range(n), key=lambda i: (-costs[i], -tokens[i], -counts[i], i))
+    cst = [costs[i] for i in order]
+    tok = [tokens[i] for i in order]
+    cnt = [counts[i] for i in order]
+    kind = [0] * n
+    for p in range(1, n):
+        same = (cst[p], tok[p], cnt[p]) == (cst[p - 1], tok[p - 1], cnt[p - 1])
+        kind[p] = kind[p - 1] if same else kind[p - 1] + 1
+    failed: set[tuple[tuple[int, ...], int]] = set()
+    bins: list[list[int]] = []
+
+    def completions(rest: list[int], room_c: int, room_t: int, need_c: int,
+                    need_n: int | None) -> list[tuple[int, list[int]]]:
+        """Subsets of ``rest`` (positions, largest first) with cost in [need_c, room_c], tokens
+        <= room_t and, if set, count exactly need_n; each with its cost, fullest first."""
+        found: list[tuple[int, list[int]]] = []
+        m = len(rest)
+        suffix = [0] * (m + 1)
+        for j in range(m - 1, -1, -1):
+            suffix[j] = suffix[j + 1] + cst[rest[j]]
+        chosen: list[int] = []
+
+        def walk(j: int, c: int, t: int, nn: int) -> None:
+            budget.used += 1
+            if budget.spent():
+                raise _OutOfBudget
+            if c >= need_c and (need_n is None or nn == need_n):
+                found.append((c, chosen[:]))
+            if need_n is not None and nn >= need_n:
+                return
+            last_kind = -1
+            for q in range(j, m):
+                p = rest[q]
+                if c + suffix[q] < need_c:
+                    return  # even everything left cannot fill the bin enough
+                if kind[p] == last_kind:
+                    continue  # an equal item was just tried at this position
+                if c + cst[p] <= room_c and t + tok[p] <= room_t:
+                    last_kind = kind[p]
+                    chosen.append(p)
+                    walk(q + 1, c + cst[p], t + tok[p], nn + cnt[p])
+                    chosen.pop()
+
+        walk(0, 0, 0, 0)
+        found.sort(key=lambda row: -row[0])
+        return found
+
+    def solve(rest: list[int], bins_left: int, slack_left: int) -> bool:
+        if not rest:
+            return True
+        if bins_left == 0:
+            return False
+        key = (tuple(kind[p] for p in rest), bins_left)
+        if key in failed:
+            return False
+        first, others = rest[0], rest[1:]
+        need_n = None if max_count is None else max_count - cnt[first]
+        if need_n is not None and need_n < 0:
+            return False
+        room_c, room_t = z - cst[first], cap_t - tok[first]
+        need_c = max(0, z - slack_left - cst[first])
+        for fill, extra in completions(others, room_c, room_t, need_c, need_n):
+            used = set(extra)
+            bins.append([first, *extra])
+            if solve([p for p in others if p not in used], bins_left - 1,
+                     slack_left - (z - cst[first] - fill)):
+                return True
+            bins.pop()
+        if len(failed) < budget.memo_limit:
+            failed.add(key)
+        return False
+
+    try:
+        ok = solve(list(range(n)), k, slack)
+    except _OutOfBudget:
+        return UNKNOWN, None
+    except RecursionError:  # pragma: no cover - k beyond the interpreter's depth
+        return UNKNOWN, None
+    if not ok:
+        return INFEASIBLE, None
+    out = [[order[p] for p in b] for b in bins]
+    # Fewer than k bins used: give an item of a multi-item bin to each empty one (loads and
+    # tokens only fall; with equal sizes every bin is full, so this never happens there).
+    while len(out) < k:
+        donor = max(range(len(out)), key=lambda j: (len(out[j]), -j))
+        out.append([out[donor].pop()])
+    return FOUND, [sorted(b) for b in out]
+
+
+@dataclass
+class ExactResult:
+    """What ``minimise_max_load`` established: the best plan it found and a proven bound."""
+
+    bins: list[list[int]] | None
+    max_load: int | None
+    lower_bound: int
+    complete: bool  # the bound meets the plan (or infeasibility was proven): a proof
+
+
+def minimise_max_load(
+    tokens: Sequence[int],
+    costs: Sequence[int],
+    counts: Sequence[int],
+    k: int,
+    lower: int,
+    upper: int | None,
+    cap: int | None = None,
+    max_count: int | None = None,
+    budget: ExactBudget | None = None,
+) -> ExactResult:
+    """Smallest max load in [lower, upper - 1] with a plan, by decisions at z.
+
+    ``lower`` must be a proven lower bound; ``upper`` the best known plan's load (None: no plan
+    known, the search then goes up to the total cost). The result's lower bound stays proven.
+    """
+    budget = budget or ExactBudget()
+    hi = upper - 1 if upper is not None else sum(costs)
+    lo = lower
+    best: list[list[int]] | None = None
+    best_load: int | None = None
+
+    def load_of(bins: list[list[int]]) -> int:
+        return max(sum(costs[i] for i in b) for b in bins)
+
+    first = True
+    while lo <= hi and not budget.spent():
+        z = lo if first else (lo + hi) // 2  # a plan usually sits at the bound: try it first
+        first = False
+        status, bins = pack(tokens, costs, counts, k, z, cap, max_count, budget)
+        if status == FOUND:
+            assert bins is not None
+            best, best_load = bins, load_of(bins)
+            hi = best_load - 1
+        elif status == INFEASIBLE:
+            lo = z + 1
+        else:
+            break
+    proven_upper = best_load if best_load is not None else upper
+    if proven_upper is None:
+        complete = lo > hi  # every z up to the total cost refuted: no plan at all
+    else:
+        complete = lo >= proven_upper
+    return ExactResult(best, best_load, lo, complete)
