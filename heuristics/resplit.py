@@ -49,7 +49,7 @@ def best_split(
     m = len(tokens)
     if m < 2:
         return None
-    t_all, c_all, n_all = sum(tokens), sum(costs), sum(counts)
+    t_all, c_all = sum(tokens), sum(costs)
     dtype: type | str = np.int64 if max(t_all, c_all) < _INT64_SAFE else object
     tok = _subset_sums(tokens, dtype)
     cst = _subset_sums(costs, dtype)
@@ -121,8 +121,8 @@ def resplit_pairs(
             if found is None or found[0] >= load[heavy]:
                 continue
             mask = found[1]
-            out[heavy] = sorted(i for i, keep in zip(union, mask) if keep)
-            out[part] = sorted(i for i, keep in zip(union, mask) if not keep)
+            out[heavy] = sorted(i for i, keep in zip(union, mask, strict=True) if keep)
+            out[part] = sorted(i for i, keep in zip(union, mask, strict=True) if not keep)
             load[heavy] = sum(costs[i] for i in out[heavy])
             load[part] = sum(costs[i] for i in out[part])
             improved = True

@@ -210,8 +210,6 @@ def minimise_max_load(
         else:
             break
     proven_upper = best_load if best_load is not None else upper
-    if proven_upper is None:
-        complete = lo > hi  # every z up to the total cost refuted: no plan at all
-    else:
-        complete = lo >= proven_upper
+    # Without any plan, complete means every z up to the total cost was refuted: no plan at all.
+    complete = lo > hi if proven_upper is None else lo >= proven_upper
     return ExactResult(best, best_load, lo, complete)

@@ -21,11 +21,13 @@ from seqpart.heuristics.first_fit import first_fit_lists
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
+from seqpart.heuristics.resplit import resplit_pairs  # issue 11
 
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, make_items, make_problem
+from .prove import prove_items  # issue 11: LP bound and exact search
 
 
 def _valid(
@@ -194,6 +196,13 @@ def _heuristic_plan(
         if cb_valid:
             polish("capped_balance", cb)
 
+    # Issue 11: optimal re-splits of the heaviest micro-batch with a partner (few per bin).
+    if best.bins is not None and not proven() and not out_of_time():
+        offer(best.method + "+resplit", resplit_pairs(
+            items.tokens, items.costs, items.counts, best.bins, cap, max_count,
+            lower_bound=best.lower_bound, deadline=deadline,
+        ))
+
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
         best.hint = min(hints, key=lambda bins: _violation(bins, items, cap))
@@ -237,6 +246,8 @@ def _fixed_k(
                 proven=True,
             )
     best = _heuristic_plan(items, k, cap, max_count, lb, deadline, time_limit, start)
+    if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
+        best = prove_items(items, k, cap, max_count, best, deadline, time_limit)  # issue 11
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         best = solve_items(
             items, k, cap, max_count, best, deadline, time_limit, options, engine == "cp-sat"

@@ -1,0 +1,97 @@
+"""The proof phase between the heuristics and CP-SAT: the LP bound, then the exact search.
+
+Both are for the long-CoT regime (a few long sequences per micro-batch), where CP-SAT's own
+bound barely moves and its search rarely closes the gap. The LP bound (``lp_bound``) proves
+plans optimal and batches infeasible; the exact search (``exact``) starts at that bound and
+usually finds a plan there, which is then optimal. Whatever stays open goes to CP-SAT with the
+raised bound as its objective's lower bound.
+
+Work budgets scale with ``time_limit`` (the same limit gives the same work, whatever the
+machine's speed); the deadline is only a safety net. Each share of the limit was set by
+measurement on the adversarial bench instances (README, "Exact answers for few long
+sequences per micro-batch").
+"""
+
+from __future__ import annotations
+
+import time
+
+from .exact import ExactBudget, minimise_max_load
+from .lp_bound import LPBudget, lp_infeasible, lp_load_bound
+from .options import BestPlan
+from .plan import InfeasibleError
+from .problem import Items
+
+#: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
+#: charge per LP solve) and exact-search nodes per second.
+LP_WORK_PER_SECOND = 250_000_000
+EXACT_NODES_PER_SECOND = 250_000
+#: Shares of the time limit for each phase (the rest is CP-SAT's).
+LP_SHARE = 0.35
+EXACT_SHARE = 0.3
+#: Below this many items per micro-batch on average the phase runs; above it counting bounds
+#: and local search already close the gap, and bin completion's branching explodes.
+MAX_ITEMS_PER_BIN = 8
+#: Notes naming the bound that proved a plan (``Plan.notes``), for studies.
+NOTE_LP = "bound: gilmore-gomory LP"
+NOTE_EXACT = "bound: exact search"
+
+
+def _deadline(deadline: float | None, share: float) -> float | None:
+    if deadline is None:
+        return None
+    now = time.perf_counter()
+    return now + max(0.0, deadline - now) * share
+
+
+def prove_items(
+    items: Items,
+    k: int,
+    cap: int | None,
+    max_count: int | None,
+    best: BestPlan,
+    deadline: float | None,
+    time_limit: float,
+) -> BestPlan:
+    """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
+    :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch."""
+    n = len(items)
+    if n > MAX_ITEMS_PER_BIN * k:
+        return best
+    tokens, costs, counts = items.tokens, items.costs, items.counts
+    lp_work = int(LP_WORK_PER_SECOND * LP_SHARE * time_limit)
+    lp_budget = LPBudget(work=lp_work, deadline=_deadline(deadline, LP_SHARE))
+    if best.bins is None and cap is not None:
+        if lp_infeasible(tokens, k, cap, lp_budget):
+            raise InfeasibleError(
+                f"the LP relaxation (Gilmore-Gomory) needs more than k={k} micro-batches of "
+                f"{cap} tokens for these lengths: raise k or the cap",
+                proven=True,
+            )
+    elif best.bins is not None and best.max_load > best.lower_bound:
+        bound = lp_load_bound(tokens, costs, k, cap, best.lower_bound, best.max_load, lp_budget)
+        if bound > best.lower_bound:
+            best.lower_bound = bound
+            best.notes.append(NOTE_LP)
+    if best.bins is not None and best.max_load <= best.lower_bound:
+        return best
+    nodes = int(EXACT_NODES_PER_SECOND * EXACT_SHARE * time_limit)
+    remaining_share = EXACT_SHARE / (1 - LP_SHARE)
+    budget = ExactBudget(nodes=nodes, deadline=_deadline(deadline, remaining_share))
+    result = minimise_max_load(
+        tokens, costs, counts, k, best.lower_bound,
+        best.max_load if best.bins is not None else None, cap, max_count, budget,
+    )
+    if result.bins is not None and (best.bins is None or result.max_load < best.max_load):
+        best.bins, best.max_load, best.method = result.bins, result.max_load, "exact"
+    if result.lower_bound > best.lower_bound:
+        best.lower_bound = result.lower_bound
+        best.notes.append(NOTE_EXACT)
+    if best.bins is None and result.complete:
+        raise InfeasibleError(
+            f"the exact search proved that no split into k={k} micro-batches meets the cap"
+            + (" and equal sizes" if max_count is not None else "")
+            + ": raise k or the cap",
+            proven=True,
+        )
+    return best
