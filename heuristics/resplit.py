@@ -59,7 +59,7 @@ def best_split(
         ok &= (tok <= cap) & (t_all - tok <= cap)
     if count is not None:
         cnt = _subset_sums(counts, np.int64)
-        ok &= cnt == count
+        ok &= (cnt == count) & (sum(counts) - cnt == count)
     if not ok.any():
         return None
     score = np.maximum(cst, c_all - cst)
