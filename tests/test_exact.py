@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _brute import brute_force_min_max
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import check_plan, partition
 from seqpart.solver.exact import FOUND, INFEASIBLE, UNKNOWN, ExactBudget, minimise_max_load, pack
+
+from _brute import brute_force_min_max
 
 
 def test_pack_decides_both_ways() -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _brute import brute_force_min_max
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
 from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.solver.lp_bound import LPBudget, lp_infeasible, lp_load_bound
+
+from _brute import brute_force_min_max
 
 
 def test_infeasibility_the_counting_bounds_miss() -> None:
