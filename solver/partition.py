@@ -148,6 +148,16 @@ def _heuristic_plan(
 
     tighten_bound()
 
+    # Karmarkar-Karp first (issue 11): after local search it was skipped whenever LPT's search
+    # had used the time, and on grouped batches (n=2048) KK's plan is often at the bound.
+    # Decided by its estimated work, not by the clock, so a loaded machine does not drop it.
+    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time():
+        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+        if searchable(kk, offer("karmarkar_karp", kk)):
+            starts.append(("karmarkar_karp", kk))
+        tighten_bound()
+
     # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
     # balancer in case the search cannot repair it.
     if not proven() and searchable(lpt, lpt_valid):
@@ -175,13 +185,6 @@ def _heuristic_plan(
         if cb_valid:  # and search from it at once: the rest of local_search's own path
             polish("capped_balance", cb)
             tighten_bound()
-
-    # 3. Karmarkar-Karp.
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
-    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        if searchable(kk, offer("karmarkar_karp", kk)):
-            starts.append(("karmarkar_karp", kk))
 
     tighten_bound()
 
