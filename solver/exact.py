@@ -16,10 +16,12 @@ clock; a deadline is only a safety net. An exhausted search is a proof: z is inf
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 FOUND, INFEASIBLE, UNKNOWN = "found", "infeasible", "unknown"
+#: Above this many items left, completions come lazily, pruned by subset-sum bitsets.
+_LAZY_ABOVE = 24
 
 
 @dataclass
@@ -83,23 +85,34 @@ def pack(
     failed: set[tuple[tuple[int, ...], int]] = set()
     bins: list[list[int]] = []
 
+    one_dim = max_count is None and cst == tok  # cost = tokens: subset sums as bitsets
+
     def completions(rest: list[int], room_c: int, room_t: int, need_c: int,
-                    need_n: int | None) -> list[tuple[int, list[int]]]:
+                    need_n: int | None) -> Iterator[tuple[int, list[int]]]:
         """Subsets of ``rest`` (positions, largest first) with cost in [need_c, room_c], tokens
-        <= room_t and, if set, count exactly need_n; each with its cost, fullest first."""
-        found: list[tuple[int, list[int]]] = []
+        <= room_t and, if set, count exactly need_n, each with its cost. Few items: all of
+        them, fullest first. Many: lazily in search order, and with cost = tokens only along
+        branches whose reachable sums (bitsets per suffix) still meet the window."""
         m = len(rest)
         suffix = [0] * (m + 1)
         for j in range(m - 1, -1, -1):
             suffix[j] = suffix[j + 1] + cst[rest[j]]
+        reach: list[int] | None = None
+        if one_dim and m > _LAZY_ABOVE:
+            room = min(room_c, room_t)
+            mask = (1 << (room + 1)) - 1
+            reach = [1] * (m + 1)
+            for j in range(m - 1, -1, -1):
+                reach[j] = (reach[j + 1] | (reach[j + 1] << cst[rest[j]])) & mask
+            budget.used += m * (room // 4096 + 1)  # bitset work, in node-sized units
         chosen: list[int] = []
 
-        def walk(j: int, c: int, t: int, nn: int) -> None:
+        def walk(j: int, c: int, t: int, nn: int) -> Iterator[tuple[int, list[int]]]:
             budget.used += 1
             if budget.spent():
                 raise _OutOfBudget
             if c >= need_c and (need_n is None or nn == need_n):
-                found.append((c, chosen[:]))
+                yield c, chosen[:]
             if need_n is not None and nn >= need_n:
                 return
             last_kind = -1
@@ -109,15 +122,22 @@ def pack(
                     return  # even everything left cannot fill the bin enough
                 if kind[p] == last_kind:
                     continue  # an equal item was just tried at this position
-                if c + cst[p] <= room_c and t + tok[p] <= room_t:
+                c2 = c + cst[p]
+                if c2 <= room_c and t + tok[p] <= room_t:
+                    if reach is not None:
+                        lo = max(0, need_c - c2)
+                        hi = min(room_c - c2, room_t - t - tok[p])
+                        if hi < lo or not (reach[q + 1] >> lo) & ((1 << (hi - lo + 1)) - 1):
+                            continue  # no subset of what follows lands in the window
                     last_kind = kind[p]
                     chosen.append(p)
-                    walk(q + 1, c + cst[p], t + tok[p], nn + cnt[p])
+                    yield from walk(q + 1, c2, t + tok[p], nn + cnt[p])
                     chosen.pop()
 
-        walk(0, 0, 0, 0)
-        found.sort(key=lambda row: -row[0])
-        return found
+        if reach is not None:
+            yield from walk(0, 0, 0, 0)
+        else:
+            yield from sorted(walk(0, 0, 0, 0), key=lambda row: -row[0])
 
     def solve(rest: list[int], bins_left: int, slack_left: int) -> bool:
         if not rest:
@@ -159,6 +179,67 @@ def pack(
         donor = max(range(len(out)), key=lambda j: (len(out[j]), -j))
         out.append([out[donor].pop()])
     return FOUND, [sorted(b) for b in out]
+
+
+def dive(
+    tokens: Sequence[int],
+    k: int,
+    z: int,
+    cap: int | None = None,
+    max_work: int = 10**9,
+) -> list[list[int]] | None:
+    """A plan with max load <= z found without backtracking, or None (not a proof).
+
+    For cost = tokens without equal sizes: bins are filled one at a time, each with the largest
+    item left plus the subset of the others that fills it most (a subset-sum over Python big
+    ints as bitsets), as long as the total slack ``k*z - total`` allows. When z is the counting
+    bound, plans at it usually exist among many items per bin, and this finds one where bin
+    completion's enumeration would be too wide. ``max_work`` counts bitset words shifted.
+    """
+    n = len(tokens)
+    limit = min(z, cap) if cap is not None else z
+    if n < k or max(tokens) > limit:
+        return None
+    slack = k * limit - sum(tokens)  # every load is at most limit
+    if slack < 0:
+        return None
+    rest = sorted(range(n), key=lambda i: (-tokens[i], i))
+    bins: list[list[int]] = []
+    work = 0
+    while rest and len(bins) < k:
+        first, others = rest[0], rest[1:]
+        room = limit - tokens[first]
+        need = max(0, limit - slack - tokens[first])
+        work += len(others) * (room // 64 + 1)
+        if work > max_work:
+            return None
+        mask = (1 << (room + 1)) - 1
+        reach = 1
+        history = []
+        for i in others:  # largest first, so the read-back below keeps large items
+            history.append(reach)
+            reach = (reach | (reach << tokens[i])) & mask
+        fill = reach.bit_length() - 1
+        if fill < need:
+            return None
+        chosen = []
+        c = fill
+        for pos in range(len(others) - 1, -1, -1):
+            if c == 0:
+                break
+            if not (history[pos] >> c) & 1:  # not reachable without this item: take it
+                chosen.append(others[pos])
+                c -= tokens[others[pos]]
+        taken = set(chosen)
+        bins.append([first, *chosen])
+        slack -= limit - tokens[first] - fill
+        rest = [i for i in others if i not in taken]
+    if rest:
+        return None
+    while len(bins) < k:  # fewer bins used: split multi-item bins (loads only fall)
+        donor = max(range(len(bins)), key=lambda j: (len(bins[j]), -j))
+        bins.append([bins[donor].pop()])
+    return [sorted(b) for b in bins]
 
 
 @dataclass

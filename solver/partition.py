@@ -27,7 +27,7 @@ from .cpsat import solve_items
 from .options import ENGINES, BestPlan, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, make_items, make_problem
-from .prove import prove_items  # issue 11: LP bound and exact search
+from .prove import dive_items, prove_items  # issue 11: LP bound, dive and exact search
 
 
 def _valid(
@@ -168,6 +168,13 @@ def _heuristic_plan(
         if repair_by is not None and not repaired and time.perf_counter() > repair_by:
             starts.append(("lpt", polished))  # cut short: resume it later if time allows
         tighten_bound()
+
+    # Issue 11: a subset-sum dive at the bound (a plan there is optimal at once).
+    if not proven() and not out_of_time():
+        dived = dive_items(items, k, cap, max_count, best.lower_bound,
+                           best.max_load if best.bins is not None else None, time_limit)
+        if dived is not None:
+            offer("dive", dived)
 
     # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
     # fallback that always exists. Otherwise only as one more start, after the others.

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import check_plan, partition
+from seqpart.solver import exact as exact_module
 from seqpart.solver.exact import FOUND, INFEASIBLE, UNKNOWN, ExactBudget, minimise_max_load, pack
 
 from _brute import brute_force_min_max
@@ -36,6 +37,24 @@ def test_empty_bins_are_filled_from_multi_item_bins() -> None:
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.integers(1, 12), min_size=2, max_size=6), st.data())
 def test_minimise_matches_brute_force(lengths: list[int], data: st.DataObject) -> None:
+    _check_against_brute_force(lengths, data)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 12), min_size=2, max_size=6), st.data())
+def test_lazy_bitset_pruned_completions_match_brute_force(
+    lengths: list[int], data: st.DataObject
+) -> None:
+    # The path for many items (lazy completions pruned by subset-sum bitsets), forced on.
+    saved = exact_module._LAZY_ABOVE
+    exact_module._LAZY_ABOVE = 0
+    try:
+        _check_against_brute_force(lengths, data)
+    finally:
+        exact_module._LAZY_ABOVE = saved
+
+
+def _check_against_brute_force(lengths: list[int], data: st.DataObject) -> None:
     n = len(lengths)
     k = data.draw(st.integers(1, n))
     cap = data.draw(st.one_of(st.none(), st.integers(max(lengths), sum(lengths))))
