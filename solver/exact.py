@@ -181,6 +181,30 @@ def pack(
     return FOUND, [sorted(b) for b in out]
 
 
+#: Items the dive's subset-sum looks at per bin before it looks at all of them.
+DIVE_POOL = 24
+
+
+def _best_fill(tokens: Sequence[int], pool: list[int], room: int) -> tuple[int, list[int]]:
+    """The largest subset sum of ``pool`` (largest first) up to ``room``, and one subset."""
+    mask = (1 << (room + 1)) - 1
+    reach = 1
+    history = []
+    for i in pool:  # largest first, so the read-back below keeps large items
+        history.append(reach)
+        reach = (reach | (reach << tokens[i])) & mask
+    fill = reach.bit_length() - 1
+    chosen = []
+    c = fill
+    for pos in range(len(pool) - 1, -1, -1):
+        if c == 0:
+            break
+        if not (history[pos] >> c) & 1:  # not reachable without this item: take it
+            chosen.append(pool[pos])
+            c -= tokens[pool[pos]]
+    return fill, chosen
+
+
 def dive(
     tokens: Sequence[int],
     k: int,
@@ -210,26 +234,20 @@ def dive(
         first, others = rest[0], rest[1:]
         room = limit - tokens[first]
         need = max(0, limit - slack - tokens[first])
-        work += len(others) * (room // 64 + 1)
-        if work > max_work:
-            return None
-        mask = (1 << (room + 1)) - 1
-        reach = 1
-        history = []
-        for i in others:  # largest first, so the read-back below keeps large items
-            history.append(reach)
-            reach = (reach | (reach << tokens[i])) & mask
-        fill = reach.bit_length() - 1
+        # Many items: the subset-sum runs over the largest ones first (the hard ones to place;
+        # the small ones are kept to fill the last bins), over all of them only if needed.
+        pools = [others]
+        if len(others) > 2 * DIVE_POOL:
+            pools = [others[:DIVE_POOL], others]
+        for pool in pools:
+            work += len(pool) * (room // 64 + 1)
+            if work > max_work:
+                return None
+            fill, chosen = _best_fill(tokens, pool, room)
+            if fill >= need:
+                break
         if fill < need:
             return None
-        chosen = []
-        c = fill
-        for pos in range(len(others) - 1, -1, -1):
-            if c == 0:
-                break
-            if not (history[pos] >> c) & 1:  # not reachable without this item: take it
-                chosen.append(others[pos])
-                c -= tokens[others[pos]]
         taken = set(chosen)
         bins.append([first, *chosen])
         slack -= limit - tokens[first] - fill

@@ -158,6 +158,13 @@ def _heuristic_plan(
             starts.append(("karmarkar_karp", kk))
         tighten_bound()
 
+    # Issue 11: a subset-sum dive at the bound (a plan there is optimal at once).
+    if not proven() and not out_of_time():
+        dived = dive_items(items, k, cap, max_count, best.lower_bound,
+                           best.max_load if best.bins is not None else None, time_limit)
+        if dived is not None:
+            offer("dive", dived)
+
     # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
     # balancer in case the search cannot repair it.
     if not proven() and searchable(lpt, lpt_valid):
@@ -168,13 +175,6 @@ def _heuristic_plan(
         if repair_by is not None and not repaired and time.perf_counter() > repair_by:
             starts.append(("lpt", polished))  # cut short: resume it later if time allows
         tighten_bound()
-
-    # Issue 11: a subset-sum dive at the bound (a plan there is optimal at once).
-    if not proven() and not out_of_time():
-        dived = dive_items(items, k, cap, max_count, best.lower_bound,
-                           best.max_load if best.bins is not None else None, time_limit)
-        if dived is not None:
-            offer("dive", dived)
 
     # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
     # fallback that always exists. Otherwise only as one more start, after the others.
