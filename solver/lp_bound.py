@@ -64,7 +64,8 @@ class _Types:
     tokens: list[int]
     costs: list[int]
     mult: list[int]
-    patterns: list[tuple[int, ...]] = field(default_factory=list)  # column pool, any capacity
+    #: Column pool over all capacities tried: sparse patterns, ((type, copies), ...).
+    patterns: list[tuple[tuple[int, int], ...]] = field(default_factory=list)
 
     @classmethod
     def of(cls, tokens: list[int], costs: list[int]) -> _Types:
@@ -210,9 +211,12 @@ def _knapsack_dp(
     return int(dp[cap]), out
 
 
-def _fits(pattern: tuple[int, ...], types: _Types, cap_t: int, cap_c: int) -> bool:
-    st = sum(q * t for q, t in zip(pattern, types.tokens, strict=True))
-    sc = sum(q * c for q, c in zip(pattern, types.costs, strict=True))
+Pattern = tuple[tuple[int, int], ...]
+
+
+def _fits(pattern: Pattern, types: _Types, cap_t: int, cap_c: int) -> bool:
+    st = sum(q * types.tokens[i] for i, q in pattern)
+    sc = sum(q * types.costs[i] for i, q in pattern)
     return st <= cap_t and sc <= cap_c
 
 
@@ -233,22 +237,19 @@ def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: LPBudget) ->
     rows = [solver.Constraint(float(demand[i]), solver.infinity()) for i in range(n)]
     objective = solver.Objective()
     objective.SetMinimization()
-    seen: set[tuple[int, ...]] = set()
+    seen: set[Pattern] = set()
 
-    def add(pattern: tuple[int, ...]) -> None:
+    def add(pattern: Pattern) -> None:
         if pattern in seen:
             return
         seen.add(pattern)
         var = solver.NumVar(0.0, solver.infinity(), "")
         objective.SetCoefficient(var, 1.0)
-        for i, q in enumerate(pattern):
-            if q:
-                rows[i].SetCoefficient(var, float(q))
+        for i, q in pattern:
+            rows[i].SetCoefficient(var, float(q))
 
     for i in range(n):  # singletons: always feasible, so the LP is too
-        single = [0] * n
-        single[i] = min(demand[i], cap_t // types.tokens[i], cap_c // types.costs[i])
-        add(tuple(single))
+        add(((i, min(demand[i], cap_t // types.tokens[i], cap_c // types.costs[i])),))
     for pattern in types.patterns:
         if _fits(pattern, types, cap_t, cap_c):
             add(pattern)
@@ -271,12 +272,17 @@ def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: LPBudget) ->
             return True
         if value <= _SCALE:  # no column prices out: the LP optimum fits in k bins
             return False
-        key = tuple(pattern)
+        key = tuple((i, q) for i, q in enumerate(pattern) if q)
         if key in seen:  # rounding stalled the generation
             return False
         types.patterns.append(key)
         add(key)
     return False
+
+
+def iteration_work(tokens: list[int], cap: int) -> int:
+    """Work units of one column-generation iteration (LP solve and numpy pricing), about."""
+    return SOLVE_WORK + len(set(tokens)) * (cap + 1)
 
 
 def lp_infeasible(tokens: list[int], k: int, cap: int, budget: LPBudget | None = None) -> bool:

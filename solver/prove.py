@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 
 from .exact import DIVE_POOL, ExactBudget, dive, minimise_max_load
-from .lp_bound import LPBudget, lp_infeasible, lp_load_bound
+from .lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
 from .options import BestPlan
 from .plan import InfeasibleError
 from .problem import Items
@@ -35,6 +35,11 @@ DIVE_SHARE = 0.4
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8
+#: The LP runs only when its budget holds this many column-generation iterations (fewer
+#: rarely move the bound).
+LP_MIN_ITERATIONS = 20
+#: The phase is skipped with less than this left before the deadline (seconds).
+MIN_SECONDS_LEFT = 0.002
 #: Notes naming the bound that proved a plan (``Plan.notes``), for studies.
 NOTE_LP = "bound: gilmore-gomory LP"
 NOTE_EXACT = "bound: exact search"
@@ -94,12 +99,17 @@ def prove_items(
     """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
     :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch."""
     n = len(items)
+    if deadline is not None and deadline - time.perf_counter() < MIN_SECONDS_LEFT:
+        return best
     tokens, costs, counts = items.tokens, items.costs, items.counts
     lower_in = best.lower_bound  # the heuristics' dive tried it
     lp_work = int(LP_WORK_PER_SECOND * LP_SHARE * time_limit)
     lp_budget = LPBudget(work=lp_work, deadline=_deadline(deadline, LP_SHARE))
+    lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
     if n > MAX_ITEMS_PER_BIN * k:
         pass  # the LP bound is the counting bound there: many items per bin
+    elif LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_work:
+        pass  # too little budget for the LP to converge
     elif best.bins is None and cap is not None:
         if lp_infeasible(tokens, k, cap, lp_budget):
             raise InfeasibleError(
