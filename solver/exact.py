@@ -237,8 +237,11 @@ def dive(
         # Many items: the subset-sum runs over the largest ones first (the hard ones to place;
         # the small ones are kept to fill the last bins), over all of them only if needed.
         pools = [others]
-        if len(others) > 2 * DIVE_POOL:
-            pools = [others[:DIVE_POOL], others]
+        for size in (4 * DIVE_POOL, DIVE_POOL):  # the largest, and an even spread of the rest
+            if len(others) > 2 * size:
+                half = size // 2
+                spread = others[half :: max(1, (len(others) - half) // half)][:half]
+                pools.insert(0, others[:half] + spread)
         for pool in pools:
             work += len(pool) * (room // 64 + 1)
             if work > max_work:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import check_plan, partition
 from seqpart.solver import exact as exact_module
-from seqpart.solver.exact import FOUND, INFEASIBLE, UNKNOWN, ExactBudget, minimise_max_load, pack
+from seqpart.solver.exact import (
+    FOUND,
+    INFEASIBLE,
+    UNKNOWN,
+    ExactBudget,
+    dive,
+    minimise_max_load,
+    pack,
+)
 
 from _brute import brute_force_min_max
 
@@ -87,3 +96,29 @@ def test_partition_proves_a_long_cot_batch_the_old_bounds_left_open() -> None:
     check_plan(plan.bins, lengths, 8, 47771)
     assert plan.status == "optimal" and plan.max_load < heuristic.max_load
     assert plan.method == "exact" and any(note.startswith("bound:") for note in plan.notes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 40), min_size=2, max_size=60), st.data())
+def test_dive_plans_are_valid_and_within_the_load(lengths: list[int], data: st.DataObject) -> None:
+    k = data.draw(st.integers(1, len(lengths)))
+    cap = data.draw(st.one_of(st.none(), st.integers(max(lengths), sum(lengths))))
+    lb = load_lower_bound(lengths, k)
+    z = lb + data.draw(st.integers(0, 5))
+    bins = dive(lengths, k, z, cap)
+    if bins is not None:
+        check_plan(bins, lengths, k, cap)
+        assert max(sum(lengths[i] for i in b) for b in bins) <= z
+
+
+def test_dive_finds_a_plan_at_the_counting_bound_among_many_items() -> None:
+    # 120 lengths in 2k-32k into 20 micro-batches: the dive meets the counting bound ceil(S/k),
+    # so the plan is optimal with no further search.
+    rng = np.random.default_rng(7)
+    lengths = [int(x) for x in np.clip(np.rint(rng.lognormal(np.log(8000), 0.7, 120)), 2048, 32768)]
+    k = 20
+    lb = load_lower_bound(lengths, k)
+    bins = dive(lengths, k, lb, 65536)
+    assert bins is not None
+    check_plan(bins, lengths, k, 65536)
+    assert max(sum(lengths[i] for i in b) for b in bins) == lb
