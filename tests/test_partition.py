@@ -114,6 +114,7 @@ def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch)
     lengths = [7, 6, 5, 5, 4, 4, 3, 2]  # cap 12, k 3: tight packing (36 = 3 * 12)
     monkeypatch.setattr(cpsat_module, "SOLVE_STARTUP_SECONDS", 1e9)  # model never fits
     monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens))), [], []]
 
@@ -132,6 +133,7 @@ def test_cp_sat_failure_falls_back_to_the_heuristic(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(cpsat_module.cp_model.CpSolver, "solve", broken)
     monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     # a weak bound, so the heuristic plan is not proven and the model is called
     monkeypatch.setattr(partition_module, "load_lower_bound", lambda *a, **k: 1)
     monkeypatch.setattr(partition_module, "load_lower_bound_packing", lambda *a, **k: 1)
@@ -270,6 +272,7 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
     monkeypatch.setattr(partition_module, "improve_lists", lambda tokens, costs, counts, bins,
                         *args, **kwargs: [list(b) for b in bins])
     monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     plan = partition(lengths, 3, 12, time_limit=time_limit)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method == "cp-sat" and plan.status == "optimal"
