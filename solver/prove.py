@@ -31,7 +31,8 @@ DIVE_WORDS_PER_SECOND = 300_000_000
 #: Shares of the time limit for each phase (the rest is CP-SAT's).
 LP_SHARE = 0.35
 EXACT_SHARE = 0.3
-DIVE_SHARE = 0.4
+DIVE_SHARE = 0.25  # in the heuristics, before local search
+DIVE_PROOF_SHARE = 0.4  # in the proof phase
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8
@@ -55,6 +56,7 @@ def _deadline(deadline: float | None, share: float) -> float | None:
 def dive_items(
     items: Items, k: int, cap: int | None, max_count: int | None, lower: int,
     upper: int | None, time_limit: float, attempts: int = 1, skip_first: bool = False,
+    share: float = DIVE_SHARE,
 ) -> list[list[int]] | None:
     """The best plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -68,7 +70,7 @@ def dive_items(
         return None
     n = len(items)
     limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
-    budget = int(DIVE_WORDS_PER_SECOND * DIVE_SHARE * time_limit)
+    budget = int(DIVE_WORDS_PER_SECOND * share * time_limit)
     # One bitset pass per bin over its pool of candidates (see exact.dive).
     estimate = k * min(n, DIVE_POOL) * (limit // 64 + 1)
     if estimate > budget:
@@ -126,7 +128,7 @@ def prove_items(
         return best
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None, time_limit, attempts=8,
-                       skip_first=best.lower_bound == lower_in)
+                       skip_first=best.lower_bound == lower_in, share=DIVE_PROOF_SHARE)
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
         if best.bins is None or load < best.max_load:
