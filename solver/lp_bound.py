@@ -156,7 +156,8 @@ def _knapsack(
         x[j] = 0
         return True
 
-    node_limit = budget.knapsack_nodes
+    # Never more nodes than the work budget has left (a pricing call is not interrupted).
+    node_limit = max(1, min(budget.knapsack_nodes, (budget.work - budget.used) // NODE_WORK))
     finished = dfs(0, cap_t, cap_c, 0)
     budget.used += NODE_WORK * nodes
     if not finished:
