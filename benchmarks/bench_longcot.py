@@ -185,8 +185,9 @@ def summary(rows: list[dict[str, Any]], grouped: list[dict[str, Any]], long: flo
     for r, v in worse[:10]:
         lines.append(f"      {r['name']} k={r['k']} cap={r['cap']}: {r['online']['max_load']} vs KK {v}")
     lines.append(
-        f"{verdict(not bad)}  no wrong claim against the naive CP-SAT model: {len(bad)} of "
-        f"{verified} batches checked" + ("" if verified else " (run with --verify S to check)")
+        f"{verdict(not bad)}  no wrong claim against the naive CP-SAT model: {len(bad)} "
+        f"disagreements in {verified} batches checked"
+        + ("" if verified else " (run with --verify S to check)")
     )
     lines += [f"      {c}" for c in bad[:10]]
     return lines
