@@ -22,6 +22,7 @@ from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import improve_lists
 from seqpart.heuristics.lpt import lpt_lists
 from seqpart.heuristics.resplit import resplit_pairs  # issue 11
+from seqpart.heuristics.resplit import work_for as resplit_work  # issue 11
 
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, SolverOptions
@@ -211,7 +212,7 @@ def _heuristic_plan(
     if best.bins is not None and not proven() and not out_of_time():
         offer(best.method + "+resplit", resplit_pairs(
             items.tokens, items.costs, items.counts, best.bins, cap, max_count,
-            lower_bound=best.lower_bound, deadline=deadline,
+            lower_bound=best.lower_bound, max_work=resplit_work(time_limit), deadline=deadline,
         ))
 
     if best.bins is None and hints:
