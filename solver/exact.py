@@ -211,6 +211,7 @@ def dive(
     z: int,
     cap: int | None = None,
     max_work: int = 10**9,
+    deadline: float | None = None,
 ) -> list[list[int]] | None:
     """A plan with max load <= z found without backtracking, or None (not a proof).
 
@@ -218,7 +219,8 @@ def dive(
     item left plus the subset of the others that fills it most (a subset-sum over Python big
     ints as bitsets), as long as the total slack ``k*z - total`` allows. When z is the counting
     bound, plans at it usually exist among many items per bin, and this finds one where bin
-    completion's enumeration would be too wide. ``max_work`` counts bitset words shifted.
+    completion's enumeration would be too wide. ``max_work`` counts bitset words shifted;
+    ``deadline`` (perf_counter) is a safety net checked once per bin.
     """
     n = len(tokens)
     limit = min(z, cap) if cap is not None else z
@@ -231,6 +233,8 @@ def dive(
     bins: list[list[int]] = []
     work = 0
     while rest and len(bins) < k:
+        if deadline is not None and time.perf_counter() > deadline:
+            return None  # the safety net: work budgets decide when the clock does not bind
         first, others = rest[0], rest[1:]
         room = limit - tokens[first]
         need = max(0, limit - slack - tokens[first])

@@ -163,7 +163,8 @@ def _heuristic_plan(
     # Issue 11: a subset-sum dive at the bound (a plan there is optimal at once).
     if not proven() and not out_of_time():
         dived = dive_items(items, k, cap, max_count, best.lower_bound,
-                           best.max_load if best.bins is not None else None, time_limit)
+                           best.max_load if best.bins is not None else None, time_limit,
+                           deadline=deadline)
         if dived is not None:
             offer("dive", dived)
 

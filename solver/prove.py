@@ -56,7 +56,7 @@ def _deadline(deadline: float | None, share: float) -> float | None:
 def dive_items(
     items: Items, k: int, cap: int | None, max_count: int | None, lower: int,
     upper: int | None, time_limit: float, attempts: int = 1, skip_first: bool = False,
-    share: float = DIVE_SHARE,
+    share: float = DIVE_SHARE, deadline: float | None = None,
 ) -> list[list[int]] | None:
     """The best plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -75,12 +75,14 @@ def dive_items(
     estimate = k * min(n, DIVE_POOL) * (limit // 64 + 1)
     if estimate > budget:
         return None
+    # The clock's share as a safety net (a loaded machine runs the words slower).
+    stop = None if deadline is None else min(deadline, time.perf_counter() + share * time_limit)
     step = 1 if skip_first else 0
     z = lower + step
     for _ in range(attempts):
         if (upper is not None and z >= upper) or budget <= 0:
             break
-        bins = dive(items.tokens, k, z, cap, max_work=budget)
+        bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop)
         budget -= estimate
         if bins is not None:
             return bins
@@ -128,7 +130,8 @@ def prove_items(
         return best
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None, time_limit, attempts=8,
-                       skip_first=best.lower_bound == lower_in, share=DIVE_PROOF_SHARE)
+                       skip_first=best.lower_bound == lower_in, share=DIVE_PROOF_SHARE,
+                       deadline=deadline)
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
         if best.bins is None or load < best.max_load:
