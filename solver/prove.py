@@ -1,15 +1,15 @@
-"""The proof phase between the heuristics and CP-SAT: the LP bound, then the exact search.
+"""The proof phase between the heuristics and CP-SAT: LP bound, subset-sum dive, exact search.
 
-Both are for the long-CoT regime (a few long sequences per micro-batch), where CP-SAT's own
-bound barely moves and its search rarely closes the gap. The LP bound (``lp_bound``) proves
-plans optimal and batches infeasible; the exact search (``exact``) starts at that bound and
-usually finds a plan there, which is then optimal. Whatever stays open goes to CP-SAT with the
-raised bound as its objective's lower bound.
+All three are for the long-CoT regime (a few long sequences per micro-batch), where CP-SAT's
+own bound barely moves and its search rarely closes the gap. The LP bound (``lp_bound``) proves
+plans optimal and batches infeasible; the dive and the exact search (``exact``) start at that
+bound and usually find a plan there, which is then optimal. Whatever stays open goes to CP-SAT
+with the raised bound as its objective's lower bound.
 
 Work budgets scale with ``time_limit`` (the same limit gives the same work, whatever the
-machine's speed); the deadline is only a safety net. Each share of the limit was set by
-measurement on the adversarial bench instances (README, "Exact answers for few long
-sequences per micro-batch").
+machine's speed); the deadline is only a safety net. The shares of the limit are first choices
+checked on the bench and long-CoT batches (README, "Few long sequences per micro-batch"), not
+tuned.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def dive_items(
     upper: int | None, time_limit: float, attempts: int = 1, skip_first: bool = False,
     share: float = DIVE_SHARE, deadline: float | None = None,
 ) -> list[list[int]] | None:
-    """The best plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
+    """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
     Only for cost = tokens without equal sizes (the dive's bitsets run over tokens). Tries
     ``lower``, then ``lower`` + 1, 2, 4, ... (``attempts`` loads in all): a plan at the bound
