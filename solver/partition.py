@@ -149,16 +149,25 @@ def _heuristic_plan(
 
     tighten_bound()
 
-    # Karmarkar-Karp first (issue 11): after local search it was skipped whenever LPT's search
-    # had used the time, and on grouped batches (n=2048) KK's plan is often at the bound.
-    # Decided by its estimated work alone, not by the clock, so a loaded machine does not drop
-    # it (the promise is "never above KK"; the clock decides only what runs after it).
+    # Karmarkar-Karp (issue 11): first, decided by its estimated work alone, when the cap
+    # leaves 5% headroom over the mean micro-batch, so KK's balanced plan is likely valid and
+    # the plan to beat (grouped n=2048 batches: after local search it was often left out for
+    # lack of time, and it is often at the bound). Under a tight cap it breaks the cap and only
+    # serves as one more start, so it keeps its place after local search (step 3).
     kk_seconds = _KK_SECONDS_PER_ITEM * n
-    if not proven() and kk_seconds < 0.75 * time_limit:
+    kk_done = False
+
+    def karmarkar_karp() -> None:
+        nonlocal kk_done
+        kk_done = True
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         if searchable(kk, offer("karmarkar_karp", kk)):
             starts.append(("karmarkar_karp", kk))
         tighten_bound()
+
+    kk_first = cap is None or sum(items.tokens) * 21 <= cap * k * 20
+    if kk_first and not proven() and kk_seconds < 0.75 * time_limit:
+        karmarkar_karp()
 
     # Issue 11: a subset-sum dive at the bound (a plan there is optimal at once).
     if not proven() and not out_of_time():
@@ -195,6 +204,11 @@ def _heuristic_plan(
         if cb_valid:  # and search from it at once: the rest of local_search's own path
             polish("capped_balance", cb)
             tighten_bound()
+
+    # 3. Karmarkar-Karp, if it did not run first.
+    if (not kk_done and not proven() and kk_seconds < 0.75 * time_limit
+            and not out_of_time(kk_seconds)):
+        karmarkar_karp()
 
     tighten_bound()
 

@@ -56,7 +56,7 @@ def _deadline(deadline: float | None, share: float) -> float | None:
 def dive_items(
     items: Items, k: int, cap: int | None, max_count: int | None, lower: int,
     upper: int | None, time_limit: float, attempts: int = 1, skip_first: bool = False,
-    share: float = DIVE_SHARE, deadline: float | None = None,
+    share: float = DIVE_SHARE, deadline: float | None = None, few_per_bin_only: bool = True,
 ) -> list[list[int]] | None:
     """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -64,11 +64,15 @@ def dive_items(
     ``lower``, then ``lower`` + 1, 2, 4, ... (``attempts`` loads in all): a plan at the bound
     is proven optimal at once. ``skip_first``: ``lower`` was tried already (by the heuristics).
     Skipped when its estimated work is over the share of ``time_limit``, so it costs nothing
-    where it cannot finish (the same limit gives the same decision on every machine).
+    where it cannot finish (the same limit gives the same decision on every machine), and with
+    ``few_per_bin_only`` (before local search) unless micro-batches hold few items on average:
+    with many, local search is close already and needs the time.
     """
     if max_count is not None or items.tokens != items.costs:
         return None
     n = len(items)
+    if few_per_bin_only and n > MAX_ITEMS_PER_BIN * k:
+        return None
     limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
     budget = int(DIVE_WORDS_PER_SECOND * share * time_limit)
     # One bitset pass per bin over its pool of candidates (see exact.dive).
@@ -131,7 +135,7 @@ def prove_items(
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None, time_limit, attempts=8,
                        skip_first=best.lower_bound == lower_in, share=DIVE_PROOF_SHARE,
-                       deadline=deadline)
+                       deadline=deadline, few_per_bin_only=False)
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
         if best.bins is None or load < best.max_load:
