@@ -110,7 +110,6 @@ def prove_items(
     if deadline is not None and deadline - time.perf_counter() < MIN_SECONDS_LEFT:
         return best
     tokens, costs, counts = items.tokens, items.costs, items.counts
-    lower_in = best.lower_bound  # the heuristics' dive tried it
     lp_work = int(LP_WORK_PER_SECOND * LP_SHARE * time_limit)
     lp_budget = LPBudget(work=lp_work, deadline=_deadline(deadline, LP_SHARE))
     lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
@@ -134,7 +133,7 @@ def prove_items(
         return best
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None, time_limit, attempts=8,
-                       skip_first=best.lower_bound == lower_in, share=DIVE_PROOF_SHARE,
+                       share=DIVE_PROOF_SHARE,
                        deadline=deadline, few_per_bin_only=False)
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
