@@ -36,6 +36,8 @@ DIVE_PROOF_SHARE = 0.4  # in the proof phase
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8
+#: The dive before local search runs up to this many items per micro-batch on average.
+DIVE_MAX_ITEMS_PER_BIN = 16
 #: The LP runs only when its budget holds this many column-generation iterations (fewer
 #: rarely move the bound).
 LP_MIN_ITERATIONS = 20
@@ -65,13 +67,14 @@ def dive_items(
     is proven optimal at once. ``skip_first``: ``lower`` was tried already (by the heuristics).
     Skipped when its estimated work is over the share of ``time_limit``, so it costs nothing
     where it cannot finish (the same limit gives the same decision on every machine), and with
-    ``few_per_bin_only`` (before local search) unless micro-batches hold few items on average:
-    with many, local search is close already and needs the time.
+    ``few_per_bin_only`` (before local search) unless micro-batches hold at most
+    ``DIVE_MAX_ITEMS_PER_BIN`` items on average: with more, local search is close already and
+    needs the time.
     """
     if max_count is not None or items.tokens != items.costs:
         return None
     n = len(items)
-    if few_per_bin_only and n > MAX_ITEMS_PER_BIN * k:
+    if few_per_bin_only and n > DIVE_MAX_ITEMS_PER_BIN * k:
         return None
     limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
     budget = int(DIVE_WORDS_PER_SECOND * share * time_limit)
