@@ -27,11 +27,14 @@ from seqpart.heuristics.first_fit import first_fit_tree
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.local_search import WORK_SECONDS, improve_lists
 from seqpart.heuristics.lpt import lpt_lists
+from seqpart.heuristics.resplit import SUBSETS_PER_SECOND, resplit_pairs
+from seqpart.heuristics.resplit import work_for as resplit_work
 
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
+from .prove import DIVE_SHARE, dive_items, prove_items
 
 
 def _measure(
@@ -189,8 +192,7 @@ def _heuristic_plan(
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
-        # Karmarkar-Karp's share stays reserved until it has run (see step 3).
-        spendable = budget.left() - kk_reserve
+        spendable = budget.left()
         work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
         repair_work = repair_by = None
         if keep_back is not None:
@@ -211,12 +213,8 @@ def _heuristic_plan(
             budget.cut = True
         return polished, offer(method + "+local_search", polished), stopped
 
-    # Karmarkar-Karp runs whenever its estimated cost is within the budget at this size: the
-    # searches before it leave that much, so partition is never behind a valid KK plan for
-    # lack of time (a choice from the sizes and the limit alone).
     kk_seconds = _KK_SECONDS_PER_ITEM * n
     kk_planned = kk_seconds < 0.75 * time_limit
-    kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer(start_method, start)
@@ -237,6 +235,27 @@ def _heuristic_plan(
             best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
+
+    # Karmarkar-Karp first, whenever its estimated cost is within the budget at this size (a
+    # choice from the sizes and the limit alone). After local search it was often left out for
+    # lack of time, and then partition could end above KK's valid plan (grouped n=2048
+    # batches, real batches under 4k-8k caps); first, it also gives local search its start.
+    if kk_planned and not proven() and budget.fits(kk_seconds):
+        budget.charge(kk_seconds)
+        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+        if searchable(kk, offer("karmarkar_karp", kk)):
+            starts.append(("karmarkar_karp", kk))
+        tighten_bound()
+
+    # A subset-sum dive at the bound (few sequences per micro-batch): a plan there is optimal
+    # at once. Its work is charged as estimated.
+    if not proven() and not out_of_time():
+        dived = dive_items(items, k, cap, max_count, best.lower_bound,
+                           best.max_load if best.bins is not None else None,
+                           min(DIVE_SHARE * time_limit, budget.left()),
+                           deadline=budget.wall_deadline, charge=budget.charge)
+        if dived is not None:
+            offer("dive", dived)
 
     # 1. LPT and local search from it, when LPT and the fallback both fit the budget. When
     # LPT breaks the cap, time is kept back for the fallback in case the search cannot
@@ -315,19 +334,6 @@ def _heuristic_plan(
             polish(method, packed)
             tighten_bound()
 
-    # 3. Karmarkar-Karp.
-    kk_reserve = 0.0
-    # Its share was kept back, so only the clock decides here (the search's last step may have
-    # overdrawn the estimate a little): the wall in "clock" timing, the safety net otherwise.
-    run_kk = kk_planned and not proven()
-    kk_fits = budget.wall_left() >= kk_seconds
-    if run_kk and not kk_fits and not budget.by_clock:
-        budget.cut = True
-    if run_kk and kk_fits:
-        budget.charge(kk_seconds)
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        if searchable(kk, offer("karmarkar_karp", kk)):
-            starts.append(("karmarkar_karp", kk))
 
     tighten_bound()
 
@@ -341,6 +347,17 @@ def _heuristic_plan(
         method, packed, packed_valid = fallback()
         if packed_valid:
             polish(method, packed)
+
+    # Optimal re-splits of the heaviest micro-batch with a partner (few per micro-batch),
+    # charged the subsets it scored.
+    if best.bins is not None and not proven() and not out_of_time() and not items.shift:
+        report: dict[str, int] = {}
+        offer(best.method + "+resplit", resplit_pairs(
+            items.tokens, items.costs, items.counts, best.bins, cap, max_count,
+            lower_bound=best.lower_bound, deadline=budget.wall_deadline, report=report,
+            max_work=min(resplit_work(time_limit), resplit_work(max(budget.left(), 0.0))),
+        ))
+        budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
@@ -409,13 +426,16 @@ def _fixed_k(
             )
     best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
-        if items.shift:  # CP-SAT takes int64 coefficients only; scaled ones prove nothing
+        if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
         else:
-            best = solve_items(
-                items, k, cap, max_count, best, budget, time_limit, options,
-                engine == "cp-sat",
-            )
+            # The LP bound, the dive and the exact search (few sequences per micro-batch).
+            best = prove_items(items, k, cap, max_count, best, budget, time_limit)
+            if best.bins is None or best.max_load > best.lower_bound:
+                best = solve_items(
+                    items, k, cap, max_count, best, budget, time_limit, options,
+                    engine == "cp-sat",
+                )
     return best
 
 

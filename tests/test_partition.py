@@ -103,10 +103,18 @@ def test_infeasible_beyond_the_bounds_is_proven_by_cp_sat() -> None:
     assert info.value.proven
 
 
+def _no_proof_phase(items: object, k: int, cap: object, max_count: object, best: object,
+                    *args: object) -> object:
+    """Issue 11's LP bound and exact search switched off, to reach CP-SAT's paths."""
+    return best
+
+
 def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch) -> None:
     # Heuristics miss the only valid plan; with CP-SAT starved, the error must say "not found".
     lengths = [7, 6, 5, 5, 4, 4, 3, 2]  # cap 12, k 3: tight packing (36 = 3 * 12)
     monkeypatch.setattr(cpsat_module, "SOLVE_STARTUP_SECONDS", 1e9)  # model never fits
+    monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens))), [], []]
 
@@ -124,6 +132,8 @@ def test_cp_sat_failure_falls_back_to_the_heuristic(monkeypatch: pytest.MonkeyPa
         raise RuntimeError("solver exploded")
 
     monkeypatch.setattr(cpsat_module.cp_model.CpSolver, "solve", broken)
+    monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     # a weak bound, so the heuristic plan is not proven and the model is called
     monkeypatch.setattr(partition_module, "load_lower_bound", lambda *a, **k: 1)
     monkeypatch.setattr(partition_module, "load_lower_bound_packing", lambda *a, **k: 1)
@@ -261,6 +271,8 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
     # Local search would repair that split (loads are tokens): keep it from trying.
     monkeypatch.setattr(partition_module, "improve_lists", lambda tokens, costs, counts, bins,
                         *args, **kwargs: [list(b) for b in bins])
+    monkeypatch.setattr(partition_module, "prove_items", _no_proof_phase)  # issue 11
+    monkeypatch.setattr(partition_module, "dive_items", lambda *args, **kwargs: None)
     plan = partition(lengths, 3, 12, time_limit=time_limit)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method == "cp-sat" and plan.status == "optimal"

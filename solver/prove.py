@@ -1,0 +1,187 @@
+"""The proof phase between the heuristics and CP-SAT: LP bound, subset-sum dive, exact search.
+
+All three are for the long-CoT regime (a few long sequences per micro-batch), where CP-SAT's
+own bound barely moves and its search rarely closes the gap. The LP bound (``lp_bound``) proves
+plans optimal and batches infeasible; the dive and the exact search (``exact``) start at that
+bound and usually find a plan there, which is then optimal. Whatever stays open goes to CP-SAT
+with the raised bound as its objective's lower bound.
+
+Work budgets scale with ``time_limit`` (the same limit gives the same work, whatever the
+machine's speed); the deadline is only a safety net. The shares of the limit are first choices
+checked on the bench and long-CoT batches (README, "Few long sequences per micro-batch"), not
+tuned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from .exact import DIVE_POOL, ExactBudget, dive, minimise_max_load
+from .lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
+from .options import BestPlan, Budget
+from .plan import InfeasibleError
+from .problem import Items
+
+#: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
+#: charge per LP solve) and exact-search nodes per second.
+LP_WORK_PER_SECOND = 250_000_000
+EXACT_NODES_PER_SECOND = 250_000
+#: Bitset words shifted per second by the dive (measured 190M-780M on a loaded 2-core machine).
+DIVE_WORDS_PER_SECOND = 300_000_000
+#: Shares of the time limit for each phase (the rest is CP-SAT's).
+LP_SHARE = 0.35
+EXACT_SHARE = 0.3
+DIVE_SHARE = 0.25  # in the heuristics, before local search
+DIVE_PROOF_SHARE = 0.4  # in the proof phase
+#: Below this many items per micro-batch on average the phase runs; above it counting bounds
+#: and local search already close the gap, and bin completion's branching explodes.
+MAX_ITEMS_PER_BIN = 8
+#: The dive before local search runs up to this many items per micro-batch on average.
+DIVE_MAX_ITEMS_PER_BIN = 16
+#: The LP runs only when its budget holds this many column-generation iterations (fewer
+#: rarely move the bound).
+LP_MIN_ITERATIONS = 20
+#: The phase is skipped with less than this left before the deadline (seconds).
+MIN_SECONDS_LEFT = 0.002
+#: Notes naming the bound that proved a plan (``Plan.notes``), for studies.
+NOTE_LP = "bound: gilmore-gomory LP"
+NOTE_EXACT = "bound: exact search"
+
+
+def dive_items(
+    items: Items, k: int, cap: int | None, max_count: int | None, lower: int,
+    upper: int | None, seconds: float, attempts: int = 1, skip_first: bool = False,
+    deadline: float | None = None, few_per_bin_only: bool = True,
+    charge: Callable[[float], None] | None = None,
+) -> list[list[int]] | None:
+    """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
+
+    Only for cost = tokens without equal sizes (the dive's bitsets run over tokens). Tries
+    ``lower``, then ``lower`` + 1, 2, 4, ... (``attempts`` loads in all): a plan at the bound
+    is proven optimal at once. ``skip_first``: ``lower`` was tried already (by the heuristics).
+    ``seconds`` is its allowance, turned into counted work (the same allowance gives the same
+    decisions on every machine); it is skipped when one attempt's estimated work is over it, so
+    it costs nothing where it cannot finish, and with ``few_per_bin_only`` (before local search)
+    unless micro-batches hold at most ``DIVE_MAX_ITEMS_PER_BIN`` items on average: with more,
+    local search is close already and needs the time. ``charge`` is called with the estimated
+    seconds of each attempt made; ``deadline`` is a safety net only.
+    """
+    if max_count is not None or items.tokens != items.costs:
+        return None
+    n = len(items)
+    if few_per_bin_only and n > DIVE_MAX_ITEMS_PER_BIN * k:
+        return None
+    limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
+    budget = int(DIVE_WORDS_PER_SECOND * max(seconds, 0.0))
+    # One bitset pass per bin over its pool of candidates (see exact.dive).
+    estimate = k * min(n, DIVE_POOL) * (limit // 64 + 1)
+    if estimate > budget:
+        return None
+    # The allowance on the clock too, as a safety net (a loaded machine shifts words slower).
+    now = time.perf_counter()
+    stop = now + seconds if deadline is None else min(deadline, now + seconds)
+    step = 1 if skip_first else 0
+    z = lower + step
+    for _ in range(attempts):
+        if (upper is not None and z >= upper) or budget <= 0:
+            break
+        bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop)
+        budget -= estimate
+        if charge is not None:
+            charge(estimate / DIVE_WORDS_PER_SECOND)
+        if bins is not None:
+            return bins
+        step = 1 if step == 0 else step * 2
+        z = lower + step
+    return None
+
+
+def prove_items(
+    items: Items,
+    k: int,
+    cap: int | None,
+    max_count: int | None,
+    best: BestPlan,
+    budget: Budget,
+    time_limit: float,
+) -> BestPlan:
+    """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
+    :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch.
+
+    Each phase gets its share of ``time_limit`` (at most what ``budget`` has left) as counted
+    work, and is charged the work it did; the budget's wall deadline is a safety net only.
+    """
+    n = len(items)
+    if not budget.fits(MIN_SECONDS_LEFT):
+        return best
+    wall = budget.wall_deadline
+
+    def allowance(share: float) -> float:
+        return max(0.0, min(share * time_limit, budget.left()))
+
+    def note_cut() -> None:
+        if not budget.by_clock and budget.wall_left() <= 0:
+            budget.cut = True
+
+    tokens, costs, counts = items.tokens, items.costs, items.counts
+    lp_work = int(LP_WORK_PER_SECOND * allowance(LP_SHARE))
+    lp_budget = LPBudget(work=lp_work, deadline=wall)
+    lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
+    if n > MAX_ITEMS_PER_BIN * k:
+        pass  # the LP bound is the counting bound there: many items per bin
+    elif LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_work:
+        pass  # too little budget for the LP to converge
+    elif best.bins is None and cap is not None:
+        infeasible = lp_infeasible(tokens, k, cap, lp_budget)
+        budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
+        note_cut()
+        if infeasible:
+            raise InfeasibleError(
+                f"the LP relaxation (Gilmore-Gomory) needs more than k={k} micro-batches of "
+                f"{cap} tokens for these lengths: raise k or the cap",
+                proven=True,
+            )
+    elif best.bins is not None and best.max_load > best.lower_bound:
+        bound = lp_load_bound(tokens, costs, k, cap, best.lower_bound, best.max_load, lp_budget)
+        budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
+        note_cut()
+        if bound > best.lower_bound:
+            best.lower_bound = bound
+            best.notes.append(NOTE_LP)
+    if best.bins is not None and best.max_load <= best.lower_bound:
+        return best
+    dived = dive_items(items, k, cap, max_count, best.lower_bound,
+                       best.max_load if best.bins is not None else None,
+                       allowance(DIVE_PROOF_SHARE), attempts=8, deadline=wall,
+                       few_per_bin_only=False, charge=budget.charge)
+    note_cut()
+    if dived is not None:
+        load = max(sum(costs[i] for i in b) for b in dived)
+        if best.bins is None or load < best.max_load:
+            best.bins, best.max_load, best.method = dived, load, "dive"
+        if best.max_load <= best.lower_bound:
+            return best
+    if n > MAX_ITEMS_PER_BIN * k:
+        return best
+    nodes = int(EXACT_NODES_PER_SECOND * allowance(EXACT_SHARE))
+    search = ExactBudget(nodes=nodes, deadline=wall)
+    result = minimise_max_load(
+        tokens, costs, counts, k, best.lower_bound,
+        best.max_load if best.bins is not None else None, cap, max_count, search,
+    )
+    budget.charge(search.used / EXACT_NODES_PER_SECOND)
+    note_cut()
+    if result.bins is not None and (best.bins is None or result.max_load < best.max_load):
+        best.bins, best.max_load, best.method = result.bins, result.max_load, "exact"
+    if result.lower_bound > best.lower_bound:
+        best.lower_bound = result.lower_bound
+        best.notes.append(NOTE_EXACT)
+    if best.bins is None and result.complete:
+        raise InfeasibleError(
+            f"the exact search proved that no split into k={k} micro-batches meets the cap"
+            + (" and equal sizes" if max_count is not None else "")
+            + ": raise k or the cap",
+            proven=True,
+        )
+    return best
