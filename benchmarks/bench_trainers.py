@@ -1,6 +1,6 @@
 """The trainer drop-ins against the originals they replace, in one process.
 
-    python benchmarks/bench_trainers.py [--batches 500] [--seed 0]
+    python benchmarks/bench_trainers.py [--batches 500] [--seed 0] [--part all|balance|count]
 
 1. Balancing: ``get_seqlen_balanced_partitions`` against the trainers' Karmarkar-Karp
    (``baselines.trainer_karmarkar_karp``, this project's re-implementation) on random long-tail
@@ -159,11 +159,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--part", choices=("all", "balance", "count"), default="all",
+                        help="run one part only (count alone draws different batches: the "
+                        "balancing part consumes the random stream first)")
     args = parser.parse_args(argv)
     print(machine_header(["benchmarks/bench_trainers.py", *argv]))
     rng = np.random.default_rng(args.seed)
-    ok = bench_balance(args.batches, rng)
-    ok = bench_count(args.batches, rng) and ok
+    ok = True
+    if args.part in ("all", "balance"):
+        ok = bench_balance(args.batches, rng)
+    if args.part in ("all", "count"):
+        ok = bench_count(args.batches, rng) and ok
     return 0 if ok else 1
 
 

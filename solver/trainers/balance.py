@@ -291,10 +291,11 @@ def _first_fit_count(tokens: np.ndarray, cap: int, stop_at: int | None = None) -
     return opened
 
 
-def _count_floor(fits: np.ndarray, cap: int) -> int:
-    """The strongest cheap bound on bins for ``fits`` (each in (0, cap]): max of L1, Martello-Toth
-    L2 and the Fekete-Schepers functions up to k=2 (:mod:`seqpart.heuristics.count_bounds`)."""
-    return max(min_bins_lower_bound(fits, cap), min_bins_fekete_schepers(fits, cap))
+def _bounds_prove(count: int, fits: np.ndarray, cap: int) -> bool:
+    """Whether no packing of ``fits`` (each in (0, cap]) uses fewer than ``count`` bins: L1 and
+    Martello-Toth L2 first, then the Fekete-Schepers functions up to k=2
+    (:mod:`seqpart.heuristics.count_bounds`), only when L2 falls short."""
+    return count <= min_bins_lower_bound(fits, cap) or count <= min_bins_fekete_schepers(fits, cap)
 
 
 def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any) -> int:
@@ -342,7 +343,7 @@ def _count_with_path(total_lengths: Any, max_tokens_per_gpu: Any) -> tuple[int, 
     bfd = _best_fit_decreasing_count(desc, cap)
     if bfd <= -(-int(fits.sum()) // cap):  # the token total alone needs this many
         return n_over + bfd, "L1"
-    if bfd <= _count_floor(fits, cap):
+    if _bounds_prove(bfd, fits, cap):
         return n_over + bfd, "bounds"
     if len(fits) <= SEARCH_MAX_N and _fits_in(fits, bfd - 1, cap):
         return n_over + bfd - 1, "search"
