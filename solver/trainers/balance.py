@@ -309,19 +309,18 @@ def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any
     2. else against the bin-packing bounds (Martello-Toth L2, then Fekete-Schepers dual
        feasible functions, which prove BFD's count under caps around 1.5x the longest
        sequence); agreement again proves the count;
-    3. else (caps near 1x or 2x the longest sequence) up to :data:`SEARCH_MAX_N` sequences a
-       short local search at one micro-batch fewer (Karmarkar-Karp, then moves and swaps, a
-       step budget);
-       failing that, BFD's count unless first fit in arrival order, run until it opens as
-       many bins, needs fewer. (A ``partition`` try used to run here: 8-26 ms per call.)
+    3. else (caps near 1x or 2x the longest sequence), up to :data:`SEARCH_MAX_N` sequences, a
+       short local search at one micro-batch fewer (Karmarkar-Karp, then moves and swaps,
+       within a step budget); failing that, BFD's count, unless first fit in arrival order
+       (run until it opens as many bins) needs fewer. A ``partition`` try used to run here
+       (8-26 ms per call); on 300 long-tail batches the counts came out the same.
 
     Every count returned is that of a packing under the cap (BFD's, the search's or first
-    fit's), so it can
-    be used as k. Like the original, a sequence over the cap gets a micro-batch of its own (no
-    error), and an empty list needs 0. Zero-length sequences fit anywhere. Lengths may be ints
-    or floats with integral values (lists, arrays, tensors); the cap an int, integral float or
-    0-d tensor. Pass ``max_tokens_per_gpu * cp_size`` as slime's caller does; for OpenRLHF's
-    4-argument form see :mod:`seqpart.solver.trainers.openrlhf`.
+    fit's), so it can be used as k. Like the original, a sequence over the cap gets a
+    micro-batch of its own (no error), and an empty list needs 0. Zero-length sequences fit
+    anywhere. Lengths may be ints or floats with integral values (lists, arrays, tensors); the
+    cap an int, integral float or 0-d tensor. Pass ``max_tokens_per_gpu * cp_size`` as slime's
+    caller does; for OpenRLHF's 4-argument form see :mod:`seqpart.solver.trainers.openrlhf`.
     """
     return _count_with_path(total_lengths, max_tokens_per_gpu)[0]
 
