@@ -397,6 +397,44 @@ def test_count_is_fast_path_exact_on_a_long_tail_batch() -> None:
     assert count == get_minimum_num_micro_batch_size(lengths.tolist(), 32768)
 
 
+def _first_fit_arrival(values: list[int], cap: int) -> int:
+    loads: list[int] = []
+    for x in values:
+        for b, used in enumerate(loads):
+            if x <= cap and used + x <= cap:
+                loads[b] += x
+                break
+        else:
+            loads.append(x)
+    return len(loads)
+
+
+@pytest.mark.parametrize(("seed", "factor", "path"), [
+    (0, 1.0, "L1"),       # the token total proves best-fit decreasing's count
+    (53, 1.5, "bounds"),  # only the Fekete-Schepers bound proves it (L2 is one short)
+    (6, 4.0, "search"),   # the local search packs one micro-batch fewer than BFD
+    (6, 2.0, "first-fit"),  # nothing proves BFD; first fit does not beat it
+])
+def test_count_paths_on_long_tail_batches(seed: int, factor: float, path: str) -> None:
+    from seqpart.heuristics import min_bins_lower_bound
+    from seqpart.solver.datasets import rl_batch
+    from seqpart.solver.trainers.balance import _count_with_path
+
+    lengths = rl_batch(64, np.random.default_rng(seed))
+    cap = int(max(lengths) * factor)
+    count, took = _count_with_path(lengths, cap)
+    assert took == path
+    assert count == get_minimum_num_micro_batch_size(lengths, cap)  # repeatable
+    assert count <= _first_fit_arrival(lengths, cap)
+    assert count >= min_bins_lower_bound(lengths, cap)
+    if path == "bounds":
+        assert min_bins_lower_bound(lengths, cap) < count
+    # usable as k: a plan with exactly that many micro-batches under the cap exists
+    parts = get_capped_seqlen_balanced_partitions(lengths, count, cap)
+    _assert_partition_shape(parts, len(lengths), count)
+    assert max(_sums(parts, lengths)) <= cap
+
+
 def test_openrlhf_counter_multiplies_the_cap() -> None:
     from seqpart.solver.trainers import openrlhf
 

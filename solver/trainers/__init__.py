@@ -18,7 +18,6 @@ no wall clock decides a plan (see :mod:`.balance`).
 from __future__ import annotations
 
 from .balance import (
-    COUNT_TIME_LIMIT,
     OPTIONS,
     TIME_LIMIT,
     TrainerInputError,
@@ -31,7 +30,6 @@ from .slime import build_dp_schedule, workload_cost
 from .verl import rearrange_micro_batches
 
 __all__ = [
-    "COUNT_TIME_LIMIT",
     "OPTIONS",
     "TIME_LIMIT",
     "Patched",

@@ -1,0 +1,83 @@
+"""The Fekete-Schepers bin-count bound: valid (never above the optimum), and stronger than L2
+where it was built to be."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seqpart.heuristics import min_bins_lower_bound
+from seqpart.heuristics.count_bounds import min_bins_fekete_schepers
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _min_bins(sizes: list[int], cap: int) -> int:
+    """The optimal number of bins, by trying every assignment (n <= 7)."""
+    n = len(sizes)
+    for k in range(1, n + 1):
+        for assign in itertools.product(range(k), repeat=n):
+            loads = [0] * k
+            for x, b in zip(sizes, assign, strict=True):
+                loads[b] += x
+            if max(loads) <= cap:
+                return k
+    return n
+
+
+def _by_definition(sizes: list[int], cap: int, max_k: int) -> int:
+    """The same bound, written out from its definition with fractions."""
+    from fractions import Fraction
+
+    best = -(-sum(sizes) // cap)  # L1
+    for eps in {0, *(x for x in sizes if 2 * x <= cap)}:
+        u = [cap if x > cap - eps else 0 if x < eps else x for x in sizes]
+        for k in range(1, max_k + 1):
+            total = sum(
+                Fraction(x) if ((k + 1) * x) % cap == 0 else Fraction(((k + 1) * x) // cap * cap, k)
+                for x in u
+            )
+            best = max(best, -(-total // cap))
+    return int(best)
+
+
+@FAST
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=7), st.integers(60, 100))
+def test_never_above_the_optimum(sizes: list[int], cap: int) -> None:
+    assert min_bins_fekete_schepers(sizes, cap) <= _min_bins(sizes, cap)
+
+
+@FAST
+@given(st.lists(st.integers(1, 100), min_size=1, max_size=40), st.integers(100, 130),
+       st.integers(1, 4))
+def test_matches_its_definition(sizes: list[int], cap: int, max_k: int) -> None:
+    assert min_bins_fekete_schepers(sizes, cap, max_k) == _by_definition(sizes, cap, max_k)
+
+
+def test_thirds_beat_l2() -> None:
+    # Five items over a third of the cap: at most two per bin, so three bins; L1 and L2 see only
+    # the token total (two bins), the k=2 function sees the thirds.
+    sizes = [34] * 5 + [30]
+    assert min_bins_lower_bound(sizes, 100) == 2
+    assert min_bins_fekete_schepers(sizes, 100) == 3 == _min_bins(sizes, 100)
+
+
+def test_rejects_items_over_the_cap_and_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at most cap"):
+        min_bins_fekete_schepers([5, 11], 10)
+    with pytest.raises(ValueError):
+        min_bins_fekete_schepers([5], 0)
+    with pytest.raises(ValueError):
+        min_bins_fekete_schepers([5], 10, 0)
+
+
+def test_huge_values_stay_exact() -> None:
+    cap = 2**61
+    sizes = np.array([2**60 + 1, 2**60 + 1, 2**60 + 1], dtype=np.int64)
+    # The scaled sums would overflow int64: the bound falls back to L1 (2), still valid (the
+    # optimum is 3: each item is over half the cap).
+    assert min_bins_fekete_schepers(sizes, cap) == 2
