@@ -63,7 +63,7 @@ def _agree(count: int, failed: bool, dp_group: Any, device_hint: Any) -> tuple[i
     import torch
     import torch.distributed as dist
 
-    from ..distributed import _group_device
+    from ..collective import _group_device
 
     device = _group_device(dp_group) if device_hint is None else device_hint
     both = torch.tensor([count, int(failed)], dtype=torch.int64, device=device)
