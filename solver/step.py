@@ -41,14 +41,8 @@ from .step_model import (
 )
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from .step_starts import (
-    CONSTRUCTIONS,
-    TRAINER_SECONDS_PER_SEQUENCE,
-    TRAINER_SECONDS_PER_SEQUENCE_RANK,
-    from_schedule,
-    micro_first,
-    trainer_schedules,
-)
+from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
+from .step_trainer_starts import trainer_starts as trainer_schedule_starts
 
 __all__ = [
     "StepPlan",
@@ -265,6 +259,8 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 _BUILD_WORK_PER_SEQUENCE = 250
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
+#: Share of the work budget the trainers' schedules may take (the cheap ones first).
+_TRAINER_SHARE = 0.3
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 
@@ -336,11 +332,16 @@ def plan_step(
         oversize: "error" (reject a sequence over the cap) or "alone" (its own micro-batch).
         starts: schedules (``[rank][micro-batch] = indices``) to start from, e.g. your trainer's;
             invalid ones are skipped (noted). The plan is never worse than a valid start.
-        trainer_starts: also start from the re-implemented trainers' schedulers
-            (``seqpart.heuristics.trainer_schedules``). None (default): only when their
-            estimated time (see ``TRAINER_SECONDS_PER_SEQUENCE``) fits in a quarter of
-            ``time_limit``; they cannot be interrupted. To be sure never to be behind your
-            trainer, pass its schedule in ``starts``.
+        trainer_starts: also start from the trainers' schedulers
+            (``seqpart.heuristics.trainer_schedules``, computed by
+            :mod:`~seqpart.solver.step_trainer_starts`: the same schedules, faster). None
+            (default): those that fit 30% of the work budget, cheapest first (Megatron-LM,
+            slime, verl, verl's retry, prime-rl; the plan is never behind a valid one that ran,
+            see ``notes``). Measured: all of them fit at time_limit=0.5 for n <= 1024; at n=4096
+            prime-rl's swap refinement (up to 5e8 pairs scored, seconds) and verl's retry
+            (up to ~2 s) often do not, and at time_limit=0.1, n=4096, dp=64 only Megatron-LM's
+            and slime's do. True: all, run to the end whatever the budget. To be sure never to
+            be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
 
@@ -366,7 +367,7 @@ def plan_step(
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
-    reserve = 0.005 + 4e-6 * inst.n
+    reserve = 0.008 + 5e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
@@ -383,19 +384,21 @@ def plan_step(
 
     # The pool of valid starts: (objective, arrival, method, m, mb_of); searched best first.
     pool: list[tuple[int, int, str, int, np.ndarray]] = []
+    constructed: list[str] = []  # valid starts of our own constructions (not given, not trainers')
 
     def add(method: str, m: int, mb_of: np.ndarray) -> None:
+        if not method.startswith(("start ", "trainer:")):
+            constructed.append(method)
         obj = schedule_objective(mb_of, costs, inst.dp_size * m, m, inst.overhead, inst.pp,
                                  inst.vpp)
         pool.append((obj, len(pool), method, m, mb_of))
 
     given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
-    if trainer_starts or (
-        trainer_starts is None
-        and inst.n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.dp_size)
-        <= 0.25 * seconds
-    ):
-        trainers, trainer_notes = trainer_schedules(inst)
+    spent = 0
+    if trainer_starts is not False:
+        trainers, trainer_notes, spent = trainer_schedule_starts(
+            inst, None if trainer_starts else int(_TRAINER_SHARE * budget)
+        )
         given += trainers
         notes += trainer_notes
     skipped = []
@@ -409,7 +412,6 @@ def plan_step(
         notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
 
     best = _Best()
-    spent = 0
     clock_cut = False
     searched: set[int] = set()
 
@@ -447,8 +449,9 @@ def plan_step(
         m = pending.pop(0)
         tried += 1
         for make in CONSTRUCTIONS:
-            # Once a valid start exists, a construction only while the clock allows.
-            if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
+            # Once a construction gave a valid start, the next only while the clock allows (the
+            # given and trainers' starts do not count: ours are usually far better).
+            if constructed and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
                 break
             for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
@@ -461,15 +464,15 @@ def plan_step(
 
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
-    # Until a first valid start exists the clock is not looked at for the first
+    # Until a construction gave a valid start the clock is not looked at for the first
     # _COUNTS_BEFORE_CLOCK counts: a plan beats an error.
     while pending and (
-        (not pool and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds)
+        (not constructed and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds)
     ):
         drop_hopeless()
-        if not pending or (pool and spent + build > _BUILD_SHARE * budget):
+        if not pending or (constructed and spent + build > _BUILD_SHARE * budget):
             break
-        if pool and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
+        if constructed and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
             clock_cut = True  # a slow machine: leave the rest of the time to the search
             break
         build_next()
