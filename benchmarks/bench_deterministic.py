@@ -1,63 +1,115 @@
-"""What deterministic mode costs: wall time and gap, normal vs deterministic, same process.
+"""Repeatable plans by default: the online batches planned in separate processes must agree.
 
-    python benchmarks/bench_deterministic.py [--time-limit 0.02] [--instances PATH]
+    python benchmarks/bench_deterministic.py [--processes 3] [--seeds 5] [--time-limit 0.02]
 
-Deterministic mode runs the heuristics to completion and gives CP-SAT a deterministic-time
-limit, so its plans match across processes and machines; the price is wall time beyond the
-limit. This prints both modes per size bucket, and checks that repeated runs agree.
+Every batch of bench_cpsat.py's online set (generated and real batches at n = 64..2048, k =
+the trainer's first-fit count), with the token cost and with the attention cost, is planned
+by ``partition(time_limit=0.02)`` with default options in each of ``--processes`` separate
+Python processes. Reported per size: how many batches got the same plan in every process,
+how many calls the wall-clock safety net cut (``plan.notes`` says so; those plans may
+differ), and the wall time (p50, max) against the limit + 5 ms. Print ``uptime`` with it:
+wall times on a loaded machine say little.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import hashlib
+import json
+import subprocess
+import sys
 import time
+from collections.abc import Sequence
 
-from common import DEFAULT_INSTANCES, load_instances
+from common import (
+    BATCH_SIZES,
+    DEFAULT_DATA_DIR,
+    REPO_ROOT,
+    generated_instances,
+    machine_header,
+    percentile,
+    real_instances,
+    table,
+    verdict,
+)
 
-from seqpart.solver import InfeasibleError, SolverOptions, partition
+from seqpart.solver import InfeasibleError, partition
 
-BUCKETS = ((1, 255), (256, 1023), (1024, 10**9))
+COSTS = ("tokens", "attention")
+CUT_NOTE = "safety net"
 
 
-def main() -> None:
+def batches(seeds: int, data_dir: str) -> list:
+    return generated_instances(BATCH_SIZES, seeds) + real_instances(data_dir, BATCH_SIZES, seeds)
+
+
+def worker(seeds: int, data_dir: str, time_limit: float) -> None:
+    """One process: plan every batch, print one JSON line per (batch, cost)."""
+    partition([8, 7, 6, 5, 4, 9, 3, 3, 12, 2], 3, 20, time_limit=0.5)  # imports, first call
+    for inst in batches(seeds, data_dir):
+        for cost in COSTS:
+            t = time.perf_counter()
+            try:
+                plan = partition(inst.lengths, inst.k, inst.cap, time_limit=time_limit, cost=cost)
+                digest = hashlib.sha1(json.dumps(plan.bins).encode()).hexdigest()
+                cut = any(CUT_NOTE in note for note in plan.notes)
+            except InfeasibleError as err:
+                digest, cut = f"infeasible:{err.proven}", False
+            seconds = time.perf_counter() - t
+            print(json.dumps({"name": inst.name, "n": inst.n, "cost": cost, "plan": digest,
+                              "cut": cut, "seconds": seconds}), flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--instances", default=str(DEFAULT_INSTANCES))
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=0.02)
-    args = parser.parse_args()
-    deterministic = SolverOptions(deterministic=True)
-    partition([3, 2, 1], 2, 4)  # warm-up: imports and first call
-    rows = []
-    for inst in load_instances(args.instances):
-        try:
-            t = time.perf_counter()
-            normal = partition(inst.lengths, inst.k, inst.cap, time_limit=args.time_limit)
-            t_normal = time.perf_counter() - t
-            t = time.perf_counter()
-            det = partition(inst.lengths, inst.k, inst.cap, time_limit=args.time_limit,
-                            options=deterministic)
-            t_det = time.perf_counter() - t
-            again = partition(inst.lengths, inst.k, inst.cap, time_limit=args.time_limit,
-                              options=deterministic)
-        except InfeasibleError:
-            continue
-        rows.append((inst.n, t_normal, t_det, normal.gap, det.gap, det.bins == again.bins))
-    print(f"time_limit={args.time_limit}s, {len(rows)} feasible instances from {args.instances}")
-    print(f"{'n':>12} {'count':>5} {'wall p50 normal':>16} {'det':>8} {'wall max normal':>16} "
-          f"{'det':>8} {'mean gap normal':>16} {'det':>8} {'repeatable':>10}")
-    for lo, hi in BUCKETS:
-        r = [x for x in rows if lo <= x[0] <= hi]
-        if not r:
-            continue
-        print(
-            f"{f'{lo}-{hi}' if hi < 10**9 else f'{lo}+':>12} {len(r):5d} "
-            f"{statistics.median(x[1] for x in r) * 1e3:14.1f}ms "
-            f"{statistics.median(x[2] for x in r) * 1e3:6.1f}ms "
-            f"{max(x[1] for x in r) * 1e3:14.1f}ms {max(x[2] for x in r) * 1e3:6.1f}ms "
-            f"{statistics.mean(x[3] for x in r):16.4%} {statistics.mean(x[4] for x in r):8.4%} "
-            f"{all(x[5] for x in r)!s:>10}"
+    bundled = REPO_ROOT / "solver" / "data"  # the same files, shipped with the package
+    parser.add_argument("--data-dir", default=str(
+        DEFAULT_DATA_DIR if DEFAULT_DATA_DIR.is_dir() else bundled))
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.seeds, args.data_dir, args.time_limit)
+        return 0
+    print(machine_header(sys.argv))
+    runs = []
+    for _ in range(args.processes):  # one after the other: each gets the machine alone
+        out = subprocess.run(
+            [sys.executable, __file__, "--worker", "--seeds", str(args.seeds),
+             "--time-limit", str(args.time_limit), "--data-dir", args.data_dir],
+            capture_output=True, text=True,
         )
+        if out.returncode:
+            raise SystemExit(f"worker failed:\n{out.stderr}")
+        runs.append([json.loads(line) for line in out.stdout.splitlines()
+                     if line.startswith("{")])
+    limit = args.time_limit + 0.005
+    rows = []
+    all_same = True
+    for n in sorted({r["n"] for r in runs[0]}):
+        for cost in COSTS:
+            keys = [(r["name"], r["cost"]) for r in runs[0] if r["n"] == n and r["cost"] == cost]
+            by_run = [{(r["name"], r["cost"]): r for r in run} for run in runs]
+            same = sum(len({run[key]["plan"] for run in by_run}) == 1 for key in keys)
+            cut_keys = [key for key in keys if any(run[key]["cut"] for run in by_run)]
+            differ_uncut = [key for key in keys if key not in cut_keys
+                            and len({run[key]["plan"] for run in by_run}) > 1]
+            all_same &= not differ_uncut
+            secs = [run[key]["seconds"] for run in by_run for key in keys]
+            rows.append([
+                str(n), cost, str(len(keys)), f"{same}/{len(keys)}", str(len(cut_keys)),
+                str(len(differ_uncut)), f"{percentile(secs, 50) * 1000:.1f}",
+                f"{max(secs) * 1000:.1f}", str(sum(s > limit for s in secs)),
+            ])
+    print(f"time_limit={args.time_limit}s, {args.processes} processes, default options")
+    print(table(["n", "cost", "batches", "same plan", "cut by wall", "differ (not cut)",
+                 "wall p50 ms", "wall max ms", f"calls > {limit * 1000:.0f} ms"], rows))
+    print(f"{verdict(all_same)}  every batch the safety net did not cut got the same plan in "
+          f"all {args.processes} processes")
+    return 0 if all_same else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,8 +40,31 @@ def prepare(
 
 def order_desc(values: Sequence[int]) -> list[int]:
     """Indices by value, largest first, ties by index: deterministic everywhere."""
-    arr = np.asarray(values, dtype=np.int64)
-    return np.lexsort((np.arange(len(arr)), -arr)).tolist()
+    return argsort_desc(np.asarray(values, dtype=np.int64)).tolist()
+
+
+def argsort_desc(arr: np.ndarray) -> np.ndarray:
+    """Indices of an int64 array by value, largest first, ties by index (a stable sort of
+    max - value, in the narrowest unsigned type that holds it: numpy radix-sorts 8- and
+    16-bit keys, ~10x faster than int64 at 10^6)."""
+    if len(arr) == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = int(arr.max())
+    spread = top - int(arr.min())
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if spread <= np.iinfo(dtype).max:
+            return np.argsort((top - arr).astype(dtype), kind="stable")
+    return np.argsort(-arr, kind="stable")
+
+
+def bins_from_labels(labels: np.ndarray, k: int) -> Bins:
+    """Bin lists (indices ascending) from a per-item bin label array, without a Python loop
+    over items."""
+    narrow = labels.astype(np.uint16) if k <= 2**16 else labels  # uint16: a radix sort
+    by_bin = np.argsort(narrow, kind="stable")
+    ends = np.cumsum(np.bincount(labels, minlength=k)).tolist()
+    flat = by_bin.tolist()
+    return [flat[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def apply_move_or_swap(
@@ -65,3 +89,60 @@ def apply_move_or_swap(
         moved = per_item[a] - per_item[b] if b >= 0 else per_item[a]
         per_bin[src] -= moved
         per_bin[dst] += moved
+
+
+class SortedKeys:
+    """A sorted multiset of ints kept in chunks (a minimal sorted list).
+
+    Why chunks: one flat sorted list pays a memmove of the whole list per insert or pop, which
+    dominates best-fit at 10^5 bins and more; chunks of at most ``2 * load`` keep each at
+    O(load) plus two binary searches.
+    """
+
+    def __init__(self, load: int = 256) -> None:
+        self._load = load
+        self._chunks: list[list[int]] = []
+        self._maxes: list[int] = []
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self._chunks)
+
+    def pop_ge(self, x: int) -> int | None:
+        """Remove and return the smallest key >= x, or None when there is none."""
+        i = bisect.bisect_left(self._maxes, x)
+        if i == len(self._maxes):
+            return None
+        chunk = self._chunks[i]
+        value = chunk.pop(bisect.bisect_left(chunk, x))
+        if not chunk:
+            del self._chunks[i], self._maxes[i]
+        else:
+            self._maxes[i] = chunk[-1]
+        return value
+
+    def pop_max(self) -> int | None:
+        """Remove and return the largest key, or None when empty."""
+        if not self._chunks:
+            return None
+        value = self._chunks[-1].pop()
+        if not self._chunks[-1]:
+            del self._chunks[-1], self._maxes[-1]
+        else:
+            self._maxes[-1] = self._chunks[-1][-1]
+        return value
+
+    def add(self, value: int) -> None:
+        if not self._chunks:
+            self._chunks.append([value])
+            self._maxes.append(value)
+            return
+        i = min(bisect.bisect_left(self._maxes, value), len(self._maxes) - 1)
+        chunk = self._chunks[i]
+        bisect.insort(chunk, value)
+        self._maxes[i] = chunk[-1]
+        if len(chunk) > 2 * self._load:
+            half = chunk[self._load :]
+            del chunk[self._load :]
+            self._maxes[i] = chunk[-1]
+            self._chunks.insert(i + 1, half)
+            self._maxes.insert(i + 1, half[-1])

@@ -24,7 +24,15 @@ def as_lengths(values: Any, name: str = "lengths") -> np.ndarray:
     if isinstance(values, (str, bytes)) or values is None:
         raise TypeError(f"{name} must be a sequence of positive ints, got {type(values).__name__}")
     if hasattr(values, "detach") and hasattr(values, "cpu"):  # torch.Tensor, without importing torch
-        values = values.detach().cpu().numpy()
+        values = _torch_to_numpy(values, name)
+    if isinstance(values, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(values))
+        if masked:
+            raise ValueError(
+                f"{name} is a masked array with {masked} masked entries: pass only the real "
+                f"lengths, e.g. {name}.compressed()"
+            )
+        values = np.asarray(values.data)
     if isinstance(values, np.ndarray):
         if values.ndim != 1:
             raise ValueError(f"{name} must be 1-D, got an array of shape {values.shape}: flatten it")
@@ -73,6 +81,23 @@ def as_lengths(values: Any, name: str = "lengths") -> np.ndarray:
             "drop empty sequences before partitioning"
         )
     return arr
+
+
+def _torch_to_numpy(tensor: Any, name: str) -> np.ndarray:
+    """A torch tensor's values as numpy, refusing what has no integer values to give."""
+    device = getattr(getattr(tensor, "device", None), "type", "cpu")
+    if device == "meta":
+        raise ValueError(
+            f"{name} is a torch tensor on the meta device, which holds no values: pass the "
+            "real lengths (a CPU or GPU tensor, or a list)"
+        )
+    is_float = getattr(tensor, "is_floating_point", None)
+    if (is_float is not None and is_float()) or getattr(tensor, "is_complex", lambda: False)():
+        raise TypeError(
+            f"{name} is a {tensor.dtype} tensor; token counts must be ints > 0: convert it, "
+            f"e.g. {name}.long()"
+        )
+    return tensor.detach().cpu().numpy()
 
 
 def as_positive_int(value: Any, name: str, *, allow_none: bool = False) -> int | None:

@@ -11,13 +11,15 @@ validator says why, and CP-SAT may still find a plan.
 from __future__ import annotations
 
 import bisect
+import heapq
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ._common import Bins, apply_move_or_swap, order_desc, prepare
+from ._common import Bins, SortedKeys, apply_move_or_swap, argsort_desc, order_desc, prepare
 from .first_fit import first_fit_lists
 from .lpt import lpt_lists
 
@@ -36,13 +38,100 @@ def capped_balance(
     return capped_balance_lists(tokens, cost, count, k, cap, max_count)
 
 
-def _best_fit(
-    tokens: list[int], count: list[int], k: int, cap: int | None, max_count: int | None
-) -> Bins:
-    """Best-fit decreasing into k bins: the fullest bin that still fits (tight packings).
+#: Up to this many bins best fit keeps residuals in one flat sorted list.
+_FLAT_KEYS_UP_TO = 4096
 
-    Bins sit in a list sorted by token sum, so the fullest bin with room is one bisection away.
+
+def best_fit_lists(
+    tokens: Sequence[int],
+    count: Sequence[int],
+    k: int | None,
+    cap: int | None,
+    max_count: int | None = None,
+) -> Bins:
+    """Best-fit decreasing: each sequence, longest first, into the fullest bin it fits.
+
+    ``k=None`` opens bins as needed (the count search's ceiling); with ``k`` the k bins exist
+    from the start, empty ones being the least full, and a sequence that fits nowhere goes to
+    the bin with the most room (the validator flags it). O(n log n): runs of equal length are
+    placed together (a bin with room r takes r // t copies of length t at once, exactly as
+    one-by-one best fit would), over a sorted index of bin residuals.
     """
+    if max_count is not None:
+        return _best_fit_counted(list(tokens), list(count), k, cap, max_count)
+    return best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
+
+
+def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
+    """:func:`best_fit_lists` without a sample limit, also returning each bin's room left
+    (cap minus its tokens; negative for a bin a sequence that fitted nowhere went to)."""
+    n = len(arr)
+    if n == 0:
+        return [[] for _ in range(k or 0)], [cap or 0] * (k or 0)
+    limit = cap if cap is not None else int(arr.sum())
+    order = argsort_desc(arr)  # longest first, ties by index
+    ordered = arr[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.concatenate((starts[1:], [n]))
+    smallest = int(ordered[-1])
+    ids = order.tolist()
+    span = n + (k or 0) + 1  # keys are residual * span + bin: residual order, ties by bin
+    bins: Bins = [[] for _ in range(k or 0)]
+    room: list[int] = [limit] * (k or 0)
+    # Few bins: one flat sorted list (cheapest per step); many: chunks (no long memmoves).
+    few = (k or -(-int(arr.sum()) // limit)) <= _FLAT_KEYS_UP_TO
+    flat_keys = [limit * span + b for b in range(k or 0)]
+    open_keys = SortedKeys()
+    if not few:
+        for key in flat_keys:
+            open_keys.add(key)
+    overflow: list[int] = []
+    bisect_left, insort = bisect.bisect_left, bisect.insort
+    for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+        pos = lo
+        while pos < hi:
+            if few:
+                at = bisect_left(flat_keys, t * span)
+                key = flat_keys.pop(at) if at < len(flat_keys) else None
+            else:
+                key = open_keys.pop_ge(t * span)
+            if key is not None:
+                b = key % span
+            elif k is None and t <= limit:
+                b = len(bins)
+                bins.append([])
+                room.append(limit)
+            else:  # fits nowhere: placed at the end, where there is most room
+                overflow.extend(ids[pos:hi])
+                break
+            take = min(room[b] // t, hi - pos)
+            bins[b].extend(ids[pos : pos + take])
+            pos += take
+            room[b] -= take * t
+            if room[b] >= smallest:
+                if few:
+                    insort(flat_keys, room[b] * span + b)
+                else:
+                    open_keys.add(room[b] * span + b)
+    if overflow and k is None:  # sequences over the cap: alone in bins of their own
+        bins.extend([i] for i in overflow)
+        room.extend(limit - int(arr[i]) for i in overflow)
+    elif overflow:
+        heap = [(-r, b) for b, r in enumerate(room)]
+        heapq.heapify(heap)
+        for i in overflow:
+            r, b = heapq.heappop(heap)
+            bins[b].append(i)
+            room[b] -= int(arr[i])
+            heapq.heappush(heap, (-room[b], b))
+    return bins, room
+
+
+def _best_fit_counted(
+    tokens: list[int], count: list[int], k: int | None, cap: int | None, max_count: int
+) -> Bins:
+    """Best-fit decreasing with a per-bin sample limit, one sequence at a time (k bins)."""
+    k = k if k is not None else len(tokens)
     bins: Bins = [[] for _ in range(k)]
     tok = [0] * k
     cnt = [0] * k
@@ -51,7 +140,7 @@ def _best_fit(
     for i in order_desc(tokens):
         t = tokens[i]
         pos = bisect.bisect_right(by_fill, (limit - t, k)) - 1
-        while pos >= 0 and max_count is not None and cnt[by_fill[pos][1]] + count[i] > max_count:
+        while pos >= 0 and cnt[by_fill[pos][1]] + count[i] > max_count:
             pos -= 1
         if pos < 0:  # nothing fits: the emptiest bin, flagged later by the validator
             pos = 0
@@ -63,19 +152,37 @@ def _best_fit(
     return bins
 
 
-def fill_empty(bins: Bins, cost: list[int], count: list[int], max_count: int | None) -> Bins:
-    """Move the lightest sequence of the heaviest multi-sequence bin into each empty bin."""
-    bins = [list(b) for b in bins]
-    for e in [b for b, items in enumerate(bins) if not items]:
-        donors = [b for b, items in enumerate(bins) if len(items) > 1]
-        if not donors:
+def fill_empty(
+    bins: Bins,
+    cost: list[int],
+    count: list[int],
+    max_count: int | None,
+    loads: list[int] | None = None,
+) -> Bins:
+    """Move the lightest sequence of the heaviest multi-sequence bin into each empty bin.
+
+    A heap of the multi-sequence bins by load keeps it O(k log k) plus the donors' sizes.
+    ``loads``: the bins' cost loads when the caller already has them."""
+    empty = [b for b, items in enumerate(bins) if not items]
+    if not empty:
+        return bins
+    bins = list(bins)  # shallow: only the bins that change are copied below
+    if loads is None:
+        loads = _per_bin(bins, cost)
+    heap = [(-loads[b], b) for b, items in enumerate(bins) if len(items) > 1]
+    heapq.heapify(heap)
+    for e in empty:
+        if not heap:
             break
-        d = max(donors, key=lambda b: (sum(cost[i] for i in bins[b]), -b))
+        neg_load, d = heap[0]
         i = min(bins[d], key=lambda i: (cost[i], i))
         if max_count is not None and count[i] > max_count:
             continue
-        bins[d].remove(i)
-        bins[e].append(i)
+        heapq.heappop(heap)
+        bins[d] = [x for x in bins[d] if x != i]
+        bins[e] = [i]
+        if len(bins[d]) > 1:
+            heapq.heappush(heap, (neg_load + cost[i], d))
     return bins
 
 
@@ -84,17 +191,21 @@ def _score(
     max_count: int | None,
 ) -> tuple[int, int, int]:
     """(tokens over the cap + samples over max_count, empty bins, max cost load): lower is better."""
-    over = 0
-    empty = 0
-    top = 0
-    for items in bins:
-        t = sum(tokens[i] for i in items)
-        c = sum(count[i] for i in items)
-        over += max(0, t - cap) if cap is not None else 0
-        over += max(0, c - max_count) if max_count is not None else 0
-        empty += not items
-        top = max(top, sum(cost[i] for i in items))
-    return over, empty, top
+    tok = _per_bin(bins, tokens)
+    over = sum(max(0, t - cap) for t in tok) if cap is not None else 0
+    if max_count is not None:
+        over += sum(max(0, c - max_count) for c in _per_bin(bins, count))
+    empty = sum(1 for items in bins if not items)
+    return over, empty, max(_per_bin(bins, cost))
+
+
+def _per_bin(bins: Bins, values: list[int]) -> list[int]:
+    """Per-bin sums; int64 cumulative sums when they fit (the heuristics' inputs do)."""
+    sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
+    flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
+    prefix = np.concatenate(([0], np.cumsum(np.asarray(values, dtype=np.int64)[flat])))
+    ends = np.cumsum(sizes)
+    return (prefix[ends] - prefix[ends - sizes]).tolist()
 
 
 def capped_balance_lists(
@@ -105,6 +216,9 @@ def capped_balance_lists(
     cap: int | None,
     max_count: int | None,
     deadline: float | None = None,
+    lpt_bins: Bins | None = None,
+    repair_steps: int = 10_000,
+    report: dict[str, int] | None = None,
 ) -> Bins:
     """See :func:`capped_balance`; inputs already validated.
 
@@ -115,14 +229,18 @@ def capped_balance_lists(
     """
     by_cost = order_desc(cost)
     by_tokens = order_desc(tokens)
+    # ``lpt_bins``: the caller's LPT by cost, the first construction, when it has it already.
     constructions: list[Callable[[], Bins]] = [
-        lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_cost)
+        (lambda: lpt_bins) if lpt_bins is not None
+        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_cost))
     ]
     if cap is not None:
         if by_tokens != by_cost:
             constructions.append(lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_tokens))
+        # Best fit first: O(n log n) and at least as tight as first fit, which scans every
+        # bin per sequence and only runs when best fit left the plan invalid.
+        constructions.append(lambda: best_fit_lists(tokens, count, k, cap, max_count))
         constructions.append(lambda: first_fit_lists(tokens, count, k, cap, max_count, by_tokens))
-        constructions.append(lambda: _best_fit(tokens, count, k, cap, max_count))
     best: Bins | None = None
     best_score: tuple[int, int, int] | None = None
     for build in constructions:
@@ -134,8 +252,20 @@ def capped_balance_lists(
             break
     assert best is not None and best_score is not None
     if best_score[0] > 0 and cap is not None:
-        best = repair_lists(tokens, count, best, cap, max_count, deadline)
+        best = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
     return [sorted(b) for b in best]
+
+
+#: Up to this many items, repair scores swaps with every item; above, only with the items of
+#: the _ROOMY_BINS bins with the most room (memory stays O(n), not O(64 n)).
+_ALL_PARTNERS_UP_TO = 20_000
+_ROOMY_BINS = 256
+
+
+def repair_step_seconds(n: int) -> float:
+    """Estimated CPU seconds of one repair step over n items (64 heavy items against every
+    partner, or the roomy bins' items above _ALL_PARTNERS_UP_TO): for a step budget."""
+    return 5e-5 + 2e-7 * min(n, _ALL_PARTNERS_UP_TO)
 
 
 def repair_lists(
@@ -146,6 +276,7 @@ def repair_lists(
     max_count: int | None,
     deadline: float | None = None,
     max_steps: int = 10_000,
+    report: dict[str, int] | None = None,
 ) -> Bins:
     """Moves and swaps out of the most over-cap bin that lower the total tokens over the cap.
 
@@ -167,8 +298,11 @@ def repair_lists(
     def excess(t: np.ndarray) -> np.ndarray:
         return np.maximum(t - cap, 0)
 
-    for _step in range(max_steps):
+    steps = 0
+    for steps in range(max_steps):  # noqa: B007 (reported below)
         if deadline is not None and time.perf_counter() > deadline:
+            if report is not None:
+                report["deadline"] = 1
             break
         o = int(np.argmax(tload))
         if tload[o] <= cap:
@@ -187,20 +321,29 @@ def repair_lists(
             if change.flat[flat] < best[0]:
                 a, j = divmod(flat, k)
                 best = (int(change.flat[flat]), int(heavy[a]), j, -1)
-        d = tok[heavy][:, None] - tok[None, :]  # swaps: a in o for a shorter b elsewhere
-        jb = where[None, :]
+        # Swaps: a in o for a shorter b elsewhere. In a large batch only the items of the
+        # bins with most room are partners, so the (heavy x partner) matrices stay small.
+        partners = np.arange(n)
+        if n > _ALL_PARTNERS_UP_TO:
+            roomy = np.argsort(tload, kind="stable")[:_ROOMY_BINS]
+            partners = np.flatnonzero(np.isin(where, roomy))
+        d = tok[heavy][:, None] - tok[partners][None, :]
+        jb = where[partners][None, :]
         change = (
             excess(tload[o] - d) - base_o + excess(tload[jb] + d) - excess(tload[jb])
         )
-        dc = cnt_item[heavy][:, None] - cnt_item[None, :]
+        dc = cnt_item[heavy][:, None] - cnt_item[partners][None, :]
         ok = (d > 0) & (jb != o) & (cnt[jb] + dc <= cnt_v) & (cnt[o] - dc <= cnt_v)
         change = np.where(ok, change, np.iinfo(np.int64).max)
         flat = int(np.argmin(change))
         if change.flat[flat] < best[0]:
-            a, b = divmod(flat, n)
+            a, b = divmod(flat, len(partners))
+            b = int(partners[b])
             best = (int(change.flat[flat]), int(heavy[a]), int(where[b]), b)
         _, a, j, b = best
         if a < 0:
             break
         apply_move_or_swap(members, where, ((tload, tok), (cnt, cnt_item)), a, o, j, b)
+    if report is not None:
+        report["repair_steps"] = steps
     return members

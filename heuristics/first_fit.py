@@ -39,8 +39,8 @@ def first_fit_lists(
     order: Sequence[int],
 ) -> Bins:
     """First-fit over ``order``; fixed k sends a sequence that fits nowhere to the emptiest bin."""
-    if k is not None and max_count is None and cap is not None and k > 16:
-        return _first_fit_fixed_numpy(tokens, k, cap, order)
+    if max_count is None and cap is not None:
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order)
     bins: Bins = [[] for _ in range(k or 0)]
     tok: list[int] = [0] * (k or 0)
     cnt: list[int] = [0] * (k or 0)
@@ -63,15 +63,56 @@ def first_fit_lists(
     return bins
 
 
-def _first_fit_fixed_numpy(tokens: list[int], k: int, cap: int, order: Sequence[int]) -> Bins:
-    """The same first-fit for many bins: one vectorised scan per sequence instead of k steps."""
-    bins: Bins = [[] for _ in range(k)]
-    room = np.full(k, cap, dtype=np.int64)
-    for i in order:
-        t = tokens[i]
-        b = int(np.argmax(room >= t))
-        if room[b] < t:
-            b = int(np.argmax(room))
-        bins[b].append(i)
-        room[b] -= t
+def first_fit_tree(
+    tokens: np.ndarray, k: int | None, cap: int, order: Sequence[int] | np.ndarray
+) -> Bins:
+    """First fit in O(n log m): a max-tree over the bins' room finds the leftmost bin a
+    sequence fits in, and a run of equal lengths in ``order`` is placed together (a bin with
+    room r takes r // t copies of length t, as one-by-one first fit would; sorted orders are
+    mostly such runs). ``k=None``: bins not yet opened sit to the right with room ``cap``, so
+    the leftmost fit opens one exactly when no open bin has room. Fixed k: a sequence that
+    fits nowhere goes to the bin with the most room (the validator flags it)."""
+    idx = np.asarray(order, dtype=np.int64)
+    n = len(idx)
+    # First fit leaves at most one bin half empty or less, so it never opens more than
+    # 2 * S / cap + 1 bins (plus one per sequence over the cap).
+    over = int((tokens[idx] > cap).sum()) if n else 0
+    bound = 2 * (-(-int(tokens[idx].sum()) // cap)) + 1 + over if n else 1
+    slots = max(1, min(n, bound) if k is None else k)
+    size = 1
+    while size < slots:
+        size *= 2
+    tree = [-1] * (2 * size)  # max room in each subtree; -1: no bin there
+    for leaf in range(size, size + slots):
+        tree[leaf] = cap
+    for node in range(size - 1, 0, -1):
+        tree[node] = max(tree[2 * node], tree[2 * node + 1])
+    if n == 0:
+        return [[] for _ in range(k or 0)]
+    ordered = tokens[idx]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    ends = np.concatenate((starts[1:], [n])).tolist()
+    ids = idx.tolist()
+    bins: Bins = [[] for _ in range(k or 0)]
+    for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends, strict=True):
+        pos = lo
+        while pos < hi:
+            if tree[1] >= t:
+                node = 1
+                while node < size:  # descend to the leftmost leaf with room >= t
+                    node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+                take = min(tree[node] // t, hi - pos) if t > 0 else hi - pos
+            else:  # fits nowhere (fixed k, or a sequence over the cap): the most room
+                node = size + max(range(slots), key=lambda b: tree[size + b])
+                take = 1
+            b = node - size
+            while len(bins) <= b:
+                bins.append([])
+            bins[b].extend(ids[pos : pos + take])
+            pos += take
+            tree[node] -= take * t
+            node //= 2
+            while node:
+                tree[node] = max(tree[2 * node], tree[2 * node + 1])
+                node //= 2
     return bins

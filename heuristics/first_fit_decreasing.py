@@ -1,7 +1,8 @@
 """First-fit decreasing: first-fit over the sequences sorted by token count, longest first.
 
-It never opens more micro-batches than 11/9 OPT + 6/9 and is the upper end of the count search
-for ``k=None``: seqpart never uses more micro-batches than FFD would.
+It never opens more micro-batches than 11/9 OPT + 6/9. With best fit decreasing (its tighter
+twin, in capped_balance) it gives the upper end of the count search for ``k=None``. With a
+cap it runs in O(n log m) (see :func:`first_fit.first_fit_tree`).
 """
 
 from __future__ import annotations

@@ -50,6 +50,16 @@ _LIGHT_BINS = 16
 #: 16 heavy against 16 light bins beat 8, 24, 32 and 48 of each).
 _BATCH = 16
 
+#: Work units (see _State.work): a fixed charge per step for the numpy calls it makes, and
+#: one per item for building the state. WORK_SECONDS converts work to CPU seconds on the
+#: reference machine (2 cores, ortools 9.15, numpy 2.4); measured with
+#: ``python benchmarks/bench_scale.py --calibrate``.
+_STEP_WORK = 40_000
+_SETUP_WORK_PER_ITEM = 40
+#: Measured 15.7 ns at n=2048 and 10.3 ns at 10^4 on the shared machine under load 5 (CPU
+#: time), about half that idle.
+WORK_SECONDS = 8e-9
+
 Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)
 #: Scored swaps, one per entry of five arrays: (item a, a's bin, item b, b's bin, score).
 Found = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -77,6 +87,9 @@ class _State:
     by_tokens: bool  # cost == tokens for every item
     keyable: bool  # the keys fit in int64 (else only pairs in range and full scans are used)
     keys: np.ndarray | None = None  # sorted keys, rebuilt lazily after a change
+    #: Work done so far, in elements processed by the vectorised operations plus a fixed
+    #: charge per step: a deterministic stand-in for time (see WORK_SECONDS).
+    work: int = 0
 
     @property
     def totals(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
@@ -87,6 +100,7 @@ class _State:
         if self.keys is None:
             m = len(self.cst)
             self.keys = np.sort((self.where * self.span + self.cst) * m + np.arange(m))
+            self.work += 8 * m  # a sort of m keys
         return self.keys
 
     def candidates(self, heavy: np.ndarray, bins: np.ndarray) -> Found:
@@ -111,6 +125,7 @@ class _State:
         pos = np.stack((pos - 1, pos))  # (2, J, H): the partners either side of the ideal
         np.clip(pos, 0, m - 1, out=pos)
         b = keys[pos] % m
+        self.work += 4 * b.size
         in_bin = self.where[b] == bins[:, None]  # the neighbour may sit in the next bin
         _, _, c = np.nonzero(in_bin)
         return self.score_pairs(heavy[c], b[in_bin])
@@ -123,6 +138,7 @@ class _State:
         Why it is cheap: an improving swap needs 0 < cost(a) - cost(b) < the largest gap, so
         two binary searches per partner over the sorted heavy costs give every such pair, and
         when loads are nearly even those are few."""
+        self.work += len(self.where) + len(heavy)
         is_bin = np.zeros(len(self.load), dtype=bool)
         is_bin[bins] = True
         partners = np.flatnonzero(is_bin[self.where])
@@ -145,6 +161,7 @@ class _State:
         """Of the swaps of a[i] with b[i] (b in another bin, or its "nothing" item), the ones
         that lower a's bin without raising b's to it, within cap, sample count and non-empty,
         with their score: the larger of the two new loads."""
+        self.work += 4 * len(a)
         h, j = self.where[a], self.where[b]
         top = self.load[h]
         delta = self.cst[a] - self.cst[b]
@@ -199,15 +216,26 @@ def improve_lists(
     target: int | None = None,
     max_steps: int = 100_000,
     repair_deadline: float | None = None,
+    repair_work: int | None = None,
+    report: dict[str, Any] | None = None,
+    max_work: int | None = None,
 ) -> Bins:
     """Local search on validated lists; see :func:`improve`.
 
-    ``repair_deadline``: for a start that breaks the cap, the time by which the search must
-    have got every bin under it, or stop (so the caller keeps time for another construction).
+    ``repair_deadline`` / ``repair_work``: for a start that breaks the cap, the time or the
+    work by which the search must have got every bin under it, or stop (so the caller keeps
+    time for another construction). ``max_steps``, ``max_work`` and ``repair_work`` are the
+    deterministic budget (work in the units of :data:`WORK_SECONDS`); ``deadline`` is a
+    wall-clock one. ``report``, when given, receives ``steps`` and ``work`` (done) and
+    ``stopped`` ("converged", "target", "steps", "repair" or "deadline"): the caller can tell
+    whether the clock decided.
     """
+    stopped = "steps"
     k = len(bins)
     n = len(tokens)
     members = [list(b) for b in bins]
+    if report is not None:
+        report.update(steps=0, stopped="converged", work=0)
     if n == 0 or k < 2:
         return [sorted(m) for m in members]
     s = _make_state(tokens, cost, count, members, cap, max_count)
@@ -226,17 +254,29 @@ def improve_lists(
     type_id = type_id.reshape(-1)
     batched = k >= 3 * _BATCH
     repaired = repair_deadline is None or int(s.tload.max()) <= s.cap_v
-    for step in range(max_steps):
+    step = 0
+    s.work = _SETUP_WORK_PER_ITEM * (n + k)
+    for step in range(max_steps):  # noqa: B007 (reported below)
+        if max_work is not None and s.work > max_work:
+            stopped = "steps"
+            break
+        s.work += _STEP_WORK + k
         now = time.perf_counter() if deadline is not None or not repaired else 0.0
         if deadline is not None and now > deadline:
+            stopped = "deadline"
             break
         if not repaired:
             repaired = int(s.tload.max()) <= s.cap_v
             if not repaired and repair_deadline is not None and now > repair_deadline:
+                stopped = "deadline"
+                break
+            if not repaired and repair_work is not None and s.work > repair_work:
+                stopped = "repair"
                 break
         h = int(np.argmax(s.load))
         top = int(s.load[h])
         if target is not None and top <= target:
+            stopped = "target"
             break
         if batched:
             if _batched_step(s, members):
@@ -253,8 +293,13 @@ def improve_lists(
         if best is None and not certain and not (exact and len(heavy_all) > 1):
             best = _scan_step(s, heavy, h, top, step, type_id)
         if best is None:
+            stopped = "converged"
             break
         _apply(s, members, best[1], h, best[2], best[3])
+    else:
+        step = max_steps
+    if report is not None:
+        report.update(steps=step, stopped=stopped, work=s.work)
     return [sorted(m) for m in members]
 
 
@@ -350,6 +395,7 @@ def _batched_step(s: _State, members: Bins) -> bool:
     rank = np.empty(k, dtype=np.int64)
     rank[by_load] = np.arange(k)[::-1]  # 0 for the heaviest bin
     heavy = np.flatnonzero(rank[s.where[: s.n]] < _BATCH)
+    s.work += s.n + 2 * k
     found = s.pairs_in_range(heavy, light_bins)
     a, h, b, j, score = found if found is not None else s.candidates(heavy, light_bins)
     if not len(a):
@@ -428,6 +474,7 @@ def _scan_step(
         # The cheap test (the change must lower the max) runs on the whole matrix, the cap and
         # count tests only on its survivors.
         delta = s.cst[window][:, None] - s.cst[partners][None, :]
+        s.work += 4 * delta.size
         ra, rc = np.nonzero((delta > 0) & (s.load[s.where[partners]][None, :] + delta < top))
         best = _best_of(s.score_pairs(window[ra], partners[rc]))
         if best is not None:

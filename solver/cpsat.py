@@ -23,9 +23,10 @@ from collections.abc import Sequence
 
 # Imported with the package, not inside a call: the first import takes ~0.15 s, which would
 # otherwise land inside the first caller's time budget.
+import numpy as np
 from ortools.sat.python import cp_model
 
-from .options import BestPlan, SolverOptions
+from .options import BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError
 from .problem import Items
 
@@ -42,18 +43,32 @@ SINGLE_WORKER_BELOW_SECONDS = 0.05
 #: stops, and a solve only starts, while that much is left.
 LOAD_SECONDS_PER_VAR = 1.3e-6
 FREE_SECONDS_PER_VAR = 0.6e-6
+#: CP-SAT's deterministic time for a solve of s wall seconds (one worker, or interleaved
+#: workers), on the reference machine (2 cores, ortools 9.15): about 0.12 units per second
+#: once loading and presolve (~10 ms, which count for little) are done. Measured on the
+#: adversarial bench instances at 0.05-1.5 s: 0.0015 units at 50 ms, 0.02-0.04 at 0.3 s,
+#: 0.16-0.19 at 1.5 s, on a loaded machine (so idle it ends before the wall time would).
+DETERMINISTIC_PER_SECOND = 0.12
+DETERMINISTIC_STARTUP_SECONDS = 0.01
+DETERMINISTIC_MINIMUM = 2e-4
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
 
 
 def _types(items: Items) -> tuple[list[tuple[int, int, int]], list[list[int]]]:
-    """Distinct (cost, tokens, count) types, heaviest cost first, with their item indices."""
-    by_type: dict[tuple[int, int, int], list[int]] = {}
-    for i in range(len(items)):
-        by_type.setdefault((items.costs[i], items.tokens[i], items.counts[i]), []).append(i)
-    keys = sorted(by_type, key=lambda key: (-key[0], -key[1], -key[2]))
-    return keys, [by_type[key] for key in keys]
+    """Distinct (cost, tokens, count) types, heaviest cost first, with their item indices
+    (ascending). Vectorised: one lexsort, so it stays cheap at 10^5 items and more."""
+    cost, tok, cnt = items.cost_array, items.token_array, items.count_array
+    order = np.lexsort((np.arange(len(cost)), -cnt, -tok, -cost))
+    c, t, m = cost[order], tok[order], cnt[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (c[1:] != c[:-1]) | (t[1:] != t[:-1]) | (m[1:] != m[:-1])
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(order)).tolist()
+    flat = order.tolist()
+    keys = list(zip(c[starts].tolist(), t[starts].tolist(), m[starts].tolist(), strict=True))
+    return keys, [flat[lo:hi] for lo, hi in zip(starts.tolist(), ends, strict=True)]
 
 
 def model_size(items: Items, k: int, members: list[list[int]] | None = None) -> int:
@@ -74,15 +89,17 @@ def solve_items(
     cap: int | None,
     max_count: int | None,
     best: BestPlan,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     options: SolverOptions,
     force: bool = False,
 ) -> BestPlan:
-    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why."""
-    if deadline is not None and not force and (
-        deadline - time.perf_counter() < FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS
-    ):
+    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why.
+
+    Outside "clock" timing every choice here is made from the budget's estimates, and the
+    solve is limited in CP-SAT's deterministic time (one worker, or interleaved search for
+    several, so the search itself is repeatable); the wall clock only backs it up."""
+    if not force and not budget.fits(FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS):
         best.notes.append("cp-sat skipped: no time left after the heuristics")
         return best
     types = _types(items)
@@ -90,25 +107,29 @@ def solve_items(
     if size > options.max_model_vars and not force:
         best.notes.append(f"cp-sat skipped: {size} variables > max_model_vars")
         return best
-    if deadline is not None:
-        remaining = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        need = size * (BUILD_SECONDS_PER_VAR + LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR)
-        need += SOLVE_STARTUP_SECONDS
-        if not force and remaining < need:
-            best.notes.append(
-                f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
-                f"{max(remaining, 0) * 1000:.0f} ms left"
-            )
-            return best
+    remaining = budget.left() - FINISH_MARGIN_SECONDS
+    need = size * (BUILD_SECONDS_PER_VAR + LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR)
+    need += SOLVE_STARTUP_SECONDS
+    if not force and not budget.fits(need + FINISH_MARGIN_SECONDS):
+        best.notes.append(
+            f"cp-sat skipped: {size} variables need ~{need * 1000:.0f} ms, "
+            f"{max(remaining, 0) * 1000:.0f} ms left"
+        )
+        return best
     # What must stay in the budget after the build: loading, starting and freeing the model.
     reserve = size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR) + SOLVE_STARTUP_SECONDS
+    wall = budget.wall_deadline
     try:
-        build_by = None if deadline is None else deadline - reserve - FINISH_MARGIN_SECONDS
+        # The build's clock checks are the safety net (the size estimate decided above).
+        build_by = None if wall is None else wall - reserve - FINISH_MARGIN_SECONDS
         model, y, z = _build(items, types, k, cap, max_count, best, build_by)
         keys, members = types
     except _OutOfTime as stop:
+        if not budget.by_clock:
+            budget.cut = True
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
+    budget.charge(size * BUILD_SECONDS_PER_VAR)
     solver = cp_model.CpSolver()
     params = solver.parameters
     # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
@@ -117,22 +138,34 @@ def solve_items(
     params.num_workers = options.workers
     params.random_seed = options.seed
     params.log_search_progress = options.log
-    if options.deterministic:
-        params.interleave_search = True
-        params.max_deterministic_time = time_limit
+    left = budget.left() - FINISH_MARGIN_SECONDS
+    if not force and not budget.fits(reserve + FINISH_MARGIN_SECONDS):
+        _release(model)
+        best.notes.append(
+            f"cp-sat skipped: {max(left, 0) * 1000:.0f} ms left after the build, too little "
+            f"to load {size} variables"
+        )
+        return best
+    # CP-SAT's clock starts after loading; freeing the model comes after it stops.
+    solve_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
+    if left < SINGLE_WORKER_BELOW_SECONDS:
+        params.num_workers = 1
+    det_limit = None
+    if budget.by_clock:
+        params.max_time_in_seconds = solve_seconds
     else:
-        assert deadline is not None
-        left = deadline - time.perf_counter() - FINISH_MARGIN_SECONDS
-        if left < reserve:
-            best.notes.append(
-                f"cp-sat skipped: {max(left, 0) * 1000:.0f} ms left after the build, too little "
-                f"to load {size} variables"
-            )
-            return best
-        # CP-SAT's clock starts after loading; freeing the model comes after it stops.
-        params.max_time_in_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
-        if left < SINGLE_WORKER_BELOW_SECONDS:
-            params.num_workers = 1
+        # Repeatable: limited in deterministic time, one worker or interleaved workers.
+        det_limit = DETERMINISTIC_MINIMUM + DETERMINISTIC_PER_SECOND * max(
+            solve_seconds - DETERMINISTIC_STARTUP_SECONDS, 0.0
+        )
+        params.max_deterministic_time = det_limit
+        if params.num_workers > 1:
+            params.interleave_search = True
+        wall_left = budget.wall_left() - FINISH_MARGIN_SECONDS - size * (
+            LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR
+        )
+        if budget.wall_deadline is not None:
+            params.max_time_in_seconds = max(wall_left, 0.001)  # the safety net
     for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
         setattr(params, name, value)
     t_solve = time.perf_counter()
@@ -144,7 +177,17 @@ def solve_items(
     finally:
         _release(model)
     took = (time.perf_counter() - t_solve) * 1000
+    budget.charge(took / 1000 if budget.by_clock else solve_seconds)
     name = solver.status_name(status)
+    if (
+        det_limit is not None
+        and budget.wall_deadline is not None
+        and status != cp_model.OPTIMAL
+        and status != cp_model.INFEASIBLE
+        and solver.deterministic_time < 0.99 * det_limit
+        and solver.wall_time >= 0.95 * params.max_time_in_seconds
+    ):
+        budget.cut = True  # the wall clock, not the deterministic limit, ended the search
     if status == cp_model.INFEASIBLE:
         raise InfeasibleError(
             f"CP-SAT proved no split of these items into k={k} micro-batches meets the cap"

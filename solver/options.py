@@ -3,6 +3,8 @@ engines (``cpsat``), so neither imports the other."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,9 +19,15 @@ UNSAFE_PARAMETERS = {
 
 
 def check_parameters(parameters: dict[str, object]) -> None:
-    """Reject unknown or unsafe CP-SAT parameter names up front, naming the problem."""
+    """Reject unknown or unsafe CP-SAT parameters, or values of the wrong type, up front
+    (naming the problem), so nothing fails inside a solve and costs the heuristic plan."""
+    if not isinstance(parameters, dict):
+        raise TypeError(
+            "SolverOptions.cp_sat_parameters must be a dict of CP-SAT parameter names to "
+            f"values, got {type(parameters).__name__}"
+        )
     known = cp_model.CpSolver().parameters
-    for name in parameters:
+    for name, value in parameters.items():
         if name in UNSAFE_PARAMETERS:
             raise ValueError(f"CP-SAT parameter {name!r} is refused: {UNSAFE_PARAMETERS[name]}")
         if not hasattr(known, name):
@@ -27,18 +35,36 @@ def check_parameters(parameters: dict[str, object]) -> None:
                 f"unknown CP-SAT parameter {name!r} in SolverOptions.cp_sat_parameters: see "
                 "ortools' sat_parameters.proto for the names"
             )
+        try:
+            setattr(known, name, value)  # a scratch message: protobuf checks the type
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"CP-SAT parameter {name!r}={value!r} ({type(value).__name__}) has the wrong "
+                "type for that field: see ortools' sat_parameters.proto for its type"
+            ) from None
 
 
 ENGINES = ("auto", "heuristics", "cp-sat")
+#: How a call spends its time limit (see SolverOptions.timing).
+TIMINGS = ("work", "strict", "clock")
 
 
 @dataclass(frozen=True)
 class SolverOptions:
     """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
 
-    ``deterministic``: identical plans on every machine and run, at a price: the heuristics run
-    to completion whatever the clock says and CP-SAT's limit is counted in its deterministic time
-    units, so wall time can overrun ``time_limit`` (see the README for measured figures).
+    ``timing`` says how ``time_limit`` is spent:
+
+    - ``"work"`` (default): repeatable. Each step is charged an estimate of its cost computed
+      from the sizes and the work it did (local search counts the elements its vectorised
+      operations process, CP-SAT runs on its deterministic time), calibrated on a 2-core
+      machine so that the estimate stays below the wall time. The same input takes the same
+      steps everywhere. The wall clock is only a safety net: when it stops a step first
+      (a heavily loaded machine), ``plan.notes`` says so and that plan may differ.
+    - ``"strict"``: the same budget without the safety net: always repeatable, but wall time
+      can overrun the limit on a loaded machine. ``deterministic=True`` selects it.
+    - ``"clock"``: every decision reads the wall clock (the most work in the limit, but the
+      plan depends on machine speed and load).
     """
 
     workers: int = 2
@@ -50,11 +76,34 @@ class SolverOptions:
     max_model_vars: int = 400_000
     #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
     cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
+    timing: str = "work"
 
     def __post_init__(self) -> None:
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
             raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
+            -(2**31) <= self.seed < 2**31
+        ):
+            raise TypeError(f"SolverOptions.seed must be an int (32-bit), got {self.seed!r}")
+        for flag in ("log", "deterministic"):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(
+                    f"SolverOptions.{flag} must be True or False, got {getattr(self, flag)!r}"
+                )
+        if isinstance(self.max_model_vars, bool) or not isinstance(self.max_model_vars, int):
+            raise TypeError(
+                f"SolverOptions.max_model_vars must be an int, got {self.max_model_vars!r}"
+            )
         check_parameters(self.cp_sat_parameters)
+        if self.timing not in TIMINGS:
+            raise ValueError(
+                f"SolverOptions.timing={self.timing!r}: choose one of {', '.join(TIMINGS)}"
+            )
+
+    @property
+    def mode(self) -> str:
+        """The timing in effect: ``deterministic=True`` means "strict"."""
+        return "strict" if self.deterministic else self.timing
 
 
 @dataclass
@@ -69,3 +118,45 @@ class BestPlan:
     hint: list[list[int]] | None = None  # an invalid plan CP-SAT may repair, when none is valid
 
 
+
+
+@dataclass
+class Budget:
+    """One call's time limit, spent step by step.
+
+    In "work" and "strict" timing the budget is spent in *estimated* seconds: each step is
+    charged what a deterministic cost model says it costs, and every choice compares those
+    estimates with what is left, so the choices do not depend on the machine. ``wall_deadline``
+    (a ``time.perf_counter()`` value, "work" timing only) is the safety net: when it stops a
+    step before its estimate ran out, ``cut`` records it. In "clock" timing ``left`` reads the
+    wall clock and charges are ignored.
+    """
+
+    limit: float
+    wall_deadline: float | None
+    by_clock: bool = False
+    spent: float = 0.0
+    cut: bool = False
+
+    def left(self) -> float:
+        if self.by_clock:
+            return self.wall_left()
+        return self.limit - self.spent
+
+    def wall_left(self) -> float:
+        if self.wall_deadline is None:
+            return math.inf
+        return self.wall_deadline - time.perf_counter()
+
+    def charge(self, seconds: float) -> None:
+        self.spent += seconds
+
+    def fits(self, seconds: float) -> bool:
+        """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
+        wall clock says no, the safety net decides (and ``cut`` records it)."""
+        if self.left() < seconds:
+            return False
+        if not self.by_clock and self.wall_left() < seconds:
+            self.cut = True
+            return False
+        return True

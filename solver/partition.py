@@ -14,55 +14,111 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics._common import order_desc
+from seqpart.heuristics._common import argsort_desc
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.capped_balance import capped_balance_lists
-from seqpart.heuristics.first_fit import first_fit_lists
+from seqpart.heuristics.capped_balance import (
+    best_fit_lists,
+    best_fit_with_room,
+    capped_balance_lists,
+    fill_empty,
+    repair_step_seconds,
+)
+from seqpart.heuristics.first_fit import first_fit_tree
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.local_search import improve_lists
+from seqpart.heuristics.local_search import WORK_SECONDS, improve_lists
 from seqpart.heuristics.lpt import lpt_lists
 
 from .cpsat import solve_items
-from .options import ENGINES, BestPlan, SolverOptions
+from .options import ENGINES, BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
-from .problem import Cost, Items, Problem, make_items, make_problem
+from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
+
+
+def _measure(
+    bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
+) -> int | None:
+    """The exact largest load when ``bins`` is valid, else None: a fast item-level check (the
+    full validator runs once on the final plan), the bins flattened once."""
+    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
+        return None
+    arrays = [items.cost_array]
+    if cap is not None:
+        arrays.append(items.token_array)
+    if max_count is not None:
+        arrays.append(items.count_array)
+    sums = items.bin_sums(bins, *arrays)
+    sums = sums if isinstance(sums, tuple) else (sums,)
+    if cap is not None and int(sums[1].max()) > cap:
+        return None
+    if max_count is not None and bool((sums[-1] != max_count).any()):
+        return None
+    return int(sums[0].max())
 
 
 def _valid(
     bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
 ) -> bool:
-    """Fast item-level check (the full validator runs once on the final plan)."""
-    if len(bins) != k or sum(len(b) for b in bins) != len(items):
-        return False
-    for b in bins:
-        if not b:
-            return False
-        if cap is not None and sum(items.tokens[i] for i in b) > cap:
-            return False
-        if max_count is not None and sum(items.counts[i] for i in b) != max_count:
-            return False
-    return True
-
-
-def _max_load(bins: Sequence[Sequence[int]], items: Items) -> int:
-    return max(sum(items.costs[i] for i in b) for b in bins)
+    return _measure(bins, k, items, cap, max_count) is not None
 
 
 def _violation(bins: Sequence[Sequence[int]], items: Items, cap: int | None) -> tuple[int, int]:
     """(empty bins, tokens over the cap): how far a split is from valid."""
-    over = 0 if cap is None else sum(max(0, sum(items.tokens[i] for i in b) - cap) for b in bins)
-    return sum(1 for b in bins if not b), over
+    empty = sum(1 for b in bins if not b)
+    if cap is None:
+        return empty, 0
+    tok = items.bin_sums(bins, items.token_array)
+    return empty, int(np.maximum(tok - cap, 0).sum())
 
 
 def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
     """Total load above the lower bound: the work local search has left to do."""
-    return sum(max(0, sum(items.costs[i] for i in b) - lb) for b in bins)
+    loads = items.bin_sums(bins, items.cost_array)
+    return int(sum(max(0, int(x) - lb) for x in loads))
 
 
-#: Measured on 2 cores at n=2048, seconds per item: Karmarkar-Karp 2-9 ms (slowest at small
-#: k), the capped balancer's packings 1.3-6 ms.
+#: Costs used to split the budget, in seconds per item, measured with
+#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
+#: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
+#: on the loaded shared machine (KK: 6.9-7.3 us/item at load 5) were scaled back towards the
+#: idle ones measured earlier (KK: 2-9 ms at n=2048).
 _KK_SECONDS_PER_ITEM = 4.5e-6
+_LPT_SECONDS_PER_ITEM = 1.5e-6
+#: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
+#: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
 _CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
+#: Best fit decreasing into k bins and refilling empty ones: the fallback above
+#: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
+_PACK_SECONDS_PER_ITEM = 1.5e-6
+_CAPPED_BALANCE_UP_TO = 20_000
+#: First fit decreasing with the max-tree (about twice best fit's cost).
+_FFD_SECONDS_PER_ITEM = 2.5e-6
+#: Building local search's state (arrays, item types) before its first step.
+_SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
+#: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
+_PACKING_BOUND_SECONDS_PER_ITEM = 0.5e-6
+#: Checking the input, merging items, the bounds, and checking and assembling the plan.
+_FIXED_SECONDS_PER_ITEM = 1.0e-6
+
+
+def _fallback_seconds(n: int) -> float:
+    """What the fallback that always exists costs at this size."""
+    if n <= _CAPPED_BALANCE_UP_TO:
+        return _CAPPED_BALANCE_SECONDS_PER_ITEM * n
+    return _PACK_SECONDS_PER_ITEM * n
+
+
+def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[list[int]]:
+    """Best fit decreasing into k bins, empty bins refilled: valid whenever best fit needs at
+    most k bins, which makes it the cheap fallback for large batches."""
+    if max_count is not None:
+        bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
+        return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
+    bins, room = best_fit_with_room(items.token_array, k, cap)
+    loads = None  # when loads are tokens, the room left gives them for free
+    if cap is not None and items.costs == items.tokens:
+        loads = [cap - r for r in room]
+    # Not sorted here: the plan's assembly sorts every bin once (a pass over 10^6 items).
+    return fill_empty(bins, items.costs, items.counts, None, loads)
 
 
 def _heuristic_plan(
@@ -71,26 +127,33 @@ def _heuristic_plan(
     cap: int | None,
     max_count: int | None,
     lb: int,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     start: list[list[int]] | None = None,
+    start_method: str = "best_fit_decreasing",
 ) -> BestPlan:
     """Constructions and local search, in the order that pays off soonest.
 
     1. Capped LPT (cheapest), then local search from it. When loads are tokens the search also
-       starts from an LPT that breaks the cap, and usually repairs it.
-    2. When that left no valid plan, the capped balancer's packings (the fallback that always
-       exists; time is kept back for it in step 1), and local search from them. Steps 1 and 2
-       are the local_search heuristic's own path, so partition is never behind it when the
-       budget holds that path.
+       starts from an LPT that breaks the cap, and usually repairs it. Skipped when LPT and the
+       fallback together do not fit in ``time_limit`` at this size.
+    2. When that left no valid plan, the fallback that always exists for k at least the
+       first-fit-decreasing count (time is kept back for it in step 1): the capped balancer
+       after LPT up to _CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
+       then first fit decreasing, then the capped balancer; then local search from it. Up to
+       that size steps 1 and 2 are the local_search heuristic's own path, so partition is
+       never behind it when the budget holds that path.
     3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
-       (a choice from the sizes and ``time_limit``; with a deadline, also from the time left).
+       (a choice from the sizes, ``time_limit`` and the budget left).
     4. Local search from the remaining starts, least load above the bound first, then from the
-       capped balancer's packings if they have not run yet, while time remains.
-    Without a deadline (deterministic mode) every step runs to completion.
+       fallback if it has not run yet, while time remains.
+    Every optional step runs only when its measured per-item cost fits the budget left, and
+    is charged that cost (local search: the work it did), so the call stays near its limit at
+    any n and, outside "clock" timing, takes the same steps on every machine.
     """
     n = len(items)
     by_tokens = items.costs == items.tokens
+    fallback_seconds = _fallback_seconds(n)
 
     def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
@@ -98,17 +161,17 @@ def _heuristic_plan(
         return is_valid or (by_tokens and _valid(bins, k, items, None, max_count))
 
     def out_of_time(margin: float = 0.0) -> bool:
-        return deadline is not None and time.perf_counter() > deadline - margin
+        return not budget.fits(margin)
 
     best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
 
     def offer(method: str, bins: list[list[int]]) -> bool:
         """Keep ``bins`` if it is the best valid plan so far; say whether it is valid."""
-        if not _valid(bins, k, items, cap, max_count):
+        load = _measure(bins, k, items, cap, max_count)
+        if load is None:
             hints.append(bins)
             return False
-        load = _max_load(bins, items)
         if best.bins is None or load < best.max_load:
             best.bins, best.max_load, best.method = bins, load, method
         return True
@@ -117,66 +180,151 @@ def _heuristic_plan(
         return best.bins is not None and best.max_load <= best.lower_bound
 
     def polish(
-        method: str, bins: list[list[int]], repair_by: float | None = None
-    ) -> tuple[list[list[int]], bool]:
+        method: str, bins: list[list[int]], keep_back: float | None = None
+    ) -> tuple[list[list[int]], bool, str]:
+        """Local search from ``bins``; ``keep_back``: seconds of budget to leave for the
+        fallback when the start breaks the cap and the search cannot repair it in time.
+        Returns the result, whether it is valid, and why the search stopped."""
+        if out_of_time(_SEARCH_SETUP_SECONDS_PER_ITEM * n):
+            return bins, False, "budget"
+        report: dict[str, Any] = {}
+        by_clock = budget.by_clock
+        # Karmarkar-Karp's share stays reserved until it has run (see step 3).
+        spendable = budget.left() - kk_reserve
+        work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
+        repair_work = repair_by = None
+        if keep_back is not None:
+            if not by_clock:
+                repair_work = max(spendable - keep_back, 0.0) / WORK_SECONDS
+            # On the wall clock too (the safety net): the fallback must still fit after it.
+            if budget.wall_deadline is not None:
+                repair_by = budget.wall_deadline - keep_back
         polished = improve_lists(
-            items.tokens, items.costs, items.counts, bins, cap, max_count, deadline,
-            best.lower_bound, repair_deadline=repair_by,
+            items.tokens, items.costs, items.counts, bins, cap, max_count, budget.wall_deadline,
+            None if items.shift else best.lower_bound, repair_deadline=repair_by,
+            repair_work=None if repair_work is None else int(repair_work),
+            report=report, max_work=None if work is None else int(work),
         )
-        return polished, offer(method + "+local_search", polished)
+        budget.charge(report.get("work", 0) * WORK_SECONDS)
+        stopped = report.get("stopped", "converged")
+        if stopped == "deadline" and not by_clock:
+            budget.cut = True
+        return polished, offer(method + "+local_search", polished), stopped
 
-    # Sorted like the capped balancer's output, so local search from it retraces the
-    # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
-    lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
-                                        max_count)]
-    lpt_valid = offer("lpt", lpt)
+    # Karmarkar-Karp runs whenever its estimated cost is within the budget at this size: the
+    # searches before it leave that much, so partition is never behind a valid KK plan for
+    # lack of time (a choice from the sizes and the limit alone).
+    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    kk_planned = kk_seconds < 0.75 * time_limit
+    kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
-        offer("first_fit_decreasing", start)
-        starts.append(("first_fit_decreasing", start))
+        offer(start_method, start)
+        starts.append((start_method, start))
     tightened = False
 
     def tighten_bound() -> None:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees
         # it. Searched up to the best load, so it waits for the first valid plan; once is enough.
         nonlocal tightened
-        if not tightened and best.bins is not None and best.max_load > lb:
+        if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
+            return
+        if not tightened and best.bins is not None and best.max_load > lb and budget.fits(
+            _PACKING_BOUND_SECONDS_PER_ITEM * n
+        ):
             tightened = True
-            best.lower_bound = load_lower_bound_packing(items.costs, k, lb, best.max_load)
+            budget.charge(_PACKING_BOUND_SECONDS_PER_ITEM * n)
+            best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
 
-    # 1. Local search from LPT. When LPT breaks the cap, time is kept back for the capped
-    # balancer in case the search cannot repair it.
-    if not proven() and searchable(lpt, lpt_valid):
-        repair_by = None
-        if deadline is not None and not lpt_valid:
-            repair_by = deadline - _CAPPED_BALANCE_SECONDS_PER_ITEM * n
-        polished, repaired = polish("lpt", lpt, repair_by)
-        if repair_by is not None and not repaired and time.perf_counter() > repair_by:
-            starts.append(("lpt", polished))  # cut short: resume it later if time allows
+    # 1. LPT and local search from it, when LPT and the fallback both fit the budget. When
+    # LPT breaks the cap, time is kept back for the fallback in case the search cannot
+    # repair it.
+    lpt_valid = False
+    lpt_bins: list[list[int]] | None = None
+    lpt_seconds = _LPT_SECONDS_PER_ITEM * n
+    if not proven() and lpt_seconds + fallback_seconds <= time_limit and not out_of_time(
+        lpt_seconds
+    ):
+        budget.charge(lpt_seconds)
+        # Sorted like the capped balancer's output, so local search from it retraces the
+        # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
+        lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
+                                            max_count)]
+        lpt_bins = lpt
+        lpt_valid = offer("lpt", lpt)
         tighten_bound()
+        if not proven() and searchable(lpt, lpt_valid):
+            polished, repaired, stopped = polish(
+                "lpt", lpt, None if lpt_valid else fallback_seconds
+            )
+            if not repaired and stopped in ("repair", "deadline"):
+                starts.append(("lpt", polished))  # cut short: resume it later if time allows
+            tighten_bound()
 
-    # 2. The capped balancer's packings, at once when no valid plan is known yet: they are the
-    # fallback that always exists. Otherwise only as one more start, after the others.
-    def capped_balance() -> tuple[list[list[int]], bool]:
-        # It begins with this same LPT; only its packings are new here.
+    # 2. The fallback, at once when no valid plan is known yet: it always exists from the
+    # best-fit count up. Otherwise only as one more start, after the others.
+    def balanced(lpt_in: list[list[int]] | None) -> list[list[int]]:
+        """The capped balancer, its repair steps paid from the budget (at least a few: no
+        valid plan is known when it runs), and charged for the steps it took."""
+        step = repair_step_seconds(n)
+        steps = max(16, min(int(max(budget.left(), 0.0) / step), 10_000))
+        report: dict[str, int] = {}
         cb = capped_balance_lists(
-            items.tokens, items.costs, items.counts, k, cap, max_count, deadline
+            items.tokens, items.costs, items.counts, k, cap, max_count,
+            budget.wall_deadline, lpt_in, steps, report,
         )
-        return cb, offer("capped_balance", cb)
+        budget.charge(report.get("repair_steps", 0) * step)
+        if report.get("deadline") and not budget.by_clock:
+            budget.cut = True
+        return cb
 
-    need_cb = not lpt_valid and not proven()
-    if need_cb and best.bins is None:
-        need_cb = False
-        cb, cb_valid = capped_balance()
-        if cb_valid:  # and search from it at once: the rest of local_search's own path
-            polish("capped_balance", cb)
+    def fallback() -> tuple[str, list[list[int]], bool]:
+        if n <= _CAPPED_BALANCE_UP_TO and lpt_bins is not None:
+            # It begins with the same LPT, passed in; only its packings are new here.
+            budget.charge(fallback_seconds)
+            cb = balanced(lpt_bins)
+            return "capped_balance", cb, offer("capped_balance", cb)
+        # Without LPT's start (no time for it), the cheapest packing first.
+        budget.charge(_PACK_SECONDS_PER_ITEM * n)
+        packed = _pack(items, k, cap, max_count)
+        if offer("best_fit_decreasing", packed):
+            return "best_fit_decreasing", packed, True
+        if cap is not None and max_count is None:  # first fit, valid from its own count up
+            budget.charge(_FFD_SECONDS_PER_ITEM * n)
+            ff = first_fit_tree(items.token_array, k, cap, argsort_desc(items.token_array))
+            ff = fill_empty(ff, items.costs, items.counts, None)
+            if offer("first_fit_decreasing", ff):
+                return "first_fit_decreasing", ff, True
+        if best.bins is None and (
+            n <= _CAPPED_BALANCE_UP_TO or not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+        ):
+            # Fewer bins than best fit needs: the capped balancer's repair may still get there.
+            budget.charge(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+            cb = balanced(None)
+            return "capped_balance", cb, offer("capped_balance", cb)
+        return "best_fit_decreasing", packed, False
+
+    need_fallback = not lpt_valid and not proven()
+    if need_fallback and best.bins is None:
+        need_fallback = False
+        method, packed, packed_valid = fallback()
+        tighten_bound()
+        if packed_valid and not proven():  # and search from it at once
+            polish(method, packed)
             tighten_bound()
 
     # 3. Karmarkar-Karp.
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
-    if not proven() and kk_seconds < 0.75 * time_limit and not out_of_time(kk_seconds):
+    kk_reserve = 0.0
+    # Its share was kept back, so only the clock decides here (the search's last step may have
+    # overdrawn the estimate a little): the wall in "clock" timing, the safety net otherwise.
+    run_kk = kk_planned and not proven()
+    kk_fits = budget.wall_left() >= kk_seconds
+    if run_kk and not kk_fits and not budget.by_clock:
+        budget.cut = True
+    if run_kk and kk_fits:
+        budget.charge(kk_seconds)
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         if searchable(kk, offer("karmarkar_karp", kk)):
             starts.append(("karmarkar_karp", kk))
@@ -189,28 +337,51 @@ def _heuristic_plan(
         if proven() or out_of_time():
             break
         polish(method, bins)
-    if need_cb and not proven() and not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n):
-        cb, cb_valid = capped_balance()
-        if cb_valid:
-            polish("capped_balance", cb)
+    if need_fallback and not proven() and not out_of_time(fallback_seconds):
+        method, packed, packed_valid = fallback()
+        if packed_valid:
+            polish(method, packed)
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
         best.hint = min(hints, key=lambda bins: _violation(bins, items, cap))
-    if out_of_time():
+    if budget.left() <= 0:
         best.notes.append("heuristics stopped by the time limit")
     return best
+
+
+def _load_bound(items: Items, k: int, max_count: int | None) -> int:
+    """The load lower bound, exact: int64 on the fast path, Python ints beyond it."""
+    if not items.shift:
+        counts = None if items.members is None else items.counts  # None: all ones
+        return load_lower_bound(items.cost_array, k, counts=counts, max_count=max_count)
+    c = sorted(items.exact, reverse=True)  # exact Python ints: the same bound, no wrap
+    bound = max(-(-sum(c) // k), c[0])
+    if len(c) > k:
+        bound = max(bound, c[k - 1] + c[k])
+    if max_count is not None and max_count > 1 and all(x == 1 for x in items.counts):
+        bound = max(bound, c[0] + sum(c[len(c) - max_count + 1 :]))
+    return bound
+
+
+def _count_bound(items: Items, cap: int) -> int:
+    """The bin-packing bound on the count, computed once per call (the count search and
+    every fixed k ask for it)."""
+    if cap not in items.memo:
+        items.memo[cap] = min_bins_lower_bound(items.token_array, cap)
+    return items.memo[cap]
 
 
 def _fixed_k(
     items: Items,
     k: int,
     problem: Problem,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     engine: str,
     options: SolverOptions,
     start: list[list[int]] | None = None,
+    start_method: str = "best_fit_decreasing",
 ) -> BestPlan:
     cap = problem.cap
     n_items = len(items)
@@ -221,9 +392,9 @@ def _fixed_k(
             proven=True,
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
-    lb = load_lower_bound(items.costs, k, counts=items.counts, max_count=max_count)
+    lb = _load_bound(items, k, max_count)
     if cap is not None:
-        need = min_bins_lower_bound(items.tokens, cap)
+        need = _count_bound(items, cap)
         if need > k:
             raise InfeasibleError(
                 f"the token sums need at least {need} micro-batches under cap={cap} "
@@ -236,30 +407,47 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = _heuristic_plan(items, k, cap, max_count, lb, deadline, time_limit, start)
+    best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
-        best = solve_items(
-            items, k, cap, max_count, best, deadline, time_limit, options, engine == "cp-sat"
-        )
+        if items.shift:  # CP-SAT takes int64 coefficients only; scaled ones prove nothing
+            best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
+        else:
+            best = solve_items(
+                items, k, cap, max_count, best, budget, time_limit, options,
+                engine == "cp-sat",
+            )
     return best
 
 
 def _search_k(
     items: Items,
     problem: Problem,
-    deadline: float | None,
+    budget: Budget,
     time_limit: float,
     engine: str,
     options: SolverOptions,
 ) -> tuple[int, BestPlan, int, str]:
-    """Smallest k with a valid plan: bounds give the floor, first-fit decreasing the ceiling."""
+    """Smallest k with a valid plan: bounds give the floor, best fit decreasing the ceiling.
+
+    A count below the ceiling is tried only while an attempt's estimated cost fits the time
+    left; then the search goes straight to the ceiling, whose best-fit packing is a valid plan
+    at once (so the answer never waits for the clock at any n)."""
     cap = problem.cap
     n_items = len(items)
     if cap is None:
-        return 1, _fixed_k(items, 1, problem, deadline, time_limit, engine, options), 1, "optimal"
-    floor = max(1, min_bins_lower_bound(items.tokens, cap))
-    ffd = first_fit_lists(items.tokens, items.counts, None, cap, None, order_desc(items.tokens))
-    ceiling = len(ffd)
+        return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
+    floor = max(1, _count_bound(items, cap))
+    budget.charge(_PACK_SECONDS_PER_ITEM * n_items)
+    bfd = best_fit_with_room(items.token_array, None, cap)[0]
+    method = "best_fit_decreasing"
+    if budget.fits(_FFD_SECONDS_PER_ITEM * n_items):  # the two rarely differ: both if cheap
+        budget.charge(_FFD_SECONDS_PER_ITEM * n_items)
+        ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
+        if len(ffd) < len(bfd):
+            bfd, method = ffd, "first_fit_decreasing"
+    ceiling = len(bfd)
+    attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
+    attempt_seconds += _fallback_seconds(n_items)
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
@@ -268,14 +456,14 @@ def _search_k(
         at_ceiling = k == ceiling and not problem.equal_size
         if k > ceiling and not problem.equal_size:
             break
-        out_of_time = deadline is not None and time.perf_counter() > deadline
+        out_of_time = not budget.fits(attempt_seconds)
         if out_of_time and not at_ceiling and not problem.equal_size:
-            continue  # out of time: straight to the count first-fit decreasing achieves
+            continue  # out of time: straight to the count best fit decreasing achieves
         try:
-            # Below the FFD count a heuristic miss is not proof: CP-SAT decides when it can.
+            # Below the ceiling a heuristic miss is not proof: CP-SAT decides when it can.
             best = _fixed_k(
-                items, k, problem, deadline, time_limit, engine, options,
-                start=ffd if at_ceiling else None,
+                items, k, problem, budget, time_limit, engine, options,
+                start=bfd if at_ceiling else None, start_method=method,
             )
         except InfeasibleError as err:
             # Only a run of proofs from the floor up moves it: a count merely not found in
@@ -315,7 +503,9 @@ def partition(
         lengths: token count per sequence (list, numpy array or torch tensor of ints > 0).
         k: number of micro-batches; None for the smallest count a plan exists for.
         cap: max tokens per micro-batch (``max_tokens_per_gpu * cp_size``); None for no cap.
-        time_limit: wall-clock budget in seconds for the whole call.
+        time_limit: budget in seconds for the whole call. By default it is spent as estimated
+            work, so the same input gives the same plan on any machine; the wall clock is a
+            safety net (``plan.notes`` says when it cut). See ``SolverOptions.timing``.
         cost: what to balance: "tokens", "attention" (24576*l + l^2) or ``Cost(a, b)``. The cap
             always applies to tokens.
         equal_size: every micro-batch gets the same number of sequences (n divisible by k).
@@ -324,7 +514,7 @@ def partition(
             sequence a micro-batch of its own (listed in ``Plan.oversize``).
         engine: "auto" (heuristics, then CP-SAT while unproven), "heuristics" (no model), or
             "cp-sat" (build the model even when it looks too large for the budget).
-        options: CP-SAT pass-through settings (workers, seed, log, deterministic).
+        options: a ``SolverOptions``: CP-SAT pass-through settings and the timing mode.
 
     Raises:
         ValueError / TypeError: bad input, naming the argument and the fix.
@@ -337,14 +527,27 @@ def partition(
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    options = options or SolverOptions()
+    if options is None:
+        options = SolverOptions()
+    elif not isinstance(options, SolverOptions):
+        raise TypeError(
+            f"options must be a SolverOptions, got {type(options).__name__}: pass "
+            "SolverOptions(**your_dict)"
+        )
     problem = make_problem(
         lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
     )
     # The engines stop early enough to leave time for checking and assembling the plan
     # (measured: 0.6 ms at n=2048) and for the last local-search step to end.
     finish_reserve = 0.001 + 0.5e-6 * len(problem.tokens)
-    deadline = None if options.deterministic else t0 + float(time_limit) - finish_reserve
+    mode = options.mode
+    budget = Budget(
+        limit=float(time_limit) - finish_reserve,
+        wall_deadline=None if mode == "strict" else t0 + float(time_limit) - finish_reserve,
+        by_clock=mode == "clock",
+    )
+    # Checking the input, building the items and bounds: charged up front, by size.
+    budget.charge(_FIXED_SECONDS_PER_ITEM * len(problem.tokens))
     items = make_items(problem)
     n_over = len(problem.oversize)
     k_status, k_floor = "given", None
@@ -358,13 +561,13 @@ def partition(
                 proven=True,
             )
         best = (
-            _fixed_k(items, k_items, problem, deadline, time_limit, engine, options)
+            _fixed_k(items, k_items, problem, budget, time_limit, engine, options)
             if len(items)
             else BestPlan([], 0, 0, "oversize_only", [])
         )
     elif len(items):
         k_items, best, floor, k_status = _search_k(
-            items, problem, deadline, float(time_limit), engine, options
+            items, problem, budget, float(time_limit), engine, options
         )
         k_floor = floor + n_over
     else:
@@ -375,6 +578,11 @@ def partition(
             f"{time_limit}s, and none is proven impossible: raise time_limit or k"
             + (f" ({'; '.join(best.notes)})" if best.notes else ""),
             proven=False,
+        )
+    if budget.cut:
+        best.notes.append(
+            "the wall-clock safety net stopped a step before its work budget ran out (a "
+            "loaded machine): this plan may differ from another run's"
         )
     return _finish(problem, items, best, k_items + n_over, k_status, k_floor, t0)
 
@@ -398,13 +606,9 @@ def _finish(
         )
     except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
         raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
-    bin_of = np.repeat(np.arange(len(bins)), [len(b) for b in bins])
-    order = np.fromiter((i for b in bins for i in b), dtype=np.int64, count=problem.n)
-    loads = np.zeros(len(bins), dtype=np.int64)
-    tokens = np.zeros(len(bins), dtype=np.int64)
-    np.add.at(loads, bin_of, problem.costs[order])
-    np.add.at(tokens, bin_of, problem.tokens[order])
-    loads, tokens = loads.tolist(), tokens.tolist()
+    # Exact: int64 prefix sums on the fast path (every sum below 2**62), Python ints beyond.
+    load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
+    loads, tokens = load_sums.tolist(), token_sums.tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])
     max_load = max(loads)
@@ -418,7 +622,7 @@ def _finish(
         method=best.method,
         seconds=time.perf_counter() - t0,
         k=k,
-        cap=problem.cap,
+        cap=problem.given_cap,
         cost=problem.cost,
         k_status=k_status,
         k_lower_bound=k_floor if k_floor is not None else None,

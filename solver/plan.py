@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,10 +70,11 @@ def find_violations(
     wrong_k = len(bins) != k
     if wrong_k:
         msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
-    flat = [i for items in bins for i in items]
-    plain_ints = all(type(i) is int for i in flat)
+    flat = list(itertools.chain.from_iterable(bins))
+    plain_ints = set(map(type, flat)) <= {int}
+    idx = None
     if plain_ints:  # the common case, checked without a Python loop
-        idx = np.asarray(flat, dtype=np.int64)
+        idx = np.fromiter(flat, dtype=np.int64, count=len(flat))
         in_range = (idx >= 0) & (idx < n)
         out_of_range = int((~in_range).sum())
         seen = np.bincount(idx[in_range], minlength=n)
@@ -101,7 +103,7 @@ def find_violations(
     over = []
     if cap is not None:
         clean = plain_ints and not out_of_range
-        for b, total in enumerate(_bin_tokens(bins, tokens, flat, clean)):
+        for b, total in enumerate(_bin_tokens(bins, tokens, flat, idx if clean else None)):
             if total > cap and not (len(bins[b]) == 1 and int(bins[b][0]) in alone_ok):
                 over.append((b, total))
         if over:
@@ -133,16 +135,16 @@ def find_violations(
 
 
 def _bin_tokens(
-    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], clean: bool
+    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], idx: np.ndarray | None
 ) -> list[int]:
-    """Token sum per bin, counting only entries that are valid indices (``clean``: all are)."""
+    """Token sum per bin, counting only entries that are valid indices (``idx``: the flat
+    entries as an array, given when all of them are)."""
     n = len(tokens)
-    if clean and int(tokens.sum()) < 2**53:
-        sizes = [len(items) for items in bins]
-        bin_of = np.repeat(np.arange(len(bins)), sizes)
-        sums = np.bincount(bin_of, weights=tokens[np.asarray(flat, dtype=np.int64)],
-                           minlength=len(bins))
-        return [int(x) for x in sums]  # exact: every partial sum is below 2**53
+    if idx is not None and n and int(tokens.max()) * n < 2**62:  # exact int64 prefix sums
+        sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
+        prefix = np.concatenate(([0], np.cumsum(tokens[idx])))
+        ends = np.cumsum(sizes)
+        return (prefix[ends] - prefix[ends - sizes]).tolist()
     out = []
     for items in bins:
         valid = [int(i) for i in items if isinstance(i, (int, np.integer))

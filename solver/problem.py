@@ -7,8 +7,10 @@ solves the same plain problem: items into k bins.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -77,13 +79,29 @@ class Cost:
         )
 
     def of(self, tokens: np.ndarray) -> np.ndarray:
-        """Per-sequence cost, int64; raises rather than overflow silently."""
-        t = tokens.astype(np.int64)
-        if self.quadratic and int(t.max()) > 2**31:
-            raise ValueError("lengths above 2**31 overflow the quadratic cost: use cost='tokens'")
-        out = self.linear * t + self.quadratic * t * t
-        if int(out.max()) * len(t) >= 2**62:
-            raise ValueError("the summed cost overflows int64: use smaller cost coefficients")
+        """Per-sequence cost as int64; raises (never wraps) when the costs or their sum would
+        not fit. :meth:`exact` is the variant without that limit."""
+        out = self.exact(tokens)
+        if out.dtype == object:
+            raise ValueError(
+                f"cost {self} on lengths up to {int(np.max(tokens))} sums beyond int64: use "
+                "smaller cost coefficients (partition() itself handles such costs exactly)"
+            )
+        return out
+
+    def exact(self, tokens: np.ndarray) -> np.ndarray:
+        """Per-sequence cost: int64 when every partial sum fits below 2**62 (the fast path),
+        else an object array of exact Python ints. The test is on the largest cost times n,
+        done in Python ints before anything is computed, so nothing can wrap."""
+        if len(tokens) == 0:
+            return np.zeros(0, dtype=np.int64)
+        top = int(np.max(tokens))
+        if (self.linear * top + self.quadratic * top * top) * len(tokens) < 2**62:
+            t = tokens.astype(np.int64)
+            return self.linear * t + self.quadratic * t * t if self.quadratic else self.linear * t
+        values = [self.linear * x + self.quadratic * x * x for x in tokens.tolist()]
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
         return out
 
     def __str__(self) -> str:
@@ -94,7 +112,12 @@ class Cost:
 
 @dataclass(frozen=True)
 class Problem:
-    """A validated instance, in original sequence indices."""
+    """A validated instance, in original sequence indices.
+
+    ``cap`` is the cap the engines respect: None when the caller's cap is at least the total
+    token count (such a cap binds nothing; ``given_cap`` keeps the caller's value). ``costs``
+    is int64 when every sum of costs fits (the fast path), else exact Python ints.
+    """
 
     tokens: np.ndarray
     costs: np.ndarray
@@ -104,27 +127,86 @@ class Problem:
     equal_size: bool
     groups: tuple[tuple[int, ...], ...]
     oversize: tuple[int, ...]  # placed alone, outside the cap (only with oversize="alone")
+    given_cap: int | None = None
 
     @property
     def n(self) -> int:
         return len(self.tokens)
 
 
+#: Loads the heuristics balance stay below this when the exact costs are scaled down: every
+#: sum is then exact in int64 and in float64 (local search and bincount rely on both).
+WORK_TOTAL = 2**52
+
+
 @dataclass(frozen=True)
 class Items:
-    """What the engines pack: merged groups, oversize sequences removed."""
+    """What the engines pack: merged groups, oversize sequences removed.
 
-    members: list[list[int]]  # original indices behind each item
+    ``costs`` are what the heuristics balance. When the exact costs sum beyond int64 they are
+    the exact costs divided by ``2**shift``, rounded up (positive, int64-safe), and
+    ``exact_costs`` holds the exact Python ints every reported load and bound is computed from.
+    """
+
+    members: list[list[int]] | None  # original indices behind each item; None: item i is i
     tokens: list[int]
     costs: list[int]
     counts: list[int]
+    exact_costs: list[int] | None = None
+    shift: int = 0
+    #: Values computed once per call (e.g. the count bound for the cap).
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __len__(self) -> int:
-        return len(self.members)
+        return len(self.tokens)
+
+    @property
+    def exact(self) -> list[int]:
+        """The exact per-item costs (Python ints)."""
+        return self.costs if self.exact_costs is None else self.exact_costs
+
+    @cached_property
+    def token_array(self) -> np.ndarray:
+        return np.asarray(self.tokens, dtype=np.int64)
+
+    @cached_property
+    def cost_array(self) -> np.ndarray:
+        """The exact costs: int64 on the fast path, else exact Python ints (object)."""
+        if self.exact_costs is None:
+            return np.asarray(self.costs, dtype=np.int64)
+        out = np.empty(len(self.exact_costs), dtype=object)
+        out[:] = self.exact_costs
+        return out
+
+    @cached_property
+    def count_array(self) -> np.ndarray:
+        return np.asarray(self.counts, dtype=np.int64)
+
+    def bin_sums(self, bins: Sequence[Sequence[int]], *values: np.ndarray) -> Any:
+        """Per-bin sums of ``values`` (arrays above), without a loop over items."""
+        return bin_sums(bins, *values)
 
     def expand(self, bins: Sequence[Sequence[int]]) -> list[list[int]]:
         """Item bins back to sorted original indices."""
-        return [sorted(i for item in b for i in self.members[item]) for b in bins]
+        if self.members is None:
+            return [sorted(b) for b in bins]
+        members = self.members
+        return [sorted(i for item in b for i in members[item]) for b in bins]
+
+
+def bin_sums(bins: Sequence[Sequence[int]], *values: np.ndarray) -> Any:
+    """Per-bin sums of ``values[i]`` over the indices of each bin: prefix sums over the
+    flattened bins (exact: int64 inputs here sum below 2**62, object inputs are Python ints).
+    One array in, one out; several in, a tuple out (the bins are flattened once)."""
+    sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
+    flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    out = []
+    for v in values:
+        prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[flat])))
+        out.append(prefix[ends] - prefix[starts])
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def make_problem(
@@ -143,6 +225,8 @@ def make_problem(
     k = as_positive_int(k, "k", allow_none=True)
     cap = as_positive_int(cap, "cap", allow_none=True)
     spec = Cost.parse(cost)
+    if not isinstance(equal_size, (bool, np.bool_)):
+        raise TypeError(f"equal_size must be True or False, got {equal_size!r}")
     if k is not None and k > n:
         raise ValueError(
             f"k={k} micro-batches cannot all be non-empty with only {n} sequences: "
@@ -150,6 +234,15 @@ def make_problem(
         )
     if oversize not in ("error", "alone"):
         raise ValueError(f"oversize={oversize!r}: use 'error' or 'alone'")
+    total = int(tokens.sum()) if int(tokens.max()) * n < 2**62 else sum(tokens.tolist())
+    if total >= 2**62:
+        raise ValueError(
+            f"lengths sum to {total} tokens, beyond 2**62: token counts that large are not "
+            "supported (split the batch)"
+        )
+    given_cap = cap
+    if cap is not None and cap >= total:
+        cap = None  # binds nothing: every sum of lengths is at most the total
     over: tuple[int, ...] = ()
     if cap is not None:
         too_long = np.flatnonzero(tokens > cap)
@@ -161,7 +254,7 @@ def make_problem(
                 "truncate or drop it, or pass oversize='alone' to give each such sequence "
                 "a micro-batch of its own"
             )
-        over = tuple(int(i) for i in too_long)
+        over = tuple(too_long.tolist())
     if equal_size and over:
         raise ValueError("equal_size=True cannot place over-cap sequences alone: drop them first")
     norm_groups = _check_groups(groups, n, set(over))
@@ -170,23 +263,41 @@ def make_problem(
             f"equal_size=True needs len(lengths)={n} divisible by k={k}: "
             "pad or drop samples, or use equal_size=False"
         )
-    return Problem(tokens, spec.of(tokens), k, cap, spec, bool(equal_size), norm_groups, over)
+    return Problem(
+        tokens, spec.exact(tokens), k, cap, spec, bool(equal_size), norm_groups, over, given_cap
+    )
 
 
-def _check_groups(
-    groups: Sequence[Sequence[int]] | None, n: int, over: set[int]
-) -> tuple[tuple[int, ...], ...]:
-    if not groups:
+def _check_groups(groups: Any, n: int, over: set[int]) -> tuple[tuple[int, ...], ...]:
+    """Groups must be a list of lists of distinct indices; anything else is refused by name."""
+    if groups is None:
         return ()
+    if isinstance(groups, (str, bytes, dict)) or not isinstance(groups, (Sequence, np.ndarray)):
+        raise TypeError(
+            f"groups must be a list of index lists, e.g. [[0, 1], [5, 9]], got "
+            f"{type(groups).__name__}"
+        )
+    if isinstance(groups, np.ndarray):
+        raise TypeError(
+            "groups must be a list of index lists (groups may differ in size), not a numpy "
+            "array: pass [list(g) for g in groups]"
+        )
     seen: set[int] = set()
     out = []
     for g, group in enumerate(groups):
+        if isinstance(group, (str, bytes, dict)) or not isinstance(group, (Sequence, np.ndarray)):
+            raise TypeError(
+                f"groups[{g}] is {group!r} ({type(group).__name__}): groups is a list of index "
+                "lists, e.g. [[0, 1], [5, 9]] (a flat list of indices is one group: [[0, 1, 2]])"
+            )
         members = []
-        for i in group:
+        for i in (group.tolist() if isinstance(group, np.ndarray) else group):
             if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
                 raise TypeError(f"groups[{g}] holds {i!r}: groups are lists of sequence indices")
             if not 0 <= i < n:
                 raise ValueError(f"groups[{g}] holds index {i}, outside range(0, {n})")
+            if i in members:
+                raise ValueError(f"groups[{g}] lists index {i} twice: list each index once")
             if i in seen:
                 raise ValueError(f"index {i} is in two groups: merge those groups into one")
             if i in over:
@@ -205,13 +316,32 @@ def make_items(problem: Problem) -> Items:
     tok = problem.tokens.tolist()
     cst = problem.costs.tolist()
     if not skip:  # the common case, kept cheap: one item per sequence
-        return Items([[i] for i in range(problem.n)], tok, cst, [1] * problem.n)
+        # int64 costs already passed Cost.exact's test: their sum is below 2**62.
+        return _with_work_costs(None, tok, cst, [1] * problem.n, problem.costs.dtype == object)
     members = [list(g) for g in problem.groups]
     members += [[i] for i in range(problem.n) if i not in skip]
     members.sort(key=lambda m: m[0])
-    return Items(
-        members=members,
-        tokens=[sum(tok[i] for i in m) for m in members],
-        costs=[sum(cst[i] for i in m) for m in members],
-        counts=[len(m) for m in members],
+    return _with_work_costs(
+        members,
+        [sum(tok[i] for i in m) for m in members],
+        [sum(cst[i] for i in m) for m in members],
+        [len(m) for m in members],
     )
+
+
+def _with_work_costs(
+    members: list[list[int]] | None,
+    tokens: list[int],
+    costs: list[int],
+    counts: list[int],
+    exact_sum: bool = True,
+) -> Items:
+    """Items whose heuristic costs are int64-safe: the exact ones when their total is below
+    2**62, else scaled down by a power of two (rounded up, so none becomes 0)."""
+    total = sum(costs) if exact_sum else 0
+    if total < 2**62:
+        return Items(members, tokens, costs, counts)
+    shift = total.bit_length() - WORK_TOTAL.bit_length() + 1
+    step = (1 << shift) - 1
+    work = [(c + step) >> shift for c in costs]
+    return Items(members, tokens, work, counts, exact_costs=costs, shift=shift)

@@ -121,3 +121,50 @@ def test_cost_spec() -> None:
         Cost(-1, 0)
     with pytest.raises(ValueError, match="zero cost"):
         Cost(0, 0)
+
+
+@pytest.mark.parametrize(
+    ("groups", "error", "needle"),
+    [
+        ([0, 1], TypeError, "groups[0] is 0"),
+        ({0: [1, 2]}, TypeError, "got dict"),
+        (np.array([[0, 1], [2, 3]]), TypeError, "not a numpy array"),
+        ([[0, 1, 0]], ValueError, "lists index 0 twice"),
+        ("01", TypeError, "got str"),
+        ([[0, 1.0]], TypeError, "groups[0] holds 1.0"),
+    ],
+)
+def test_malformed_groups_are_named(groups: object, error: type, needle: str) -> None:
+    with pytest.raises(error) as info:
+        partition([8, 7, 6, 5, 4], 2, groups=groups)
+    assert needle in str(info.value)
+
+
+def test_malformed_options_are_named() -> None:
+    from seqpart.solver import SolverOptions
+
+    with pytest.raises(TypeError, match="SolverOptions\\(\\*\\*your_dict\\)"):
+        partition([8, 7, 6, 5, 4], 2, options={"workers": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="seed must be an int"):
+        SolverOptions(seed=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="deterministic must be True or False"):
+        SolverOptions(deterministic="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="'num_workers'='x'.*wrong type"):
+        SolverOptions(cp_sat_parameters={"num_workers": "x"})
+    with pytest.raises(ValueError, match="timing"):
+        SolverOptions(timing="fast")
+
+
+def test_masked_arrays() -> None:
+    with pytest.raises(ValueError, match="1 masked entries"):
+        partition(np.ma.masked_array([8, 7, 6], mask=[0, 1, 0]), 2)
+    plan = partition(np.ma.masked_array([8, 7, 6, 5, 4], mask=False), 2, 15)
+    assert sorted(plan.tokens) == [15, 15]
+
+
+def test_torch_meta_and_bfloat16_tensors_are_named() -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="meta device"):
+        partition(torch.tensor([8, 7, 6], device="meta"), 2)
+    with pytest.raises(TypeError, match="bfloat16 tensor"):
+        partition(torch.tensor([8, 7, 6], dtype=torch.bfloat16), 2)

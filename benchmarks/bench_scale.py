@@ -1,0 +1,219 @@
+"""Issue 10 benchmark: the time limit holds at any n, memory stays linear.
+
+    python benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--limits 0.005,0.02,0.1,1]
+                                     [--repeats 2] [--cli] [--memory] [--calibrate]
+
+Long-tail lengths (lognormal, median 800, sigma 1.2, clipped to 16..32768), cap = 2 x the
+longest, k = ceil(S / cap) + 2 and k = None. Each call's wall time is compared with
+``time_limit + 10 ms + 1 us * n`` (at n = 10^6 the issue allows ~1 s over). Small batches
+(n = 256..2048, and issue 10's tight-cap batch) are held to ``time_limit + 5 ms``.
+
+``--cli`` times ``seqpart solve`` on the same batches (a JSON file), minus the same command's
+time on a 3-length file (interpreter start and imports). ``--memory`` runs n = 10^6 in a fresh
+process and reports its peak RSS (imports included) and the peak RSS after imports.
+``--calibrate`` prints the per-item CPU costs the budget split uses (solver/partition.py,
+heuristics/local_search.py WORK_SECONDS, solver/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
+time so a loaded machine skews them less. Print ``uptime`` with any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from common import machine_header, table, verdict
+
+from seqpart.solver import partition
+
+
+def long_tail(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng([10, n, seed])
+    return np.clip(np.round(rng.lognormal(np.log(800), 1.2, n)), 16, 32768).astype(np.int64)
+
+
+def tight_batch() -> tuple[list[int], int, int]:
+    """Issue 10's tight-cap batch: the capped balancer's case."""
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(100, 4000, 2048).tolist()
+    return lengths, -(-sum(lengths) // 8192) + 1, 8192
+
+
+def allowed(n: int, limit: float) -> float:
+    if n <= 2048:
+        return limit + 0.005
+    return limit + 0.010 + 1e-6 * n
+
+
+def run_partition(sizes: list[int], limits: list[float], repeats: int) -> list[list[str]]:
+    rows = []
+    cases: list[tuple[str, object, int | None, int]] = []
+    for n in sizes:
+        lengths = long_tail(n)
+        cap = 2 * int(lengths.max())
+        k = -(-int(lengths.sum()) // cap) + 2
+        cases.append((f"long-tail n={n} k=S/cap+2", lengths, k, cap))
+        cases.append((f"long-tail n={n} k=None", lengths, None, cap))
+    if min(sizes) <= 2048:
+        lengths, k, cap = tight_batch()
+        cases.append(("tight cap n=2048 (issue 10)", lengths, k, cap))
+    for name, lengths, k, cap in cases:
+        n = len(lengths)  # type: ignore[arg-type]
+        for limit in limits:
+            walls, plan = [], None
+            for _ in range(repeats):
+                t = time.perf_counter()
+                plan = partition(lengths, k, cap, time_limit=limit)
+                walls.append(time.perf_counter() - t)
+            assert plan is not None
+            bound = allowed(n, limit)
+            rows.append([
+                name, f"{limit:g}", f"{max(walls) * 1000:.1f}", f"{bound * 1000:.0f}",
+                verdict(max(walls) <= bound), str(plan.k), f"{plan.gap:.5%}", plan.method,
+                str(any("safety net" in note for note in plan.notes)),
+            ])
+            print("  " + "  ".join(rows[-1]), flush=True)
+    return rows
+
+
+def run_cli(sizes: list[int], limits: list[float]) -> list[list[str]]:
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = Path(tmp) / "tiny.json"
+        tiny.write_text("[3, 2, 1]")
+        start = []
+        for _ in range(3):
+            t = time.perf_counter()
+            subprocess.run(["seqpart", "solve", str(tiny), "--k", "2", "--json"], check=True,
+                           capture_output=True)
+            start.append(time.perf_counter() - t)
+        base = min(start)
+        for n in sizes:
+            lengths = long_tail(n)
+            cap = 2 * int(lengths.max())
+            path = Path(tmp) / f"n{n}.json"
+            path.write_text(json.dumps(lengths.tolist()))
+            for k in (str(-(-int(lengths.sum()) // cap) + 2), "min"):
+                for limit in limits:
+                    t = time.perf_counter()
+                    subprocess.run(["seqpart", "solve", str(path), "--k", k, "--cap", str(cap),
+                                    "--time-limit", str(limit), "--json"], check=True,
+                                   capture_output=True)
+                    wall = time.perf_counter() - t - base
+                    bound = allowed(n, limit)
+                    rows.append([f"solve n={n} --k {k}", f"{limit:g}", f"{wall * 1000:.0f}",
+                                 f"{bound * 1000:.0f}", verdict(wall <= bound)])
+                    print("  " + "  ".join(rows[-1]), flush=True)
+    print(f"  (start-up baseline subtracted: {base * 1000:.0f} ms)")
+    return rows
+
+
+def memory_child(n: int) -> None:
+    """In a fresh process: peak RSS after imports, then after one call at n."""
+    lengths = long_tail(n)
+    cap = 2 * int(lengths.max())
+    partition([3, 2, 1], 2)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    partition(lengths, -(-int(lengths.sum()) // cap) + 2, cap, time_limit=0.02)
+    partition(lengths, None, cap, time_limit=0.02)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"before_kib": before, "after_kib": after}))
+
+
+def _cpu(fn: Callable[[], object]) -> float:
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
+
+
+def _calibrate_row(n: int) -> list[str]:
+    from seqpart.heuristics.capped_balance import best_fit_lists, fill_empty
+    from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
+    from seqpart.heuristics.local_search import improve_lists
+    from seqpart.heuristics.lpt import lpt_lists
+
+    cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
+    tokens = long_tail(n).tolist()
+    cap = 2 * max(tokens)
+    k = -(-sum(tokens) // cap) + 2
+    ones = [1] * n
+    lpt = [sorted(b) for b in lpt_lists(tokens, tokens, ones, k, cap, None)]
+    report: dict = {}
+    search = _cpu(lambda: improve_lists(tokens, tokens, ones, lpt, cap, None, report=report,
+                                        max_steps=200))
+    small = n <= 20_000
+    pack = _cpu(lambda: fill_empty(best_fit_lists(tokens, ones, k, cap), tokens, ones, None))
+    cb = _cpu(lambda: cb_module.capped_balance_lists(tokens, tokens, ones, k, cap, None))
+    kk = _cpu(lambda: karmarkar_karp_lists(tokens, ones, k, None)) if small else 0.0
+    return [
+        str(n),
+        f"{_cpu(lambda: lpt_lists(tokens, tokens, ones, k, cap, None)) / n * 1e6:.2f}",
+        f"{pack / n * 1e6:.2f}",
+        f"{cb / n * 1e6:.2f}" if small else "-",
+        f"{kk / n * 1e6:.2f}" if small else "-",
+        f"{search / max(report['work'], 1) * 1e9:.1f}",
+    ]
+
+
+def calibrate() -> None:
+    """Per-item CPU costs of the steps the budget split estimates."""
+    cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
+    rows = [_calibrate_row(n) for n in (2048, 10_000, 100_000)]
+    lengths, k, cap = tight_batch()
+    tight = _cpu(lambda: cb_module.capped_balance_lists(
+        lengths, lengths, [1] * len(lengths), k, cap, None)) / len(lengths) * 1e6
+    print(table(["n", "LPT us/item", "best fit+fill us/item", "capped balancer us/item",
+                 "KK us/item", "local search ns/work unit"], rows))
+    print(f"capped balancer on the tight-cap batch: {tight:.2f} us/item")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="256,2048,10000,100000,1000000")
+    parser.add_argument("--limits", default="0.005,0.02,0.1,1")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--cli", action="store_true")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--calibrate", action="store_true")
+    parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return 0
+    print(machine_header(sys.argv))
+    if args.calibrate:
+        calibrate()
+        return 0
+    sizes = [int(x) for x in args.sizes.split(",")]
+    limits = [float(x) for x in args.limits.split(",")]
+    partition([8, 7, 6, 5, 4, 9, 3, 3, 12, 2], 3, 20, time_limit=0.5)  # imports, first call
+    ok = True
+    rows = run_partition(sizes, limits, args.repeats)
+    print(table(["batch", "limit s", "wall max ms", "allowed ms", "", "k", "gap", "method",
+                 "cut"], rows))
+    ok &= all(r[4] == "PASS" for r in rows)
+    if args.cli:
+        cli_rows = run_cli([n for n in sizes if n >= 10_000], limits)
+        print(table(["command", "limit s", "wall ms", "allowed ms", ""], cli_rows))
+        ok &= all(r[4] == "PASS" for r in cli_rows)
+    if args.memory:
+        out = subprocess.run([sys.executable, __file__, "--memory-child", "1000000"],
+                             check=True, capture_output=True, text=True).stdout
+        mem = json.loads(out.strip().splitlines()[-1])
+        peak = mem["after_kib"] / 1024
+        print(f"{verdict(peak < 400)}  peak RSS at n=10^6 (k given and k=None): {peak:.0f} MiB "
+              f"(after imports: {mem['before_kib'] / 1024:.0f} MiB)")
+        ok &= peak < 400
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
