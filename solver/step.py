@@ -42,7 +42,7 @@ from .step_model import (
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
-from .step_trainer_starts import trainer_starts as trainer_schedule_starts
+from .step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
 
 __all__ = [
     "StepPlan",
@@ -395,12 +395,15 @@ def plan_step(
 
     given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
     spent = 0
+    # The trainers' schedules: the cheap ones now, the open-ended ones (verl's retry, prime-rl's
+    # refinement) once the search is done, with the share kept back for them.
+    trainer_share = None if trainer_starts else int(_TRAINER_SHARE * budget)
+    retry = False
     if trainer_starts is not False:
-        trainers, trainer_notes, spent = trainer_schedule_starts(
-            inst, None if trainer_starts else int(_TRAINER_SHARE * budget)
-        )
+        trainers, trainer_notes, spent, retry = cheap_trainer_starts(inst, trainer_share)
         given += trainers
         notes += trainer_notes
+    kept_back = 0 if trainer_share is None else max(0, trainer_share - spent)
     skipped = []
     for method, sched in given:
         found = from_schedule(sched, inst)
@@ -425,7 +428,8 @@ def plan_step(
         searched.add(arrival)
         result = improve_schedule(
             mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
-            inst.pp, inst.vpp, bound=bounds[m], work_budget=share, deadline=deadline,
+            inst.pp, inst.vpp, bound=bounds[m], work_budget=share,
+            deadline=None if deadline is None else deadline - clock_kept_back(),
         )
         spent += result.work
         clock_cut |= result.stopped_by == "clock"
@@ -483,16 +487,46 @@ def plan_step(
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)
-    # 2. Search the best start, then build one more count, while the budget lasts.
+    # 2. Search the best start, then build one more count, while the budget lasts; then the
+    # trainers' open-ended schedules with what is left (and the share kept back), and a search
+    # from them when one is the best start.
+    costly = trainer_starts is False
+
+    def clock_kept_back() -> float:
+        """Seconds the search leaves on the clock for the trainers' open-ended schedules."""
+        return 0.0 if costly else kept_back / CANDIDATES_PER_SECOND
+
+    def hopeless(m: int, onwards: bool) -> bool:
+        """No valid schedule with count m (or any count from m on) beats the incumbent."""
+        top = incumbent()
+        if top is None:
+            return False
+        if onwards:
+            return all(v >= top for q, v in bounds.items() if q >= m)
+        return m not in bounds or bounds[m] >= top
+
     while True:
         progressed = False
-        if len(searched) < len(pool) and spent < budget and not out_of_clock():
-            search_next(max(0, (budget - spent) // 2))
+        limit = budget - (0 if costly else kept_back)
+        if len(searched) < len(pool) and spent < limit and not out_of_clock(clock_kept_back()):
+            search_next(max(0, (limit - spent) // 2))
             progressed = True
         drop_hopeless()
-        if pending and spent + build <= budget and not out_of_clock(build_seconds):
+        if pending and spent + build <= limit and not out_of_clock(build_seconds + clock_kept_back()):
             build_next()
             progressed = True
+        if not progressed and not costly:
+            costly = progressed = True
+            found, more, work = costly_trainer_starts(
+                inst, None if trainer_share is None else max(0, budget - spent), hopeless,
+                deadline, retry,
+            )
+            spent += work
+            notes += more
+            for method, sched in found:
+                start = from_schedule(sched, inst)
+                if start is not None and start[0] in bounds:
+                    add(method, *start)
         if not progressed:
             break
     clock_cut |= out_of_clock() and spent < budget

@@ -25,6 +25,8 @@ the trainers' orderings within a rank are not reproduced.
 from __future__ import annotations
 
 import heapq
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,8 +36,12 @@ from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 
 from .step_model import StepInstance
+from .step_search import CANDIDATES_PER_SECOND
 
 Schedule = list[list[list[int]]]
+#: ``hopeless(m, onwards)``: no valid schedule with count m (or any count from m on) can beat
+#: the incumbent.
+Hopeless = Callable[[int, bool], bool]
 
 
 def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list[int]]:
@@ -124,32 +130,37 @@ def slime(
 
 def prime_rl(
     tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
-    work_budget: int,
-) -> tuple[Schedule, int, bool]:
+    work_budget: int, hopeless: Hopeless, deadline: float | None,
+) -> tuple[Schedule | None, int, str]:
     """prime-rl's first-fit decreasing, split by cost to a multiple of ``dp * multiple_of``,
-    equal-count Karmarkar-Karp (padded with copies of the first micro-batch's weight), then the
-    swap refinement within ``work_budget``. Returns (schedule, work, finished)."""
+    equal-count Karmarkar-Karp, then the swap refinement within ``work_budget``. Returns
+    (schedule or None, work, how it ended): None when it cannot be valid (too few sequences to
+    split to the multiple: prime-rl pads) or cannot beat the incumbent at its count."""
     bins = first_fit(tokens, cap, order_desc(tokens))
     split_heaviest(bins, _round_up(len(bins), dp * multiple_of), costs)
+    k = len(bins)
+    if k % (dp * multiple_of):
+        return None, 0, "invalid"
+    if hopeless(k // dp, False):
+        return None, 0, "hopeless"
     weights = [sum(costs[i] for i in b) for b in bins]
-    k = len(weights)
-    padded = weights + [weights[0]] * (-k % dp)
-    groups = karmarkar_karp_lists(padded, [1] * len(padded), dp, len(padded) // dp)
-    groups, work, finished = refine_by_swaps(padded, groups, work_budget)
-    return _deal(bins, [sorted(b for b in g if b < k) for g in groups]), work, finished
+    groups = karmarkar_karp_lists(weights, [1] * k, dp, k // dp)
+    groups, work, how = refine_by_swaps(weights, groups, work_budget, deadline)
+    return _deal(bins, [sorted(g) for g in groups]), work, how
 
 
 def refine_by_swaps(
-    weights: list[int], groups: list[list[int]], work_budget: int
-) -> tuple[list[list[int]], int, bool]:
+    weights: list[int], groups: list[list[int]], work_budget: int, deadline: float | None = None
+) -> tuple[list[list[int]], int, str]:
     """prime-rl's refinement: while some swap of two items of different groups lowers
     (largest group sum, largest - smallest), take the best, ties to the smallest
     (group, group, position, position) with the lower group first. Only swaps with the one group
     at the maximum or the one at the minimum can lower that pair, so only those are scored.
-    Stops when ``work_budget`` pairs have been scored. Returns (groups, work, finished)."""
+    Stops when ``work_budget`` pairs have been scored or at ``deadline``. Returns (groups, work,
+    "done" / "work budget" / "clock")."""
     k = len(groups)
     if k < 2:
-        return [list(g) for g in groups], 0, True
+        return [list(g) for g in groups], 0, "done"
     dtype: Any = np.int64 if sum(weights) < 2**62 else object
     w = np.asarray(weights, dtype=dtype)
     slot_item = np.asarray([i for g in groups for i in g], dtype=np.int64)
@@ -172,7 +183,9 @@ def refine_by_swaps(
             if not len(others) or hi_c == lo_c:
                 continue
             if work >= work_budget:
-                return _groups(slot_item, first, k), work, False
+                return _groups(slot_item, first, k), work, "work budget"
+            if deadline is not None and time.perf_counter() > deadline:
+                return _groups(slot_item, first, k), work, "clock"
             # Max and min of the group sums other than c and the partner's group b.
             desc = [r for r in ranked[::-1] if r != c][:2]
             asc = [r for r in ranked if r != c][:2]
@@ -201,7 +214,7 @@ def refine_by_swaps(
                 if best is None or cand < best:
                     best = cand
         if best is None:
-            return _groups(slot_item, first, k), work, True
+            return _groups(slot_item, first, k), work, "done"
         _, (a, b, i, j) = best
         x, y = first[a] + i, first[b] + j
         moved = weights[int(slot_item[x])] - weights[int(slot_item[y])]
@@ -214,65 +227,80 @@ def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
     return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
 
 
-def verl(
-    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
-    work_budget: int,
-) -> tuple[list[tuple[str, Schedule]], int, bool]:
-    """verl's sequences to ranks by equal-count Karmarkar-Karp on cost, each rank split by
-    Karmarkar-Karp into the all-reduced MAX of ``min(sequences, ceil(tokens / cap))``
-    (``verl``), and the retry that raises the count while any micro-batch of several sequences
-    breaks the cap, up to the smallest rank's sequence count (``verl_retry``). Only schedules
-    that can be valid are returned. ``work_budget`` bounds the retry's splits (items x count);
-    returns (starts, work, finished)."""
+def _verl_ranks(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+) -> tuple[list[list[int]], int]:
+    """verl's sequences to ranks (equal-count Karmarkar-Karp on cost) and its first count, the
+    all-reduced MAX of ``min(sequences, ceil(tokens / cap))`` rounded up to ``multiple_of``."""
     ranks = _equal_count(costs, dp, 0)
+    k0 = max(min(len(r), 1 if cap is None else -(-sum(tokens[i] for i in r) // cap)) for r in ranks)
+    return ranks, _round_up(k0, multiple_of)
 
-    def split(r: int, k: int) -> list[list[int]]:
-        members = ranks[r]
-        bins = karmarkar_karp_lists([costs[i] for i in members], [1] * len(members), k, None)
-        return [[members[j] for j in b] for b in bins if b]
 
-    def breaks_cap(rank_bins: list[list[int]]) -> bool:
-        return cap is not None and any(len(b) > 1 and sum(tokens[i] for i in b) > cap for b in rank_bins)
+def _verl_split(members: list[int], costs: list[int], k: int) -> list[list[int]]:
+    bins = karmarkar_karp_lists([costs[i] for i in members], [1] * len(members), k, None)
+    return [[members[j] for j in b] for b in bins if b]
 
-    k0 = _round_up(max(min(len(r), 1 if cap is None else -(-sum(tokens[i] for i in r) // cap))
-                       for r in ranks), multiple_of)
-    first = [split(r, k0) for r in range(dp)]
-    work = 0  # the retry's splits (the first ones are the caller's to charge)
-    out: list[tuple[str, Schedule]] = []  # verl's own schedule breaks the cap from here on
-    if not any(breaks_cap(rank_bins) for rank_bins in first):
-        return [("verl", first), ("verl_retry", first)], work, True
+
+def _breaks_cap(rank_bins: list[list[int]], tokens: list[int], cap: int | None) -> bool:
+    return cap is not None and any(len(b) > 1 and sum(tokens[i] for i in b) > cap for b in rank_bins)
+
+
+def verl(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+) -> tuple[list[tuple[str, Schedule]], bool]:
+    """verl's schedule: each rank split by Karmarkar-Karp on cost into the first count. Returns
+    ([("verl", s), ("verl_retry", s)], False) when no micro-batch of several sequences breaks
+    the cap (the retry then ends there too), else ([], True): the retry must go on."""
+    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
+    first = [_verl_split(r, costs, k0) for r in ranks]
+    if any(_breaks_cap(rank_bins, tokens, cap) for rank_bins in first):
+        return [], True
+    return [("verl", first), ("verl_retry", first)], False
+
+
+def verl_retry(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    work_budget: int, hopeless: Hopeless, deadline: float | None,
+) -> tuple[Schedule | None, int, str]:
+    """verl's retry past a first count that broke the cap: the next count (``+ multiple_of``)
+    while a micro-batch of several sequences of any rank breaks the cap, up to the smallest
+    rank's sequence count. Counts below a rank's bin-packing bound are skipped (no split of
+    that rank into fewer respects the cap, Karmarkar-Karp's neither), a count stops at the
+    first rank that breaks the cap, and the retry stops once no count from there on can beat
+    the incumbent (``hopeless``). Returns (schedule or None, work in items x count, how it
+    ended)."""
+    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
     ceiling = min(len(r) for r in ranks)
-    # No split of a rank into fewer than its bin-packing bound respects the cap, so neither
-    # does Karmarkar-Karp's: those counts cannot end the retry.
     need = 0
     for members in ranks:
         over = [tokens[i] for i in members if cap is not None and tokens[i] > cap]
         rest = [tokens[i] for i in members if cap is None or tokens[i] <= cap]
         need = max(need, len(over) + (min_bins_lower_bound(rest, cap) if rest and cap else 0))
     k = k0 + multiple_of
-    if k > ceiling:
-        return out, work, True  # the retry stops at k0: its schedule breaks the cap
     if need > k:
         k += -(-(need - k) // multiple_of) * multiple_of
-    if k > ceiling:
-        return out, work, True  # the last count the retry tries still breaks the cap
     order = list(range(dp))
+    work = 0
     while True:
+        if k > ceiling:
+            return None, work, "invalid"  # the retry ends with a schedule over the cap
+        if hopeless(k, True):
+            return None, work, "hopeless"
         rows: list[list[list[int]] | None] = [None] * dp
         bad = None
         for r in order:  # the rank that broke the cap last first
             if work >= work_budget:
-                return out, work, False
+                return None, work, "work budget"
+            if _late(deadline, _kk_work(len(ranks[r]), k)):
+                return None, work, "clock"
             work += len(ranks[r]) * k
-            rows[r] = split(r, k)
-            if breaks_cap(rows[r]):
+            rows[r] = _verl_split(ranks[r], costs, k)
+            if _breaks_cap(rows[r], tokens, cap):
                 bad = r
                 break
         if bad is None:
-            out.append(("verl_retry", [row for row in rows if row is not None]))
-            return out, work, True
-        if k + multiple_of > ceiling:
-            return out, work, True  # the retry ends here with a schedule over the cap
+            return [row for row in rows if row is not None], work, "done"
         order.remove(bad)
         order.insert(0, bad)
         k += multiple_of
@@ -315,47 +343,98 @@ def _kk_work(items: int, bins: int) -> int:
     return KK_WORK * items * max(1, bins.bit_length())
 
 
-def trainer_starts(
+def cheap_trainer_starts(
     inst: StepInstance, work_budget: int | None
-) -> tuple[list[tuple[str, Schedule]], list[str], int]:
-    """The trainers' schedules (raw: the caller validates) that fit ``work_budget`` (None:
-    all, to the end), the notes, and the work charged. Cheapest first: Megatron-LM's (always),
-    slime's, verl's and its retry, prime-rl's and its refinement; each part runs only when its
-    estimated work fits what is left, and the two open-ended loops (verl's retry, prime-rl's
-    refinement) stop when it is spent. Deterministic: the estimates depend on the sizes only."""
+) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
+    """The cheap trainers' schedules (raw: the caller validates) that fit ``work_budget``
+    (None: all), cheapest first: Megatron-LM's (always), slime's two, verl's (and its retry
+    when the first count already respects the cap). Returns (starts, notes, work, whether
+    verl's retry must go on). Deterministic: the estimates depend on the sizes only."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
-    spent = 0
-    notes: list[str] = []
     skipped: list[str] = []
     out: list[tuple[str, Schedule]] = [("megatron", megatron(tokens, dp, cap, mo))]
-    spent += n
-    k_est = max(1, -(-sum(tokens) // cap) if cap is not None else 1)
-    fit = FIT_WORK * n + _kk_work(k_est, dp)
+    spent = n
+    fit = _fit_work(inst)
     if fit <= left - spent:
         out += slime(tokens, costs, dp, cap, mo)
         spent += fit
     else:
         skipped += ["slime_rr", "slime_kk"]
-    first = _kk_work(n, dp) + _kk_work(n, -(-k_est // dp))
+    retry = False
+    first = _kk_work(n, dp) + _kk_work(n, -(-_k_estimate(inst) // dp))
     if first <= left - spent:
-        found, work, done = verl(tokens, costs, dp, cap, mo, (left - spent - first) // RETRY_WORK)
-        spent += first + work * RETRY_WORK
+        found, retry = verl(tokens, costs, dp, cap, mo)
         out += found
-        if not done:
-            notes.append("trainer start verl_retry: its retry did not fit the budget, not run")
+        spent += first
     else:
         skipped += ["verl", "verl_retry"]
-    if fit <= left - spent:
-        sched, work, done = prime_rl(tokens, costs, dp, cap, mo, (left - spent - fit) // REFINE_WORK)
+    notes = [f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}"] if skipped else []
+    return [(f"trainer:{name}", s) for name, s in out], notes, spent, retry
+
+
+def costly_trainer_starts(
+    inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
+    retry: bool,
+) -> tuple[list[tuple[str, Schedule]], list[str], int]:
+    """The two open-ended ones, within ``work_budget`` (None: to the end): verl's retry (when
+    ``retry``) and prime-rl's schedule with its swap refinement. Each is skipped once it cannot
+    beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or with any
+    count from m on, beats it), which is sound since the incumbent is already at hand."""
+    tokens, costs = inst.tokens.tolist(), inst.costs
+    n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
+    left = 10**18 if work_budget is None else work_budget
+    spent = 0
+    out: list[tuple[str, Schedule]] = []
+    notes: list[str] = []
+    if retry:
+        setup = _kk_work(n, dp)
+        if setup <= left and _late(deadline, setup):
+            notes.append("trainer start verl_retry: no time left for it on the clock, not run")
+        elif setup <= left:
+            sched, work, how = verl_retry(tokens, costs, dp, cap, mo,
+                                          (left - setup) // RETRY_WORK, hopeless, deadline)
+            spent += setup + work * RETRY_WORK
+            if sched is not None:
+                out.append(("verl_retry", sched))
+            elif how in ("work budget", "clock"):
+                notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
+        else:
+            notes.append("trainer start verl_retry: did not fit the budget, not run")
+    fit = _fit_work(inst)
+    if fit <= left - spent and _late(deadline, fit):
+        notes.append("trainer start prime_rl: no time left for it on the clock, not run")
+    elif fit <= left - spent:
+        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (left - spent - fit) // REFINE_WORK,
+                                    hopeless, deadline)
         spent += fit + work * REFINE_WORK
-        out.append(("prime_rl" if done else "prime_rl (refinement cut short)", sched))
-        if not done:
-            notes.append("trainer start prime_rl: its swap refinement did not fit the budget, "
+        if sched is not None:
+            out.append(("prime_rl" if how == "done" else "prime_rl (refinement cut short)", sched))
+        if how in ("work budget", "clock"):
+            notes.append(f"trainer start prime_rl: its swap refinement was stopped by the {how}; "
                          "started from the partly refined schedule")
     else:
-        skipped.append("prime_rl")
-    if skipped:
-        notes.append(f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}")
+        notes.append("trainer start prime_rl: did not fit the budget, not run")
     return [(f"trainer:{name}", s) for name, s in out], notes, spent
+
+
+def _late(deadline: float | None, work: int) -> bool:
+    """The clock (a safety net) says ``work`` would end past ``deadline``."""
+    return deadline is not None and time.perf_counter() + work / CANDIDATES_PER_SECOND > deadline
+
+
+def _k_estimate(inst: StepInstance) -> int:
+    return max(1, -(-int(inst.tokens.sum()) // inst.cap) if inst.cap is not None else 1)
+
+
+def _fit_work(inst: StepInstance) -> int:
+    return FIT_WORK * inst.n + _kk_work(_k_estimate(inst), inst.dp_size)
+
+
+def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
+    """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
+    the same schedules as ``seqpart.heuristics.trainer_schedules``, order within a rank aside)."""
+    cheap, _, _, retry = cheap_trainer_starts(inst, None)
+    costly, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
+    return cheap + costly

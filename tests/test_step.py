@@ -399,7 +399,7 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
             lengths[0] = cap + 7  # over the cap: alone
         inst = make_instance(lengths, dp, cap, cost=(3, 1), oversize="alone",
                              multiple_of=multiple_of)
-        got = {name.split(":")[1]: s for name, s in trainer_starts(inst, None)[0]}
+        got = {name.split(":")[1]: s for name, s in trainer_starts(inst)}
         for name, fn in TRAINER_SCHEDULERS.items():
             ref = fn(lengths, dp, cap, costs=inst.costs, multiple_of=multiple_of)
             if name in got:
@@ -410,12 +410,18 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step_model import make_instance
-    from seqpart.solver.step_trainer_starts import trainer_starts
+    from seqpart.solver.step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    starts, notes, spent = trainer_starts(inst, 1000)
+    starts, notes, spent, _ = cheap_trainer_starts(inst, 1000)
     assert [name for name, _ in starts] == ["trainer:megatron"]
     assert any("not run" in note for note in notes)
-    full, _, full_spent = trainer_starts(inst, None)
+    full, _, full_spent, _ = cheap_trainer_starts(inst, None)
     assert len(full) > 1 and full_spent > spent
+    never = lambda m, onwards: False  # noqa: E731
+    _, notes, spent = costly_trainer_starts(inst, 10, never, None, True)
+    assert spent <= 10 and any("not run" in note for note in notes)
+    # A schedule that cannot beat the incumbent is not built at all.
+    got, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: True, None, True)
+    assert got == []
