@@ -256,11 +256,11 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).
-_BUILD_WORK_PER_SEQUENCE = 250
+_BUILD_WORK_PER_SEQUENCE = 400
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
 #: Share of the work budget the trainers' schedules may take (the cheap ones first).
-_TRAINER_SHARE = 0.3
+_TRAINER_SHARE = 0.4
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 
@@ -428,8 +428,7 @@ def plan_step(
         searched.add(arrival)
         result = improve_schedule(
             mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
-            inst.pp, inst.vpp, bound=bounds[m], work_budget=share,
-            deadline=None if deadline is None else deadline - clock_kept_back(),
+            inst.pp, inst.vpp, bound=bounds[m], work_budget=share, deadline=deadline,
         )
         spent += result.work
         clock_cut |= result.stopped_by == "clock"
@@ -455,7 +454,7 @@ def plan_step(
         for make in CONSTRUCTIONS:
             # Once a construction gave a valid start, the next only while the clock allows (the
             # given and trainers' starts do not count: ours are usually far better).
-            if constructed and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
+            if constructed and out_of_clock(build_seconds / 2):
                 break
             for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
@@ -487,14 +486,9 @@ def plan_step(
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)
-    # 2. Search the best start, then build one more count, while the budget lasts; then the
-    # trainers' open-ended schedules with what is left (and the share kept back), and a search
-    # from them when one is the best start.
-    costly = trainer_starts is False
-
-    def clock_kept_back() -> float:
-        """Seconds the search leaves on the clock for the trainers' open-ended schedules."""
-        return 0.0 if costly else kept_back / CANDIDATES_PER_SECOND
+    # 2. The trainers' open-ended schedules (verl's retry, prime-rl's refinement) with the
+    # share kept back for them, before the search: the search is what the clock may cut.
+    # Those whose count cannot beat the incumbent are not built.
 
     def hopeless(m: int, onwards: bool) -> bool:
         """No valid schedule with count m (or any count from m on) beats the incumbent."""
@@ -505,28 +499,25 @@ def plan_step(
             return all(v >= top for q, v in bounds.items() if q >= m)
         return m not in bounds or bounds[m] >= top
 
+    if trainer_starts is not False:
+        found, more, work = costly_trainer_starts(inst, None if trainer_share is None else kept_back,
+                                                  hopeless, deadline, retry)
+        spent += work
+        notes += more
+        for method, sched in found:
+            start = from_schedule(sched, inst)
+            if start is not None and start[0] in bounds:
+                add(method, *start)
+    # 3. Search the best start, then build one more count, while the budget lasts.
     while True:
         progressed = False
-        limit = budget - (0 if costly else kept_back)
-        if len(searched) < len(pool) and spent < limit and not out_of_clock(clock_kept_back()):
-            search_next(max(0, (limit - spent) // 2))
+        if len(searched) < len(pool) and spent < budget and not out_of_clock():
+            search_next(max(0, (budget - spent) // 2))
             progressed = True
         drop_hopeless()
-        if pending and spent + build <= limit and not out_of_clock(build_seconds + clock_kept_back()):
+        if pending and spent + build <= budget and not out_of_clock(build_seconds):
             build_next()
             progressed = True
-        if not progressed and not costly:
-            costly = progressed = True
-            found, more, work = costly_trainer_starts(
-                inst, None if trainer_share is None else max(0, budget - spent), hopeless,
-                deadline, retry,
-            )
-            spent += work
-            notes += more
-            for method, sched in found:
-                start = from_schedule(sched, inst)
-                if start is not None and start[0] in bounds:
-                    add(method, *start)
         if not progressed:
             break
     clock_cut |= out_of_clock() and spent < budget

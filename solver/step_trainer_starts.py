@@ -268,8 +268,7 @@ def verl_retry(
     rank's sequence count. Counts below a rank's bin-packing bound are skipped (no split of
     that rank into fewer respects the cap, Karmarkar-Karp's neither), a count stops at the
     first rank that breaks the cap, and the retry stops once no count from there on can beat
-    the incumbent (``hopeless``). Returns (schedule or None, work in items x count, how it
-    ended)."""
+    the incumbent (``hopeless``). Returns (schedule or None, work, how it ended)."""
     ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
     ceiling = min(len(r) for r in ranks)
     need = 0
@@ -294,7 +293,7 @@ def verl_retry(
                 return None, work, "work budget"
             if _late(deadline, _kk_work(len(ranks[r]), k)):
                 return None, work, "clock"
-            work += len(ranks[r]) * k
+            work += _kk_work(len(ranks[r]), k)
             rows[r] = _verl_split(ranks[r], costs, k)
             if _breaks_cap(rows[r], tokens, cap):
                 bad = r
@@ -331,16 +330,20 @@ def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> S
 
 #: Cost model in the step search's work units (candidate evaluations, ~67 ns each at
 #: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
-#: Karmarkar-Karp per item per doubling of its bin count, a pair scored by prime-rl's
-#: refinement (numpy, ~20-50 ns), an item x count of verl's retry.
-FIT_WORK = 100
-KK_WORK = 30
+#: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
+#: a pair scored by prime-rl's refinement (numpy, ~20-50 ns).
+FIT_WORK = 150
+KK_WORK = 15
 REFINE_WORK = 1
-RETRY_WORK = 10
 
 
-def _kk_work(items: int, bins: int) -> int:
-    return KK_WORK * items * max(1, bins.bit_length())
+def _kk_work(items: int, bins: int, equal: bool = False) -> int:
+    """Karmarkar-Karp's estimated work: a heap over the items, merges of ``bins``-wide states;
+    the equal-count form merges ``items / bins`` blocks (measured 0.3-0.7 us per item per
+    doubling at load 2.5, so ~2x to spare)."""
+    if equal:
+        return KK_WORK // 2 * items * (items // max(bins, 1)).bit_length()
+    return KK_WORK * items * (items.bit_length() + bins.bit_length())
 
 
 def cheap_trainer_starts(
@@ -363,7 +366,7 @@ def cheap_trainer_starts(
     else:
         skipped += ["slime_rr", "slime_kk"]
     retry = False
-    first = _kk_work(n, dp) + _kk_work(n, -(-_k_estimate(inst) // dp))
+    first = _kk_work(n, dp, True) + _kk_work(n, -(-_k_estimate(inst) // dp))
     if first <= left - spent:
         found, retry = verl(tokens, costs, dp, cap, mo)
         out += found
@@ -378,8 +381,8 @@ def costly_trainer_starts(
     inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
     retry: bool,
 ) -> tuple[list[tuple[str, Schedule]], list[str], int]:
-    """The two open-ended ones, within ``work_budget`` (None: to the end): verl's retry (when
-    ``retry``) and prime-rl's schedule with its swap refinement. Each is skipped once it cannot
+    """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
+    with its swap refinement, then verl's retry (when ``retry``). Each is skipped once it cannot
     beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or with any
     count from m on, beats it), which is sound since the incumbent is already at hand."""
     tokens, costs = inst.tokens.tolist(), inst.costs
@@ -388,25 +391,14 @@ def costly_trainer_starts(
     spent = 0
     out: list[tuple[str, Schedule]] = []
     notes: list[str] = []
-    if retry:
-        setup = _kk_work(n, dp)
-        if setup <= left and _late(deadline, setup):
-            notes.append("trainer start verl_retry: no time left for it on the clock, not run")
-        elif setup <= left:
-            sched, work, how = verl_retry(tokens, costs, dp, cap, mo,
-                                          (left - setup) // RETRY_WORK, hopeless, deadline)
-            spent += setup + work * RETRY_WORK
-            if sched is not None:
-                out.append(("verl_retry", sched))
-            elif how in ("work budget", "clock"):
-                notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
-        else:
-            notes.append("trainer start verl_retry: did not fit the budget, not run")
     fit = _fit_work(inst)
-    if fit <= left - spent and _late(deadline, fit):
+    # prime-rl first, with half of the budget (its refinement can take all of it), then verl's
+    # retry with what is left.
+    half = left if not retry else left // 2
+    if fit <= half and _late(deadline, fit):
         notes.append("trainer start prime_rl: no time left for it on the clock, not run")
-    elif fit <= left - spent:
-        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (left - spent - fit) // REFINE_WORK,
+    elif fit <= half:
+        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) // REFINE_WORK,
                                     hopeless, deadline)
         spent += fit + work * REFINE_WORK
         if sched is not None:
@@ -416,6 +408,20 @@ def costly_trainer_starts(
                          "started from the partly refined schedule")
     else:
         notes.append("trainer start prime_rl: did not fit the budget, not run")
+    if retry:
+        setup = _kk_work(n, dp, True)
+        if setup <= left - spent and _late(deadline, setup):
+            notes.append("trainer start verl_retry: no time left for it on the clock, not run")
+        elif setup <= left - spent:
+            sched, work, how = verl_retry(tokens, costs, dp, cap, mo, left - spent - setup,
+                                          hopeless, deadline)
+            spent += setup + work
+            if sched is not None:
+                out.append(("verl_retry", sched))
+            elif how in ("work budget", "clock"):
+                notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
+        else:
+            notes.append("trainer start verl_retry: did not fit the budget, not run")
     return [(f"trainer:{name}", s) for name, s in out], notes, spent
 
 
@@ -429,7 +435,7 @@ def _k_estimate(inst: StepInstance) -> int:
 
 
 def _fit_work(inst: StepInstance) -> int:
-    return FIT_WORK * inst.n + _kk_work(_k_estimate(inst), inst.dp_size)
+    return FIT_WORK * inst.n + _kk_work(_k_estimate(inst), inst.dp_size, True)
 
 
 def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
