@@ -18,6 +18,11 @@ them against the originals on every count they produce):
   budget runs out, the partly refined schedule is still a valid start, but the plan is then
   not guaranteed to match prime-rl's (``notes`` say so).
 
+:func:`cheap_trainer_starts` (Megatron-LM, slime, verl's first count) runs before the
+constructions, :func:`costly_trainer_starts` (prime-rl, verl's retry) after them, so that it can
+skip a trainer whose count cannot beat the incumbent; both keep to a work budget estimated from
+the sizes (deterministic), the clock only a safety net.
+
 Only the micro-batch *sets* matter for a start (the model's rank time ignores their order), so
 the trainers' orderings within a rank are not reproduced.
 """
