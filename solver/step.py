@@ -446,7 +446,14 @@ def plan_step(
         return min(values) if values else None
 
     build = _BUILD_WORK_PER_SEQUENCE * inst.n
-    build_seconds = build / CANDIDATES_PER_SECOND
+    # A count's constructions take about this long; on a loaded machine (or at small dp, where
+    # each rank's split is long) the last count's wall time says more: the larger guards the
+    # clock (a safety net only: it decides nothing on an unloaded machine).
+    nominal_build = build / CANDIDATES_PER_SECOND
+    walls = {"count": nominal_build, "make": nominal_build / 2}
+
+    def build_seconds() -> float:
+        return max(nominal_build, walls["count"])
     pending = sorted(bounds, key=lambda m: (bounds[m], m))
     tried = 0
 
@@ -454,14 +461,18 @@ def plan_step(
         nonlocal spent, tried
         m = pending.pop(0)
         tried += 1
+        began_count = time.perf_counter()
         for make in CONSTRUCTIONS:
             # Once a construction gave a valid start, the next only while the clock allows (the
             # given and trainers' starts do not count: ours are usually far better).
-            if constructed and out_of_clock(build_seconds / 2):
+            if constructed and out_of_clock(max(nominal_build / 2, walls["make"])):
                 break
+            began = time.perf_counter()
             for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
+            walls["make"] = max(walls["make"], time.perf_counter() - began)
             spent += build // len(CONSTRUCTIONS)
+        walls["count"] = max(walls["count"], time.perf_counter() - began_count)
 
     def drop_hopeless() -> None:
         top = incumbent()
@@ -473,7 +484,7 @@ def plan_step(
     # Until a construction gave a valid start the clock is not looked at for the first
     # _COUNTS_BEFORE_CLOCK counts: a plan beats an error.
     while pending and (
-        (not constructed and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds)
+        (not constructed and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds())
     ):
         drop_hopeless()
         if not pending or (constructed and spent + build > _BUILD_SHARE * budget):
@@ -518,9 +529,12 @@ def plan_step(
             search_next(max(0, (budget - spent) // 2))
             progressed = True
         drop_hopeless()
-        if pending and spent + build <= budget and not out_of_clock(build_seconds):
-            build_next()
-            progressed = True
+        if pending and spent + build <= budget:
+            if out_of_clock(build_seconds()):
+                clock_cut = True  # the budget allowed another count, the clock did not
+            else:
+                build_next()
+                progressed = True
         if not progressed:
             break
     clock_cut |= out_of_clock() and spent < budget

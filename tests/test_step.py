@@ -364,11 +364,13 @@ def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
 
     rng = np.random.default_rng(5)
     cost, overhead = (24576, 1), 24576 * 512
-    for dp, pp in ((2, 1), (4, 4)):
+    for dp, pp, every in ((2, 1, True), (4, 4, True), (2, 2, None), (8, 1, None)):
         lengths = rng.integers(50, 6000, 96).tolist()
         costs = [cost[0] * x + cost[1] * x * x for x in lengths]
+        # None: the trainers' starts within the budget (all of them fit at this size).
         plan = plan_step(lengths, dp, 8192, pp=pp, cost=cost, overhead=overhead,
-                         trainer_starts=True, time_limit=0.3)
+                         trainer_starts=every, time_limit=0.3)
+        assert every or not any("not run" in note for note in plan.notes)
         _assert_consistent(plan, lengths)
         for fn in TRAINER_SCHEDULERS.values():
             sched = fn(lengths, dp, 8192, costs=costs)
