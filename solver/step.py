@@ -479,6 +479,33 @@ def plan_step(
         while pending and top is not None and bounds[pending[0]] >= top:
             pending.pop(0)
 
+    # The trainers' open-ended schedules (verl's retry, prime-rl's refinement) with the share
+    # kept back for them, once the first count is built (its starts are the incumbent that
+    # rules out the trainers that cannot beat it) and before the search and the other counts:
+    # those are what the clock may cut.
+
+    def hopeless(m: int, onwards: bool) -> bool:
+        """No valid schedule with count m (or any count from m on) beats the incumbent."""
+        top = incumbent()
+        if top is None:
+            return False
+        if onwards:
+            return all(v >= top for q, v in bounds.items() if q >= m)
+        return m not in bounds or bounds[m] >= top
+
+    def costly(share: int | None) -> tuple[int, bool]:
+        nonlocal spent, costly_done
+        costly_done = True
+        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry)
+        spent += work
+        notes.extend(more)
+        for method, sched in found:
+            start = from_schedule(sched, inst)
+            if start is not None and start[0] in bounds:
+                add(method, *start)
+        return work, cut
+
+    costly_cut, costly_work, costly_done = False, 0, False
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
     # Until a construction gave a valid start the clock is not looked at for the first
@@ -493,6 +520,8 @@ def plan_step(
             clock_cut = True  # a slow machine: leave the rest of the time to the search
             break
         build_next()
+        if trainer_starts is not False and not costly_done and constructed:
+            costly_work, costly_cut = costly(None if trainer_share is None else kept_back)
     # No start yet (every construction broke the cap): the capped balancer, count by count,
     # from the smallest; it always finds a split when one is easy to find.
     for j, m in enumerate(sorted(bounds)):
@@ -500,28 +529,8 @@ def plan_step(
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)
-    # 2. The trainers' open-ended schedules (verl's retry, prime-rl's refinement) with the
-    # share kept back for them, before the search: the search is what the clock may cut.
-    # Those whose count cannot beat the incumbent are not built.
-
-    def hopeless(m: int, onwards: bool) -> bool:
-        """No valid schedule with count m (or any count from m on) beats the incumbent."""
-        top = incumbent()
-        if top is None:
-            return False
-        if onwards:
-            return all(v >= top for q, v in bounds.items() if q >= m)
-        return m not in bounds or bounds[m] >= top
-
-    if trainer_starts is not False:
-        found, more, work = costly_trainer_starts(inst, None if trainer_share is None else kept_back,
-                                                  hopeless, deadline, retry)
-        spent += work
-        notes += more
-        for method, sched in found:
-            start = from_schedule(sched, inst)
-            if start is not None and start[0] in bounds:
-                add(method, *start)
+    if trainer_starts is not False and not costly_done:
+        costly_work, costly_cut = costly(None if trainer_share is None else kept_back)
     # 3. Search the best start, then build one more count, while the budget lasts.
     while True:
         progressed = False
@@ -535,6 +544,12 @@ def plan_step(
             else:
                 build_next()
                 progressed = True
+        if not progressed and costly_cut and budget - spent > costly_work and not out_of_clock():
+            # The search left more of the budget than the trainers' open-ended schedules had:
+            # again with all of it (against the better incumbent), then search on.
+            costly_work, costly_cut = costly(budget - spent)
+            costly_cut = False
+            progressed = True
         if not progressed:
             break
     clock_cut |= out_of_clock() and spent < budget

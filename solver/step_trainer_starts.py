@@ -336,10 +336,10 @@ def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> S
 #: Cost model in the step search's work units (candidate evaluations, ~67 ns each at
 #: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
 #: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
-#: a pair scored by prime-rl's refinement (numpy, ~20-50 ns).
+#: and pairs scored by prime-rl's refinement per unit (numpy, ~20-50 ns a pair).
 FIT_WORK = 150
 KK_WORK = 15
-REFINE_WORK = 1
+REFINE_PAIRS = 2
 
 
 def _kk_work(items: int, bins: int, equal: bool = False) -> int:
@@ -385,11 +385,12 @@ def cheap_trainer_starts(
 def costly_trainer_starts(
     inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
     retry: bool,
-) -> tuple[list[tuple[str, Schedule]], list[str], int]:
+) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
     """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
     with its swap refinement, then verl's retry (when ``retry``). Each is skipped once it cannot
     beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or with any
-    count from m on, beats it), which is sound since the incumbent is already at hand."""
+    count from m on, beats it), which is sound since the incumbent is already at hand. Returns
+    (starts, notes, work, whether the work budget left one out or cut it short)."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
@@ -397,15 +398,15 @@ def costly_trainer_starts(
     out: list[tuple[str, Schedule]] = []
     notes: list[str] = []
     fit = _fit_work(inst)
-    # prime-rl first, with half of the budget (its refinement can take all of it), then verl's
-    # retry with what is left.
-    half = left if not retry else left // 2
+    # prime-rl first, with half of the budget or twice its set-up (its refinement can take all
+    # of it), then verl's retry with what is left.
+    half = left if not retry else max(left // 2, min(left, 2 * fit))
     if fit <= half and _late(deadline, fit):
         notes.append("trainer start prime_rl: no time left for it on the clock, not run")
     elif fit <= half:
-        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) // REFINE_WORK,
+        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) * REFINE_PAIRS,
                                     hopeless, deadline)
-        spent += fit + work * REFINE_WORK
+        spent += fit + work // REFINE_PAIRS
         if sched is not None:
             out.append(("prime_rl" if how == "done" else "prime_rl (refinement cut short)", sched))
         if how in ("work budget", "clock"):
@@ -427,7 +428,8 @@ def costly_trainer_starts(
                 notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
         else:
             notes.append("trainer start verl_retry: did not fit the budget, not run")
-    return [(f"trainer:{name}", s) for name, s in out], notes, spent
+    cut = any("budget" in note for note in notes)
+    return [(f"trainer:{name}", s) for name, s in out], notes, spent, cut
 
 
 def _late(deadline: float | None, work: int) -> bool:
@@ -447,5 +449,5 @@ def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
     """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
     the same schedules as ``seqpart.heuristics.trainer_schedules``, order within a rank aside)."""
     cheap, _, _, retry = cheap_trainer_starts(inst, None)
-    costly, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
+    costly, _, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
     return cheap + costly

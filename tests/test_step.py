@@ -422,8 +422,8 @@ def test_trainer_starts_keep_to_their_work_budget() -> None:
     full, _, full_spent, _ = cheap_trainer_starts(inst, None)
     assert len(full) > 1 and full_spent > spent
     never = lambda m, onwards: False  # noqa: E731
-    _, notes, spent = costly_trainer_starts(inst, 10, never, None, True)
-    assert spent <= 10 and any("not run" in note for note in notes)
+    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, True)
+    assert spent <= 10 and cut and any("not run" in note for note in notes)
     # A schedule that cannot beat the incumbent is not built at all.
-    got, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: True, None, True)
-    assert got == []
+    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, True)
+    assert got == [] and not cut
