@@ -337,13 +337,14 @@ def plan_step(
             :mod:`~seqpart.solver.step_trainer_starts`: the same schedules, faster). None
             (default): within 40% of the work budget, cheapest first: Megatron-LM's, slime's
             two and verl's before the constructions; prime-rl's (its swap refinement cut by the
-            budget) and verl's retry after them, skipped when their count cannot beat the
-            incumbent (per-count bound). The plan is never behind a valid trainer schedule that
-            ran to its end (``notes`` say which did not). Measured (2 loaded cores): at
-            time_limit=0.5 all fit for n <= 1024; at n=4096 prime-rl's refinement (up to 5e8
-            pairs, ~3-4 s) and verl's retry (up to ~2 s) often do not, and the plan was then
-            behind them by up to 0.1% on 3 of 16 bench batches; at time_limit=0.1, n=4096,
-            dp=64 only Megatron-LM's runs. True: all, run to the end whatever the budget.
+            budget) and verl's retry once the first count is built, skipped when their count
+            cannot beat the incumbent (per-count bound), and again with the search's leftover
+            when the budget cut them. The plan is never behind a valid trainer schedule that
+            ran to its end (``notes`` say which did not). Measured (bench_step, 2 loaded
+            cores): at time_limit=0.5 all fit for n <= 1024; at n=4096 prime-rl's refinement
+            (up to 5e8 pairs, ~3-4 s) and verl's retry (up to ~2 s) often do not, and the plan
+            was behind verl's retry by up to 0.03% on 2 of 16 batches; at time_limit=0.1,
+            n=4096, dp=64 only Megatron-LM's runs. True: all, run to the end whatever the budget.
             To be sure never to be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
