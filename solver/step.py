@@ -41,14 +41,8 @@ from .step_model import (
 )
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from .step_starts import (
-    CONSTRUCTIONS,
-    TRAINER_SECONDS_PER_SEQUENCE,
-    TRAINER_SECONDS_PER_SEQUENCE_RANK,
-    from_schedule,
-    micro_first,
-    trainer_schedules,
-)
+from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
+from .step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
 
 __all__ = [
     "StepPlan",
@@ -262,9 +256,11 @@ def order_for_pipeline(plan_or_loads: Plan | Sequence[int]) -> list[int]:
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).
-_BUILD_WORK_PER_SEQUENCE = 250
+_BUILD_WORK_PER_SEQUENCE = 400
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
+#: Share of the work budget the trainers' schedules may take (the cheap ones first).
+_TRAINER_SHARE = 0.4
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 
@@ -336,11 +332,20 @@ def plan_step(
         oversize: "error" (reject a sequence over the cap) or "alone" (its own micro-batch).
         starts: schedules (``[rank][micro-batch] = indices``) to start from, e.g. your trainer's;
             invalid ones are skipped (noted). The plan is never worse than a valid start.
-        trainer_starts: also start from the re-implemented trainers' schedulers
-            (``seqpart.heuristics.trainer_schedules``). None (default): only when their
-            estimated time (see ``TRAINER_SECONDS_PER_SEQUENCE``) fits in a quarter of
-            ``time_limit``; they cannot be interrupted. To be sure never to be behind your
-            trainer, pass its schedule in ``starts``.
+        trainer_starts: also start from the trainers' schedulers
+            (``seqpart.heuristics.trainer_schedules``, computed by
+            :mod:`~seqpart.solver.step_trainer_starts`: the same schedules, faster). None
+            (default): within 40% of the work budget, cheapest first: Megatron-LM's, slime's
+            two and verl's before the constructions; prime-rl's (its swap refinement cut by the
+            budget) and verl's retry once the first count is built, skipped when their count
+            cannot beat the incumbent (per-count bound), and again with the search's leftover
+            when the budget cut them. The plan is never behind a valid trainer schedule that
+            ran to its end (``notes`` say which did not). Measured (bench_step, 2 loaded
+            cores): at time_limit=0.5 all fit for n <= 1024; at n=4096 prime-rl's refinement
+            (up to 5e8 pairs, ~3-4 s) and verl's retry (up to ~2 s) often do not, and the plan
+            was behind verl's retry by up to 0.03% on 2 of 16 batches; at time_limit=0.1,
+            n=4096, dp=64 only Megatron-LM's runs. True: all, run to the end whatever the budget.
+            To be sure never to be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
 
@@ -366,7 +371,7 @@ def plan_step(
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
-    reserve = 0.005 + 4e-6 * inst.n
+    reserve = 0.008 + 5e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
@@ -383,21 +388,26 @@ def plan_step(
 
     # The pool of valid starts: (objective, arrival, method, m, mb_of); searched best first.
     pool: list[tuple[int, int, str, int, np.ndarray]] = []
+    constructed: list[str] = []  # valid starts of our own constructions (not given, not trainers')
 
     def add(method: str, m: int, mb_of: np.ndarray) -> None:
+        if not method.startswith(("start ", "trainer:")):
+            constructed.append(method)
         obj = schedule_objective(mb_of, costs, inst.dp_size * m, m, inst.overhead, inst.pp,
                                  inst.vpp)
         pool.append((obj, len(pool), method, m, mb_of))
 
     given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
-    if trainer_starts or (
-        trainer_starts is None
-        and inst.n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * inst.dp_size)
-        <= 0.25 * seconds
-    ):
-        trainers, trainer_notes = trainer_schedules(inst)
+    spent = 0
+    # The trainers' schedules: the cheap ones now, the open-ended ones (verl's retry, prime-rl's
+    # refinement) once the search is done, with the share kept back for them.
+    trainer_share = None if trainer_starts else int(_TRAINER_SHARE * budget)
+    retry = False
+    if trainer_starts is not False:
+        trainers, trainer_notes, spent, retry = cheap_trainer_starts(inst, trainer_share)
         given += trainers
         notes += trainer_notes
+    kept_back = 0 if trainer_share is None else max(0, trainer_share - spent)
     skipped = []
     for method, sched in given:
         found = from_schedule(sched, inst)
@@ -409,7 +419,6 @@ def plan_step(
         notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
 
     best = _Best()
-    spent = 0
     clock_cut = False
     searched: set[int] = set()
 
@@ -438,7 +447,14 @@ def plan_step(
         return min(values) if values else None
 
     build = _BUILD_WORK_PER_SEQUENCE * inst.n
-    build_seconds = build / CANDIDATES_PER_SECOND
+    # A count's constructions take about this long; on a loaded machine (or at small dp, where
+    # each rank's split is long) the last count's wall time says more: the larger guards the
+    # clock (a safety net only: it decides nothing on an unloaded machine).
+    nominal_build = build / CANDIDATES_PER_SECOND
+    walls = {"count": nominal_build, "make": nominal_build / 2}
+
+    def build_seconds() -> float:
+        return max(nominal_build, walls["count"])
     pending = sorted(bounds, key=lambda m: (bounds[m], m))
     tried = 0
 
@@ -446,33 +462,67 @@ def plan_step(
         nonlocal spent, tried
         m = pending.pop(0)
         tried += 1
+        began_count = time.perf_counter()
         for make in CONSTRUCTIONS:
-            # Once a valid start exists, a construction only while the clock allows.
-            if pool and out_of_clock(build_seconds / len(CONSTRUCTIONS)):
+            # Once a construction gave a valid start, the next only while the clock allows (the
+            # given and trainers' starts do not count: ours are usually far better).
+            if constructed and out_of_clock(max(nominal_build / 2, walls["make"])):
                 break
+            began = time.perf_counter()
             for method, mb_of in make(inst, m, seconds, bounds[m], deadline):
                 add(method, m, mb_of)
+            walls["make"] = max(walls["make"], time.perf_counter() - began)
             spent += build // len(CONSTRUCTIONS)
+        walls["count"] = max(walls["count"], time.perf_counter() - began_count)
 
     def drop_hopeless() -> None:
         top = incumbent()
         while pending and top is not None and bounds[pending[0]] >= top:
             pending.pop(0)
 
+    # The trainers' open-ended schedules (verl's retry, prime-rl's refinement) with the share
+    # kept back for them, once the first count is built (its starts are the incumbent that
+    # rules out the trainers that cannot beat it) and before the search and the other counts:
+    # those are what the clock may cut.
+
+    def hopeless(m: int, onwards: bool) -> bool:
+        """No valid schedule with count m (or any count from m on) beats the incumbent."""
+        top = incumbent()
+        if top is None:
+            return False
+        if onwards:
+            return all(v >= top for q, v in bounds.items() if q >= m)
+        return m not in bounds or bounds[m] >= top
+
+    def costly(share: int | None) -> tuple[int, bool]:
+        nonlocal spent, costly_done
+        costly_done = True
+        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry)
+        spent += work
+        notes.extend(more)
+        for method, sched in found:
+            start = from_schedule(sched, inst)
+            if start is not None and start[0] in bounds:
+                add(method, *start)
+        return work, cut
+
+    costly_cut, costly_work, costly_done = False, 0, False
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
-    # Until a first valid start exists the clock is not looked at for the first
+    # Until a construction gave a valid start the clock is not looked at for the first
     # _COUNTS_BEFORE_CLOCK counts: a plan beats an error.
     while pending and (
-        (not pool and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds)
+        (not constructed and tried < _COUNTS_BEFORE_CLOCK) or not out_of_clock(build_seconds())
     ):
         drop_hopeless()
-        if not pending or (pool and spent + build > _BUILD_SHARE * budget):
+        if not pending or (constructed and spent + build > _BUILD_SHARE * budget):
             break
-        if pool and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
+        if constructed and deadline is not None and time.perf_counter() - t0 > _BUILD_SHARE * seconds:
             clock_cut = True  # a slow machine: leave the rest of the time to the search
             break
         build_next()
+        if trainer_starts is not False and not costly_done and constructed:
+            costly_work, costly_cut = costly(None if trainer_share is None else kept_back)
     # No start yet (every construction broke the cap): the capped balancer, count by count,
     # from the smallest; it always finds a split when one is easy to find.
     for j, m in enumerate(sorted(bounds)):
@@ -480,15 +530,26 @@ def plan_step(
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
             add(method, m, mb_of)
-    # 2. Search the best start, then build one more count, while the budget lasts.
+    if trainer_starts is not False and not costly_done:
+        costly_work, costly_cut = costly(None if trainer_share is None else kept_back)
+    # 3. Search the best start, then build one more count, while the budget lasts.
     while True:
         progressed = False
         if len(searched) < len(pool) and spent < budget and not out_of_clock():
             search_next(max(0, (budget - spent) // 2))
             progressed = True
         drop_hopeless()
-        if pending and spent + build <= budget and not out_of_clock(build_seconds):
-            build_next()
+        if pending and spent + build <= budget:
+            if out_of_clock(build_seconds()):
+                clock_cut = True  # the budget allowed another count, the clock did not
+            else:
+                build_next()
+                progressed = True
+        if not progressed and costly_cut and budget - spent > costly_work and not out_of_clock():
+            # The search left more of the budget than the trainers' open-ended schedules had:
+            # again with all of it (against the better incumbent), then search on.
+            costly_work, costly_cut = costly(budget - spent)
+            costly_cut = False
             progressed = True
         if not progressed:
             break

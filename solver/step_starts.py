@@ -401,27 +401,3 @@ def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] |
         return None
     flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
     return m, from_bins(flat, [list(range(len(flat)))], inst.n)
-
-
-#: Measured (2 cores, loaded): the re-implemented trainer schedulers together take about
-#: ``n * (TRAINER_SECONDS_PER_SEQUENCE + TRAINER_SECONDS_PER_SEQUENCE_RANK * dp)`` seconds
-#: (~0.1 s at n=1024, dp=8; ~5 s at n=4096, dp=64, where prime-rl's swap refinement dominates):
-#: they run as starts only when that estimate fits in a quarter of the budget.
-TRAINER_SECONDS_PER_SEQUENCE = 1e-4
-TRAINER_SECONDS_PER_SEQUENCE_RANK = 2e-5
-
-
-def trainer_schedules(inst: StepInstance) -> tuple[list[tuple[str, Any]], list[str]]:
-    """The trainers' own schedules (``seqpart.heuristics.trainer_schedules``), raw."""
-    try:
-        from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
-    except ImportError:  # pragma: no cover - the module ships with seqpart.heuristics
-        return [], ["trainer schedules not available (seqpart.heuristics.trainer_schedules)"]
-    out, notes = [], []
-    for name, fn in TRAINER_SCHEDULERS.items():
-        try:
-            out.append((f"trainer:{name}", fn(inst.tokens, inst.dp_size, inst.cap,
-                                               costs=inst.costs, multiple_of=inst.multiple_of)))
-        except (ValueError, TypeError) as err:  # a trainer that cannot schedule this batch
-            notes.append(f"trainer start {name} failed: {err}")
-    return out, notes

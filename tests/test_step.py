@@ -364,14 +364,66 @@ def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
 
     rng = np.random.default_rng(5)
     cost, overhead = (24576, 1), 24576 * 512
-    for dp, pp in ((2, 1), (4, 4)):
+    for dp, pp, every in ((2, 1, True), (4, 4, True), (2, 2, None), (8, 1, None)):
         lengths = rng.integers(50, 6000, 96).tolist()
         costs = [cost[0] * x + cost[1] * x * x for x in lengths]
+        # None: the trainers' starts within the budget (all of them fit at this size).
         plan = plan_step(lengths, dp, 8192, pp=pp, cost=cost, overhead=overhead,
-                         trainer_starts=True, time_limit=0.3)
+                         trainer_starts=every, time_limit=0.3)
+        assert every or not any("not run" in note for note in plan.notes)
         _assert_consistent(plan, lengths)
         for fn in TRAINER_SCHEDULERS.values():
             sched = fn(lengths, dp, 8192, costs=costs)
             if not find_schedule_violations(sched, lengths, dp, len(sched[0]), 8192):
                 assert plan.step_time <= step_time(sched, lengths, cost=cost, overhead=overhead,
                                                    pp=pp)
+
+
+def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
+    """step_trainer_starts computes the trainers' schedules faster: same micro-batches, same
+    ranks (order within a rank aside), for every scheduler, when run to the end."""
+    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+    from seqpart.solver.step_model import make_instance
+    from seqpart.solver.step_starts import from_schedule
+    from seqpart.solver.step_trainer_starts import trainer_starts
+
+    def canon(sched: list) -> list:
+        return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in sched)
+
+    rng = np.random.default_rng(11)
+    for trial in range(24):
+        n = int(rng.integers(8, 120))
+        dp = int(rng.integers(1, 5))
+        cap = None if trial % 6 == 0 else int(rng.integers(600, 3000))
+        multiple_of = 2 if trial % 4 == 1 else 1
+        lengths = rng.integers(1, 1500, n).tolist()
+        if cap is not None and trial % 5 == 2:
+            lengths[0] = cap + 7  # over the cap: alone
+        inst = make_instance(lengths, dp, cap, cost=(3, 1), oversize="alone",
+                             multiple_of=multiple_of)
+        got = {name.split(":")[1]: s for name, s in trainer_starts(inst)}
+        for name, fn in TRAINER_SCHEDULERS.items():
+            ref = fn(lengths, dp, cap, costs=inst.costs, multiple_of=multiple_of)
+            if name in got:
+                assert canon(got[name]) == canon(ref), (trial, name)
+            else:  # left out only when the trainer's own schedule breaks the contract
+                assert from_schedule(ref, inst) is None, (trial, name)
+
+
+def test_trainer_starts_keep_to_their_work_budget() -> None:
+    from seqpart.solver.step_model import make_instance
+    from seqpart.solver.step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
+
+    lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
+    inst = make_instance(lengths, 8, 4096, cost=(3, 1))
+    starts, notes, spent, _ = cheap_trainer_starts(inst, 1000)
+    assert [name for name, _ in starts] == ["trainer:megatron"]
+    assert any("not run" in note for note in notes)
+    full, _, full_spent, _ = cheap_trainer_starts(inst, None)
+    assert len(full) > 1 and full_spent > spent
+    never = lambda m, onwards: False  # noqa: E731
+    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, True)
+    assert spent <= 10 and cut and any("not run" in note for note in notes)
+    # A schedule that cannot beat the incumbent is not built at all.
+    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, True)
+    assert got == [] and not cut

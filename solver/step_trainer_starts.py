@@ -1,0 +1,453 @@
+"""The trainers' own schedules as starts for step planning, cheap enough to run at every size.
+
+:mod:`seqpart.heuristics.trainer_schedules` re-implements each trainer's scheduler as the trainer
+runs it; there, slime's and prime-rl's capped first-fit scans every open micro-batch with numpy
+for every sequence and re-sums every micro-batch for every split, verl's retry re-partitions
+every rank for every count it tries, and prime-rl's swap refinement scores every pair of
+micro-batches on every swap. At n=4096 that is up to ~4 s (prime-rl) and ~2 s (verl's retry).
+
+Here the same schedules are computed faster, with the same result (``tests/test_step.py`` checks
+them against the originals on every count they produce):
+
+- first-fit by a max-tree over the open micro-batches' room (O(log k) per sequence), computed
+  once for ``slime_rr`` and ``slime_kk``; the heaviest micro-batch to split from a heap;
+- verl's per-rank split at a count is skipped when the rank's bin-packing lower bound says it
+  must break the cap (its Karmarkar-Karp split cannot fit then), and a count stops at the first
+  rank that breaks the cap (the trainer splits every rank, then looks);
+- prime-rl's swap refinement is the same rule under a work budget (pairs scored): when the
+  budget runs out, the partly refined schedule is still a valid start, but the plan is then
+  not guaranteed to match prime-rl's (``notes`` say so).
+
+:func:`cheap_trainer_starts` (Megatron-LM, slime, verl's first count) runs before the
+constructions, :func:`costly_trainer_starts` (prime-rl, verl's retry) after them, so that it can
+skip a trainer whose count cannot beat the incumbent; both keep to a work budget estimated from
+the sizes (deterministic), the clock only a safety net.
+
+Only the micro-batch *sets* matter for a start (the model's rank time ignores their order), so
+the trainers' orderings within a rank are not reproduced.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from seqpart.heuristics._common import order_desc
+from seqpart.heuristics.bounds import min_bins_lower_bound
+from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
+
+from .step_model import StepInstance
+from .step_search import CANDIDATES_PER_SECOND
+
+Schedule = list[list[list[int]]]
+#: ``hopeless(m, onwards)``: no valid schedule with count m (or any count from m on) can beat
+#: the incumbent.
+Hopeless = Callable[[int, bool], bool]
+
+
+def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list[int]]:
+    """First-fit in ``order``: each sequence to the first micro-batch with room, else a new
+    one (a sequence over the cap alone: its room goes negative). A max-tree over the rooms
+    finds the first with room in O(log k)."""
+    if cap is None:
+        return [list(order)]
+    size = 1
+    while size < max(len(order), 1):
+        size *= 2
+    tree = [-1] * (2 * size)  # leaves: room of micro-batch b (-1: not open)
+    bins: list[list[int]] = []
+    for i in order:
+        t = tokens[i]
+        if tree[1] >= t:
+            node = 1
+            while node < size:  # the leftmost leaf with room >= t
+                node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+            b = node - size
+        else:
+            b = len(bins)
+            bins.append([])
+            node = b + size
+            tree[node] = cap
+        bins[b].append(i)
+        tree[node] -= t
+        node //= 2
+        while node:
+            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+            node //= 2
+    return bins
+
+
+def split_heaviest(bins: list[list[int]], target: int, weight: list[int]) -> None:
+    """Grow ``bins`` to ``target``: split the heaviest micro-batch of several sequences (ties:
+    the later one) in two by LPT on ``weight`` (ties by position); the first half keeps its
+    place, the second goes last. Stops when every micro-batch is one sequence."""
+    heap = [(-sum(weight[i] for i in b), -at) for at, b in enumerate(bins) if len(b) > 1]
+    heapq.heapify(heap)
+    while len(bins) < target and heap:
+        _, neg_at = heapq.heappop(heap)
+        at = -neg_at
+        halves: tuple[list[int], list[int]] = ([], [])
+        sums = [0, 0]
+        for i in sorted(bins[at], key=lambda i: -weight[i]):
+            h = 0 if sums[0] <= sums[1] else 1
+            halves[h].append(i)
+            sums[h] += weight[i]
+        bins[at] = halves[0]
+        bins.append(halves[1])
+        for pos, half, total in ((at, halves[0], sums[0]), (len(bins) - 1, halves[1], sums[1])):
+            if len(half) > 1:
+                heapq.heappush(heap, (-total, -pos))
+
+
+def _round_up(k: int, multiple: int) -> int:
+    return max(-(-k // multiple) * multiple, multiple)
+
+
+def _equal_count(weights: list[int], k: int, pad: int) -> list[list[int]]:
+    """Equal-count Karmarkar-Karp of ``weights`` into k groups, padded with ``pad`` weights to a
+    multiple of k; the padding is dropped from the groups."""
+    n = len(weights)
+    padded = list(weights) + [pad] * (-n % k)
+    groups = karmarkar_karp_lists(padded, [1] * len(padded), k, len(padded) // k)
+    return [[b for b in g if b < n] for g in groups]
+
+
+def _deal(bins: list[list[int]], by_rank: list[list[int]]) -> Schedule:
+    return [[bins[b] for b in rank] for rank in by_rank]
+
+
+def slime(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+) -> list[tuple[str, Schedule]]:
+    """slime's first-fit in arrival order, split to a multiple of ``dp * multiple_of``, dealt by
+    strided round robin (``slime_rr``) and by equal-count Karmarkar-Karp on cost
+    (``slime_kk``)."""
+    bins = first_fit(tokens, cap, list(range(len(tokens))))
+    split_heaviest(bins, _round_up(len(bins), dp * multiple_of), tokens)
+    rr = [list(range(r, len(bins), dp)) for r in range(dp)]
+    kk = _equal_count([sum(costs[i] for i in b) for b in bins], dp, 0)
+    return [("slime_rr", _deal(bins, rr)), ("slime_kk", _deal(bins, kk))]
+
+
+def prime_rl(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    work_budget: int, hopeless: Hopeless, deadline: float | None,
+) -> tuple[Schedule | None, int, str]:
+    """prime-rl's first-fit decreasing, split by cost to a multiple of ``dp * multiple_of``,
+    equal-count Karmarkar-Karp, then the swap refinement within ``work_budget``. Returns
+    (schedule or None, work, how it ended): None when it cannot be valid (too few sequences to
+    split to the multiple: prime-rl pads) or cannot beat the incumbent at its count."""
+    bins = first_fit(tokens, cap, order_desc(tokens))
+    split_heaviest(bins, _round_up(len(bins), dp * multiple_of), costs)
+    k = len(bins)
+    if k % (dp * multiple_of):
+        return None, 0, "invalid"
+    if hopeless(k // dp, False):
+        return None, 0, "hopeless"
+    weights = [sum(costs[i] for i in b) for b in bins]
+    groups = karmarkar_karp_lists(weights, [1] * k, dp, k // dp)
+    groups, work, how = refine_by_swaps(weights, groups, work_budget, deadline)
+    return _deal(bins, [sorted(g) for g in groups]), work, how
+
+
+def refine_by_swaps(
+    weights: list[int], groups: list[list[int]], work_budget: int, deadline: float | None = None
+) -> tuple[list[list[int]], int, str]:
+    """prime-rl's refinement: while some swap of two items of different groups lowers
+    (largest group sum, largest - smallest), take the best, ties to the smallest
+    (group, group, position, position) with the lower group first. Only swaps with the one group
+    at the maximum or the one at the minimum can lower that pair, so only those are scored.
+    Stops when ``work_budget`` pairs have been scored or at ``deadline``. Returns (groups, work,
+    "done" / "work budget" / "clock")."""
+    k = len(groups)
+    if k < 2:
+        return [list(g) for g in groups], 0, "done"
+    dtype: Any = np.int64 if sum(weights) < 2**62 else object
+    w = np.asarray(weights, dtype=dtype)
+    slot_item = np.asarray([i for g in groups for i in g], dtype=np.int64)
+    slot_group = np.asarray([r for r, g in enumerate(groups) for _ in g], dtype=np.int64)
+    slot_pos = np.asarray([p for g in groups for p in range(len(g))], dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum([len(g) for g in groups])]).astype(np.int64).tolist()
+    sums = [sum(weights[i] for i in g) for g in groups]
+    total = sum(sums)
+    work = 0
+    while True:
+        top, bottom = max(sums), min(sums)
+        current = (top, top - bottom)
+        ranked = sorted(range(k), key=lambda r: (sums[r], r))
+        focus = [r for r, v in ((ranked[-1], top), (ranked[0], bottom)) if sums.count(v) == 1]
+        s_arr = np.asarray(sums, dtype=dtype)
+        best: tuple[tuple[int, int], tuple[int, int, int, int]] | None = None
+        for c in dict.fromkeys(focus):
+            lo_c, hi_c = first[c], first[c + 1]
+            others = np.concatenate([np.arange(0, lo_c), np.arange(hi_c, len(slot_item))])
+            if not len(others) or hi_c == lo_c:
+                continue
+            if work >= work_budget:
+                return _groups(slot_item, first, k), work, "work budget"
+            if deadline is not None and time.perf_counter() > deadline:
+                return _groups(slot_item, first, k), work, "clock"
+            # Max and min of the group sums other than c and the partner's group b.
+            desc = [r for r in ranked[::-1] if r != c][:2]
+            asc = [r for r in ranked if r != c][:2]
+            rest_hi = np.full(k, sums[desc[0]] if desc else 0, dtype=dtype)
+            rest_hi[desc[0]] = sums[desc[1]] if len(desc) > 1 else 0
+            rest_lo = np.full(k, sums[asc[0]] if asc else total, dtype=dtype)
+            rest_lo[asc[0]] = sums[asc[1]] if len(asc) > 1 else total
+            grp = slot_group[others]
+            d = w[slot_item[lo_c:hi_c]][:, None] - w[slot_item[others]][None, :]
+            work += d.size
+            new_c = sums[c] - d
+            new_b = s_arr[grp][None, :] + d
+            hi = np.maximum(np.maximum(new_c, new_b), rest_hi[grp][None, :])
+            lo = np.minimum(np.minimum(new_c, new_b), rest_lo[grp][None, :])
+            best_hi = hi.min()
+            at = np.flatnonzero(hi.ravel() == best_hi)
+            spread = (hi - lo).ravel()[at]
+            key = (int(best_hi), int(spread.min()))
+            if key >= current or (best is not None and key > best[0]):
+                continue
+            at = at[spread == spread.min()]
+            rows, cols = at // len(others), at % len(others)
+            for r, col in zip(rows.tolist(), cols.tolist(), strict=True):
+                b, pb = int(grp[col]), int(slot_pos[others[col]])
+                cand = (key, (c, b, r, pb) if c < b else (b, c, pb, r))
+                if best is None or cand < best:
+                    best = cand
+        if best is None:
+            return _groups(slot_item, first, k), work, "done"
+        _, (a, b, i, j) = best
+        x, y = first[a] + i, first[b] + j
+        moved = weights[int(slot_item[x])] - weights[int(slot_item[y])]
+        sums[a] -= moved
+        sums[b] += moved
+        slot_item[x], slot_item[y] = slot_item[y], slot_item[x]
+
+
+def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
+    return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
+
+
+def _verl_ranks(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+) -> tuple[list[list[int]], int]:
+    """verl's sequences to ranks (equal-count Karmarkar-Karp on cost) and its first count, the
+    all-reduced MAX of ``min(sequences, ceil(tokens / cap))`` rounded up to ``multiple_of``."""
+    ranks = _equal_count(costs, dp, 0)
+    k0 = max(min(len(r), 1 if cap is None else -(-sum(tokens[i] for i in r) // cap)) for r in ranks)
+    return ranks, _round_up(k0, multiple_of)
+
+
+def _verl_split(members: list[int], costs: list[int], k: int) -> list[list[int]]:
+    bins = karmarkar_karp_lists([costs[i] for i in members], [1] * len(members), k, None)
+    return [[members[j] for j in b] for b in bins if b]
+
+
+def _breaks_cap(rank_bins: list[list[int]], tokens: list[int], cap: int | None) -> bool:
+    return cap is not None and any(len(b) > 1 and sum(tokens[i] for i in b) > cap for b in rank_bins)
+
+
+def verl(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+) -> tuple[list[tuple[str, Schedule]], bool]:
+    """verl's schedule: each rank split by Karmarkar-Karp on cost into the first count. Returns
+    ([("verl", s), ("verl_retry", s)], False) when no micro-batch of several sequences breaks
+    the cap (the retry then ends there too), else ([], True): the retry must go on."""
+    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
+    first = [_verl_split(r, costs, k0) for r in ranks]
+    if any(_breaks_cap(rank_bins, tokens, cap) for rank_bins in first):
+        return [], True
+    return [("verl", first), ("verl_retry", first)], False
+
+
+def verl_retry(
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    work_budget: int, hopeless: Hopeless, deadline: float | None,
+) -> tuple[Schedule | None, int, str]:
+    """verl's retry past a first count that broke the cap: the next count (``+ multiple_of``)
+    while a micro-batch of several sequences of any rank breaks the cap, up to the smallest
+    rank's sequence count. Counts below a rank's bin-packing bound are skipped (no split of
+    that rank into fewer respects the cap, Karmarkar-Karp's neither), a count stops at the
+    first rank that breaks the cap, and the retry stops once no count from there on can beat
+    the incumbent (``hopeless``). Returns (schedule or None, work, how it ended)."""
+    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
+    ceiling = min(len(r) for r in ranks)
+    need = 0
+    for members in ranks:
+        over = [tokens[i] for i in members if cap is not None and tokens[i] > cap]
+        rest = [tokens[i] for i in members if cap is None or tokens[i] <= cap]
+        need = max(need, len(over) + (min_bins_lower_bound(rest, cap) if rest and cap else 0))
+    k = k0 + multiple_of
+    if need > k:
+        k += -(-(need - k) // multiple_of) * multiple_of
+    order = list(range(dp))
+    work = 0
+    while True:
+        if k > ceiling:
+            return None, work, "invalid"  # the retry ends with a schedule over the cap
+        if hopeless(k, True):
+            return None, work, "hopeless"
+        rows: list[list[list[int]] | None] = [None] * dp
+        bad = None
+        for r in order:  # the rank that broke the cap last first
+            if work >= work_budget:
+                return None, work, "work budget"
+            if _late(deadline, _kk_work(len(ranks[r]), k)):
+                return None, work, "clock"
+            work += _kk_work(len(ranks[r]), k)
+            rows[r] = _verl_split(ranks[r], costs, k)
+            if _breaks_cap(rows[r], tokens, cap):
+                bad = r
+                break
+        if bad is None:
+            return [row for row in rows if row is not None], work, "done"
+        order.remove(bad)
+        order.insert(0, bad)
+        k += multiple_of
+
+
+def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> Schedule:
+    """Megatron-LM's next-fit in arrival order, single sequences peeled off the last
+    micro-batches to a multiple of ``dp * multiple_of``, micro-batch b to rank ``b % dp``."""
+    bins: list[list[int]] = []
+    room = 0
+    for i, t in enumerate(tokens):
+        if bins and (cap is None or t <= room):
+            bins[-1].append(i)
+            room -= t
+        else:
+            bins.append([i])
+            room = cap - t if cap is not None else 0
+    missing = -len(bins) % (dp * multiple_of)
+    at = len(bins) - 1
+    while missing > 0 and at > 0:
+        if len(bins[at]) > 1:
+            bins.append([bins[at].pop()])
+            missing -= 1
+        else:
+            at -= 1
+    return [[bins[b] for b in range(r, len(bins), dp)] for r in range(dp)]
+
+
+#: Cost model in the step search's work units (candidate evaluations, ~67 ns each at
+#: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
+#: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
+#: and pairs scored by prime-rl's refinement per unit (numpy, ~20-50 ns a pair).
+FIT_WORK = 150
+KK_WORK = 15
+REFINE_PAIRS = 2
+
+
+def _kk_work(items: int, bins: int, equal: bool = False) -> int:
+    """Karmarkar-Karp's estimated work: a heap over the items, merges of ``bins``-wide states;
+    the equal-count form merges ``items / bins`` blocks (measured 0.3-0.7 us per item per
+    doubling at load 2.5, so ~2x to spare)."""
+    if equal:
+        return KK_WORK // 2 * items * (items // max(bins, 1)).bit_length()
+    return KK_WORK * items * (items.bit_length() + bins.bit_length())
+
+
+def cheap_trainer_starts(
+    inst: StepInstance, work_budget: int | None
+) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
+    """The cheap trainers' schedules (raw: the caller validates) that fit ``work_budget``
+    (None: all), cheapest first: Megatron-LM's (always), slime's two, verl's (and its retry
+    when the first count already respects the cap). Returns (starts, notes, work, whether
+    verl's retry must go on). Deterministic: the estimates depend on the sizes only."""
+    tokens, costs = inst.tokens.tolist(), inst.costs
+    n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
+    left = 10**18 if work_budget is None else work_budget
+    skipped: list[str] = []
+    out: list[tuple[str, Schedule]] = [("megatron", megatron(tokens, dp, cap, mo))]
+    spent = n
+    fit = _fit_work(inst)
+    if fit <= left - spent:
+        out += slime(tokens, costs, dp, cap, mo)
+        spent += fit
+    else:
+        skipped += ["slime_rr", "slime_kk"]
+    retry = False
+    first = _kk_work(n, dp, True) + _kk_work(n, -(-_k_estimate(inst) // dp))
+    if first <= left - spent:
+        found, retry = verl(tokens, costs, dp, cap, mo)
+        out += found
+        spent += first
+    else:
+        skipped += ["verl", "verl_retry"]
+    notes = [f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}"] if skipped else []
+    return [(f"trainer:{name}", s) for name, s in out], notes, spent, retry
+
+
+def costly_trainer_starts(
+    inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
+    retry: bool,
+) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
+    """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
+    with its swap refinement, then verl's retry (when ``retry``). Each is skipped once it cannot
+    beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or with any
+    count from m on, beats it), which is sound since the incumbent is already at hand. Returns
+    (starts, notes, work, whether the work budget left one out or cut it short)."""
+    tokens, costs = inst.tokens.tolist(), inst.costs
+    n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
+    left = 10**18 if work_budget is None else work_budget
+    spent = 0
+    out: list[tuple[str, Schedule]] = []
+    notes: list[str] = []
+    fit = _fit_work(inst)
+    # prime-rl first, with half of the budget or twice its set-up (its refinement can take all
+    # of it), then verl's retry with what is left.
+    half = left if not retry else max(left // 2, min(left, 2 * fit))
+    if fit <= half and _late(deadline, fit):
+        notes.append("trainer start prime_rl: no time left for it on the clock, not run")
+    elif fit <= half:
+        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) * REFINE_PAIRS,
+                                    hopeless, deadline)
+        spent += fit + work // REFINE_PAIRS
+        if sched is not None:
+            out.append(("prime_rl" if how == "done" else "prime_rl (refinement cut short)", sched))
+        if how in ("work budget", "clock"):
+            notes.append(f"trainer start prime_rl: its swap refinement was stopped by the {how}; "
+                         "started from the partly refined schedule")
+    else:
+        notes.append("trainer start prime_rl: did not fit the budget, not run")
+    if retry:
+        setup = _kk_work(n, dp, True)
+        if setup <= left - spent and _late(deadline, setup):
+            notes.append("trainer start verl_retry: no time left for it on the clock, not run")
+        elif setup <= left - spent:
+            sched, work, how = verl_retry(tokens, costs, dp, cap, mo, left - spent - setup,
+                                          hopeless, deadline)
+            spent += setup + work
+            if sched is not None:
+                out.append(("verl_retry", sched))
+            elif how in ("work budget", "clock"):
+                notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
+        else:
+            notes.append("trainer start verl_retry: did not fit the budget, not run")
+    cut = any("budget" in note for note in notes)
+    return [(f"trainer:{name}", s) for name, s in out], notes, spent, cut
+
+
+def _late(deadline: float | None, work: int) -> bool:
+    """The clock (a safety net) says ``work`` would end past ``deadline``."""
+    return deadline is not None and time.perf_counter() + work / CANDIDATES_PER_SECOND > deadline
+
+
+def _k_estimate(inst: StepInstance) -> int:
+    return max(1, -(-int(inst.tokens.sum()) // inst.cap) if inst.cap is not None else 1)
+
+
+def _fit_work(inst: StepInstance) -> int:
+    return FIT_WORK * inst.n + _kk_work(_k_estimate(inst), inst.dp_size, True)
+
+
+def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
+    """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
+    the same schedules as ``seqpart.heuristics.trainer_schedules``, order within a rank aside)."""
+    cheap, _, _, retry = cheap_trainer_starts(inst, None)
+    costly, _, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
+    return cheap + costly
