@@ -40,38 +40,62 @@ import numpy as np
 from ..partition import partition
 from ..plan import InfeasibleError, find_violations
 from ..problem import Cost
-from ..step import round_up
+from ..step import plan_step, round_up
 from ._values import as_count, as_flag, as_tokens
 from .balance import ENGINE, OPTIONS, TIME_LIMIT, TrainerInputError, capped_fallback
 
-__all__ = ["build_dp_schedule", "workload_cost"]
+__all__ = ["OVERHEAD_TOKENS", "STEP_TIME_LIMIT", "build_dp_schedule", "workload_cost"]
 
 
 def workload_cost(args: Any) -> Cost:
     """The per-sample compute estimate slime balances (``balance_data``, ``balance_by_flops``),
-    as ``linear * l + quadratic * l**2`` for a dense transformer described by ``args``.
+    as a :class:`~seqpart.solver.problem.Cost` from :meth:`Cost.from_model
+    <seqpart.solver.problem.Cost.from_model>` (the package's one FLOPs formula,
+    :mod:`seqpart.solver.flops`), reduced to ``quadratic == 1`` (only the ratio matters).
 
-    Per layer and token: the q/k/v and output projections and a gated MLP are linear in l;
-    causal attention (QK^T over half the pairs, then AV) is ``2 * heads * head_dim`` per pair.
-    Only the ratio matters for balancing, so it is reduced to ``Cost(round(linear/quadratic), 1)``.
-    Without the model sizes in ``args`` it is verl's ``24576*l + l^2`` (a 7B model).
+    slime's Megatron argument names are mapped to :class:`~seqpart.solver.flops.ModelShape`:
+    ``hidden_size``, ``num_layers``, ``num_attention_heads``, ``num_query_groups`` (kv heads),
+    ``kv_channels`` (head size), ``ffn_hidden_size``, ``vocab_size``, ``swiglu`` (gated MLP,
+    default on as slime assumes) and for a mixture of experts ``num_experts``,
+    ``moe_router_topk``, ``moe_ffn_hidden_size``, ``moe_shared_expert_intermediate_size`` and
+    ``moe_layer_freq`` (only the number of dense layers matters to the total, not where they
+    are). Differences from slime's own counter (``slime/utils/flops_utils.py``), on purpose and
+    small: causal attention is counted over ``l*(l+1)/2`` (query, key) pairs, so the linear term
+    gains ``2*q*layers`` (slime: ``l**2/2``); the MoE router's ``2*h*num_experts`` per token is
+    counted; multi-latent attention is approximated as ordinary attention with head size
+    ``qk_head_dim + qk_pos_emb_head_dim``. For a 7B-class model each changes the ratio by well
+    under 1%. Without the model sizes in ``args`` it is verl's ``24576*l + l^2`` (a 7B model).
     """
     try:
         h = int(args.hidden_size)
-        heads = int(args.num_attention_heads)
-        groups = int(getattr(args, "num_query_groups", None) or heads)
-        head_dim = int(getattr(args, "kv_channels", None) or h // heads)
-        ffn = int(args.ffn_hidden_size)
         layers = int(args.num_layers)
-        vocab = int(getattr(args, "vocab_size", 0) or 0)
-    except (AttributeError, TypeError, ValueError):
+        heads = int(args.num_attention_heads)
+        shape: dict[str, Any] = {
+            "num_kv_heads": int(getattr(args, "num_query_groups", None) or heads),
+            "head_dim": int(getattr(args, "kv_channels", None) or h // heads),
+            "ffn_size": int(args.ffn_hidden_size),
+            "vocab_size": int(getattr(args, "vocab_size", 0) or 0),
+            "gated_mlp": bool(getattr(args, "swiglu", True)),
+        }
+        if getattr(args, "multi_latent_attention", False):
+            shape["head_dim"] = int(args.qk_head_dim) + int(args.qk_pos_emb_head_dim)
+        experts = getattr(args, "num_experts", None)
+        if experts:
+            freq = getattr(args, "moe_layer_freq", 1)
+            if isinstance(freq, (list, tuple)):
+                dense = sum(1 for f in freq if f == 0)
+            else:
+                dense = sum(1 for i in range(layers) if i % int(freq) != 0)
+            shape.update(
+                moe_top_k=int(args.moe_router_topk),
+                moe_ffn_size=int(args.moe_ffn_hidden_size),
+                num_experts=int(experts),
+                shared_ffn_size=int(getattr(args, "moe_shared_expert_intermediate_size", 0) or 0),
+                dense_layers=dense,
+            )
+        return Cost.from_model(h, layers, heads, **shape)
+    except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         return Cost.attention()
-    per_layer = 2 * h * heads * head_dim + 4 * h * groups * head_dim + 2 * heads * head_dim * h
-    linear = layers * (per_layer + 6 * h * ffn) + 2 * h * vocab
-    quadratic = layers * 2 * heads * head_dim
-    if linear <= 0 or quadratic <= 0:
-        return Cost.attention()
-    return Cost(max(1, round(linear / quadratic)), 1)
 
 
 def _assert(condition: bool, message: str) -> None:
@@ -79,61 +103,105 @@ def _assert(condition: bool, message: str) -> None:
         raise TrainerInputError(message)
 
 
-def _plan_step(
+#: Seconds of ``plan_step`` per training step (its deterministic work budget; the clock is
+#: only a safety net). See the module docstring for the measured wall time.
+STEP_TIME_LIMIT = 0.02
+#: The fixed cost of one micro-batch, in tokens of linear cost (times ``cost.linear``).
+OVERHEAD_TOKENS = 512
+
+
+def _plan_dynamic(
     tokens: np.ndarray,
     dp_size: int,
-    align: int,
-    cap: int | None,
-    micro_batch_size: int | None,
-    mbs_cost: Cost,
-    rank_cost: Cost,
+    m_multiple: int,
+    pp: int,
+    vpp: int,
+    cap: int,
+    cost: Cost,
     step_i: int,
 ) -> list[list[list[int]]]:
-    """One step: ``per_rank[r]`` = rank r's micro-batches, local indices into ``tokens``."""
+    """One capped step by :func:`plan_step`: ``per_rank[r]`` = rank r's micro-batches."""
+    align = dp_size * m_multiple
+    try:
+        plan = plan_step(tokens, dp_size, cap, pp=pp, vpp=vpp, multiple_of=m_multiple, cost=cost,
+                         overhead=OVERHEAD_TOKENS * int(cost.linear), time_limit=STEP_TIME_LIMIT,
+                         oversize="alone", trainer_starts=None, engine=ENGINE, options=OPTIONS)
+    except InfeasibleError as err:
+        _assert(not err.proven, (
+            f"step {step_i}: {len(tokens)} samples cannot fill a multiple of dp_size * mb_group "
+            f"= {align} non-empty micro-batches under the cap of {cap} tokens: add samples to "
+            f"the step (a larger global_batch_size) or raise max_tokens_per_gpu ({err})"
+        ))
+        # Not found in the budget (never seen): the plan_global-style split still is valid.
+        return _plan_fewest(tokens, dp_size, align, cap, cost, step_i)
+    return [[sorted(mb) for mb in rank] for rank in plan.ranks]
+
+
+def _plan_fewest(
+    tokens: np.ndarray, dp_size: int, align: int, cap: int, cost: Cost, step_i: int
+) -> list[list[list[int]]]:
+    """The fallback: the fewest micro-batches the cap allows (rounded up to ``align``), balanced
+    by ``partition``, then dealt to ranks by an equal-size partition of their loads."""
     n = len(tokens)
-    if cap is not None:
-        # The fewest micro-batches under the cap, rounded up to the alignment.
-        smallest = partition(tokens, None, cap, time_limit=TIME_LIMIT, oversize="alone",
-                             engine=ENGINE, options=OPTIONS).k
-        k = round_up(max(smallest, align), align)
-        _assert(k <= n, (
-            f"step {step_i}: {n} samples cannot fill {k} non-empty micro-batches (the cap needs "
-            f"{smallest}, rounded up to a multiple of dp_size * mb_group = {align}): add samples "
-            "to the step (a larger global_batch_size) or raise max_tokens_per_gpu"
-        ))
-        try:
-            mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=mbs_cost,
-                            oversize="alone", engine=ENGINE, options=OPTIONS).bins
-        except InfeasibleError as err:  # not found by the heuristics for this cost
-            if err.proven:
-                raise
-            mbs = capped_fallback(tokens, k, cap, mbs_cost)
-    else:
-        assert micro_batch_size is not None
-        k = -(-n // micro_batch_size)
-        _assert(k % align == 0, (
-            f"static path: num_mbs ({k}) is not a multiple of dp_size * mb_group ({align}); "
-            f"step_size={n}, micro_batch_size={micro_batch_size}: make step_size a multiple of "
-            "dp_size * micro_batch_size * mb_group"
-        ))
-        if n % micro_batch_size == 0 and k > 1:
-            mbs = partition(tokens, k, None, time_limit=TIME_LIMIT, cost=mbs_cost,
-                            equal_size=True, engine=ENGINE, options=OPTIONS).bins
-        else:  # a short last micro-batch: equal sizes are impossible, keep contiguous chunks
-            mbs = [list(range(i, min(i + micro_batch_size, n))) for i in range(0, n, micro_batch_size)]
-    m = len(mbs) // dp_size
+    smallest = partition(tokens, None, cap, time_limit=TIME_LIMIT, oversize="alone",
+                         engine=ENGINE, options=OPTIONS).k
+    k = round_up(max(smallest, align), align)
+    _assert(k <= n, (
+        f"step {step_i}: {n} samples cannot fill {k} non-empty micro-batches (the cap needs "
+        f"{smallest}, rounded up to a multiple of dp_size * mb_group = {align}): add samples "
+        "to the step (a larger global_batch_size) or raise max_tokens_per_gpu"
+    ))
+    try:
+        mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=cost, oversize="alone",
+                        engine=ENGINE, options=OPTIONS).bins
+    except InfeasibleError as err:  # not found by the heuristics for this cost
+        if err.proven:
+            raise
+        mbs = capped_fallback(tokens, k, cap, cost)
+    return _deal(tokens, mbs, dp_size, cost)
+
+
+def _deal(tokens: np.ndarray, mbs: list[list[int]], dp_size: int,
+          cost: Cost) -> list[list[list[int]]]:
+    """Micro-batches to ranks, the same number each, rank totals balanced in ``cost``; each
+    rank's micro-batches in the order of their first sample."""
     if dp_size == 1:
         groups = [list(range(len(mbs)))]
     else:
-        loads = [int(rank_cost.of(tokens[b]).sum()) for b in mbs]
+        loads = [int(cost.of(tokens[b]).sum()) for b in mbs]
         groups = partition(loads, dp_size, None, time_limit=TIME_LIMIT, equal_size=True,
                            engine=ENGINE, options=OPTIONS).bins
-    per_rank = [sorted((sorted(mbs[j]) for j in g), key=lambda b: b[0]) for g in groups]
-    # One validator over the whole step before anything is returned.
+    return [sorted((sorted(mbs[j]) for j in g), key=lambda b: b[0]) for g in groups]
+
+
+def _plan_static(
+    tokens: np.ndarray, dp_size: int, align: int, micro_batch_size: int, mbs_cost: Cost,
+    rank_cost: Cost,
+) -> list[list[list[int]]]:
+    """``micro_batch_size`` samples per micro-batch: the count is fixed, only balance is left."""
+    n = len(tokens)
+    k = -(-n // micro_batch_size)
+    _assert(k % align == 0, (
+        f"static path: num_mbs ({k}) is not a multiple of dp_size * mb_group ({align}); "
+        f"step_size={n}, micro_batch_size={micro_batch_size}: make step_size a multiple of "
+        "dp_size * micro_batch_size * mb_group"
+    ))
+    if n % micro_batch_size == 0 and k > 1:
+        mbs = partition(tokens, k, None, time_limit=TIME_LIMIT, cost=mbs_cost,
+                        equal_size=True, engine=ENGINE, options=OPTIONS).bins
+    else:  # a short last micro-batch: equal sizes are impossible, keep contiguous chunks
+        mbs = [list(range(i, min(i + micro_batch_size, n))) for i in range(0, n, micro_batch_size)]
+    return _deal(tokens, mbs, dp_size, rank_cost)
+
+
+def _checked(per_rank: list[list[list[int]]], tokens: np.ndarray, dp_size: int,
+             cap: int | None) -> list[list[list[int]]]:
+    """One validator over the whole step before anything is returned."""
+    m = len(per_rank[0])
     flat = [b for rank in per_rank for b in rank]
-    oversize = [i for i in range(n) if cap is not None and tokens[i] > cap]
+    oversize = [] if cap is None else [int(i) for i in np.flatnonzero(tokens > cap)]
     found = find_violations(flat, tokens, dp_size * m, cap, oversize=oversize)
-    if not found.ok or any(len(rank) != m for rank in per_rank):
+    if not found.ok or len(per_rank) != dp_size or any(len(rank) != m for rank in per_rank):
         raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {found}")
     return per_rank
 
@@ -198,11 +266,18 @@ def build_dp_schedule(
         cap = as_count(args.max_tokens_per_gpu, "max_tokens_per_gpu") * cp_size
     else:
         micro_batch_size = as_count(getattr(args, "micro_batch_size", None), "micro_batch_size")
-    align = dp_size * (mb_group if vpp_size > 1 else 1)
+    pp = as_count(train_parallel_config.get("pp_size") or
+                  getattr(args, "pipeline_model_parallel_size", None) or 1, "pp_size")
+    m_multiple = mb_group if vpp_size > 1 else 1
+    align = dp_size * m_multiple
     workload = workload_cost(args)
-    by_flops = bool(getattr(args, "balance_by_flops", False))
-    mbs_cost = workload if by_flops or not dynamic else Cost()
-    rank_cost = workload if bool(getattr(args, "balance_data", False)) else Cost()
+    by_flops = as_flag(getattr(args, "balance_by_flops", False), "balance_by_flops")
+    balance = as_flag(getattr(args, "balance_data", False), "balance_data")
+    # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
+    step_cost = workload if by_flops or balance else Cost()
+    # Static: slime's micro-batch and rank weights.
+    mbs_cost = workload
+    rank_cost = workload if balance else Cost()
 
     # Rollouts in first-occurrence order, each with its sample positions.
     samples_of: dict[Any, list[int]] = {}
@@ -224,8 +299,15 @@ def build_dp_schedule(
             f"step {step_i}: {len(step)} samples < dp_size {dp_size}: each step needs at least "
             "one sample per rank"
         ))
-        per_rank = _plan_step(tokens[step], dp_size, align, cap, micro_batch_size, mbs_cost,
-                              rank_cost, step_i)
+        step_tokens = tokens[step]
+        if cap is not None:
+            per_rank = _plan_dynamic(step_tokens, dp_size, m_multiple, pp, vpp_size, cap,
+                                     step_cost, step_i)
+        else:
+            assert micro_batch_size is not None
+            per_rank = _plan_static(step_tokens, dp_size, align, micro_batch_size, mbs_cost,
+                                    rank_cost)
+        per_rank = _checked(per_rank, step_tokens, dp_size, cap)
         num_microbatches.append(len(per_rank[0]))
         for r, rank_mbs in enumerate(per_rank):
             for mb in rank_mbs:
