@@ -1,6 +1,6 @@
 """The trainer drop-ins against the originals they replace, in one process.
 
-    python benchmarks/bench_trainers.py [--batches 500] [--seed 0] [--part all|balance|count]
+    python benchmarks/bench_trainers.py [--batches 500] [--seed 0] [--part all|balance|count|slime]
 
 1. Balancing: ``get_seqlen_balanced_partitions`` against the trainers' Karmarkar-Karp
    (``baselines.trainer_karmarkar_karp``, this project's re-implementation) on random long-tail
@@ -13,6 +13,15 @@
    sequence, n up to 2048. Target: never more micro-batches; time within 2 ms at n <= 2048 in
    the common case (p50 and the share of calls under 2 ms are printed), and how often each
    step of the counter decides.
+3. slime's ``build_dp_schedule`` (dynamic batch size, one step per call): step time
+   (``seqpart.solver.step.step_time``, pp=1, the drop-in's own cost and per-micro-batch
+   overhead) of the drop-in (``plan_step``) against its previous method (fewest micro-batches by
+   ``partition``, then an equal-size rank deal; still in the module as ``_plan_fewest``) and
+   against slime's own schedule (first fit, split to align, ranks strided or by Karmarkar-Karp:
+   ``seqpart.heuristics.trainer_schedules.slime_rr`` / ``slime_kk``), on ``--batches // 5``
+   long-tail batches, n in 64..1024, dp in 2..16, cap 2x the longest, ``balance_data``
+   alternating (tokens / slime's FLOPs as the cost). Target: never above the previous method.
+   Then wall time per call at n = 64, 256, 1024 and dp = 2, 8, 16.
 """
 
 from __future__ import annotations
@@ -35,9 +44,17 @@ from common import (
     verdict,
 )
 
+from seqpart.heuristics.trainer_schedules import slime_kk, slime_rr
 from seqpart.solver.datasets import rl_batch
-from seqpart.solver.trainers import get_minimum_num_micro_batch_size, get_seqlen_balanced_partitions
+from seqpart.solver.problem import Cost
+from seqpart.solver.step import step_time
+from seqpart.solver.trainers import (
+    build_dp_schedule,
+    get_minimum_num_micro_batch_size,
+    get_seqlen_balanced_partitions,
+)
 from seqpart.solver.trainers.balance import _count_with_path
+from seqpart.solver.trainers.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
 
 SIZES = (32, 64, 128, 256, 512, 1024)
 PARTS = (2, 4, 8, 16, 32)
@@ -156,11 +173,77 @@ def bench_count(batches: int, rng: np.random.Generator) -> bool:
     return more == 0 and p50_ok
 
 
+SLIME_SIZES = (64, 128, 256, 512, 1024)
+SLIME_DP = (2, 4, 8, 16)
+
+
+def _slime_call(lengths: list[int], dp: int, cap: int, balance: bool) -> tuple:  # type: ignore[type-arg]
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(micro_batch_size=1, use_dynamic_batch_size=True, max_tokens_per_gpu=cap,
+                           balance_data=balance, balance_by_flops=False)
+    parallel = {"dp_size": dp, "cp_size": 1, "vpp_size": 1, "microbatch_group_size_per_vp_stage": 1}
+    return build_dp_schedule(args, parallel, lengths, global_batch_size=len(lengths),
+                             rollout_indices=list(range(len(lengths))))
+
+
+def bench_slime(batches: int, rng: np.random.Generator) -> bool:
+    workload = workload_cost(object())  # no model sizes: 24576*l + l^2
+    rows: dict[bool, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    worse = 0
+    for b in range(batches):
+        n = int(rng.choice(SLIME_SIZES))
+        dp = int(rng.choice([d for d in SLIME_DP if 4 * d <= n]))
+        lengths = rl_batch(n, rng)
+        cap = 2 * max(lengths)
+        balance = b % 2 == 1
+        cost = workload if balance else Cost()
+        overhead = OVERHEAD_TOKENS * int(cost.linear)
+        parts, mbi, _, _ = _slime_call(lengths, dp, cap, balance)
+        new = [[[parts[r][i] for i in mb] for mb in mbi[r]] for r in range(dp)]
+        old = _plan_fewest(np.asarray(lengths), dp, dp, cap, Cost(), cost, 0)
+        costs = cost.of(np.asarray(lengths)).tolist()
+        original = (slime_kk(lengths, dp, cap, costs=costs) if balance
+                    else slime_rr(lengths, dp, cap))
+        times = {name: float(step_time(s, lengths, cost=cost, overhead=overhead))
+                 for name, s in (("new", new), ("old", old), ("slime", original))}
+        worse += times["new"] > times["old"]
+        rows[balance]["old"].append(times["old"] / times["new"])
+        rows[balance]["slime"].append(times["slime"] / times["new"])
+        rows[balance]["m_new"].append(len(new[0]))
+        rows[balance]["m_old"].append(len(old[0]))
+    out = []
+    for balance, r in sorted(rows.items()):
+        out.append([("FLOPs 24576*l+l^2" if balance else "tokens"), str(len(r["old"])),
+                    fmt_ratio(median(r["old"])), fmt_ratio(min(r["old"])),
+                    fmt_ratio(median(r["slime"])), fmt_ratio(min(r["slime"])),
+                    f"{np.mean(r['m_new']):.2f}", f"{np.mean(r['m_old']):.2f}"])
+    print(f"\n## slime build_dp_schedule: step time, overhead {OVERHEAD_TOKENS} tokens per "
+          "micro-batch (ratio = other / new; > 1 means the new schedule is faster)\n")
+    print(table(["cost", "batches", "old p50", "old min", "slime p50", "slime min",
+                 "m new", "m old"], out))
+    print(f"\n{verdict(worse == 0)} step time never above the previous method: {worse} worse of "
+          f"{batches}")
+    timing = []
+    for n in (64, 256, 1024):
+        for dp in (2, 8, 16):
+            lengths = rl_batch(n, rng)
+            cap = 2 * max(lengths)
+            new_t = [_timed(_slime_call, lengths, dp, cap, False)[1] for _ in range(3)]
+            old_t = [_timed(_plan_fewest, np.asarray(lengths), dp, dp, cap, Cost(), Cost(), 0)[1]
+                     for _ in range(3)]
+            timing.append([str(n), str(dp), fmt_ms(median(new_t)), fmt_ms(max(new_t)),
+                           fmt_ms(median(old_t))])
+    print("\n## slime build_dp_schedule: wall time per call (3 calls, tokens)\n")
+    print(table(["n", "dp", "new p50", "new max", "old p50"], timing))
+    return worse == 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--part", choices=("all", "balance", "count"), default="all",
+    parser.add_argument("--part", choices=("all", "balance", "count", "slime"), default="all",
                         help="run one part only (count alone draws different batches: the "
                         "balancing part consumes the random stream first)")
     args = parser.parse_args(argv)
@@ -171,6 +254,8 @@ def main(argv: list[str]) -> int:
         ok = bench_balance(args.batches, rng)
     if args.part in ("all", "count"):
         ok = bench_count(args.batches, rng) and ok
+    if args.part in ("all", "slime"):
+        ok = bench_slime(max(1, args.batches // 5), rng) and ok
     return 0 if ok else 1
 
 

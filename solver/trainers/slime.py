@@ -42,7 +42,13 @@ from ..plan import InfeasibleError, find_violations
 from ..problem import Cost
 from ..step import plan_step, round_up
 from ._values import as_count, as_flag, as_tokens
-from .balance import ENGINE, OPTIONS, TIME_LIMIT, TrainerInputError, capped_fallback
+from .balance import (
+    ENGINE,
+    OPTIONS,
+    TIME_LIMIT,
+    TrainerInputError,
+    capped_fallback,
+)
 
 __all__ = ["OVERHEAD_TOKENS", "STEP_TIME_LIMIT", "build_dp_schedule", "workload_cost"]
 
@@ -133,15 +139,17 @@ def _plan_dynamic(
             f"the step (a larger global_batch_size) or raise max_tokens_per_gpu ({err})"
         ))
         # Not found in the budget (never seen): the plan_global-style split still is valid.
-        return _plan_fewest(tokens, dp_size, align, cap, cost, step_i)
+        return _plan_fewest(tokens, dp_size, align, cap, cost, cost, step_i)
     return [[sorted(mb) for mb in rank] for rank in plan.ranks]
 
 
 def _plan_fewest(
-    tokens: np.ndarray, dp_size: int, align: int, cap: int, cost: Cost, step_i: int
+    tokens: np.ndarray, dp_size: int, align: int, cap: int, mbs_cost: Cost, rank_cost: Cost,
+    step_i: int,
 ) -> list[list[list[int]]]:
-    """The fallback: the fewest micro-batches the cap allows (rounded up to ``align``), balanced
-    by ``partition``, then dealt to ranks by an equal-size partition of their loads."""
+    """The fallback (and the method before ``plan_step``, kept for the benchmark): the fewest
+    micro-batches the cap allows (rounded up to ``align``), balanced by ``partition`` in
+    ``mbs_cost``, then dealt to ranks by an equal-size partition of their ``rank_cost`` loads."""
     n = len(tokens)
     smallest = partition(tokens, None, cap, time_limit=TIME_LIMIT, oversize="alone",
                          engine=ENGINE, options=OPTIONS).k
@@ -152,13 +160,13 @@ def _plan_fewest(
         "to the step (a larger global_batch_size) or raise max_tokens_per_gpu"
     ))
     try:
-        mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=cost, oversize="alone",
+        mbs = partition(tokens, k, cap, time_limit=TIME_LIMIT, cost=mbs_cost, oversize="alone",
                         engine=ENGINE, options=OPTIONS).bins
     except InfeasibleError as err:  # not found by the heuristics for this cost
         if err.proven:
             raise
-        mbs = capped_fallback(tokens, k, cap, cost)
-    return _deal(tokens, mbs, dp_size, cost)
+        mbs = capped_fallback(tokens, k, cap, mbs_cost)
+    return _deal(tokens, mbs, dp_size, rank_cost)
 
 
 def _deal(tokens: np.ndarray, mbs: list[list[int]], dp_size: int,
