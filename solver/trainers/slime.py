@@ -14,21 +14,58 @@ value and its invariants:
   a step are dropped, and all samples of one rollout stay in one step);
 * ``micro_batch_indices[r]`` tiles ``range(len(partitions[r]))`` in order.
 
-What it plans instead of first fit: per step, the fewest micro-batches the cap allows (rounded
-up to the alignment), balanced by ``partition``, then dealt to ranks in equal numbers with their
-totals balanced (an equal-size ``partition`` of the micro-batch loads). Each rank's micro-batches
-keep the order of their first sample. Deterministic (no clock decides).
+What it plans instead of first fit. Dynamic batch size (``use_dynamic_batch_size``): each step
+is planned by :func:`seqpart.solver.step.plan_step`, which chooses the count per rank, the
+micro-batches and the ranks together for the smallest step time of its model (per rank: the sum
+of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
 
-Why this shape and not :func:`seqpart.solver.step.plan_step`: it is the step planning of
-:func:`seqpart.solver.step.plan_global` (fewest micro-batches the cap allows first, then
-rank balance), which matches what slime optimises (its micro-batch count, then its
-``balance_data`` rank totals). ``plan_step`` models the step time itself and with an
-``overhead`` per micro-batch also prefers fewer micro-batches, but it is too slow to run for
-every step here: run deterministically (``SolverOptions(deterministic=True)``, engine
-``"heuristics"``) on long-tail RL steps with a cap of 2x the longest sequence it took 75, 130 and
-261 ms at n = 128 (dp 4), 256 and 512 (dp 8) with ``time_limit=1.0``, and 26-43 ms even with its
-work budget cut to ``time_limit=0.02`` (2 busy cores, load ~3). Switch when it is under ~20 ms
-at these sizes.
+* ``pp`` from ``train_parallel_config["pp_size"]`` or Megatron's
+  ``args.pipeline_model_parallel_size`` (1 without either), ``vpp = vpp_size``, and the count per
+  rank a multiple of ``microbatch_group_size_per_vp_stage`` when ``vpp_size > 1``
+  (``multiple_of``);
+* the cost of a sample slime's FLOPs estimate (:func:`workload_cost`) when ``balance_by_flops``
+  or ``balance_data`` asks for FLOP balance, else its tokens;
+* a fixed time per micro-batch of :data:`OVERHEAD_TOKENS` = 512 tokens of linear cost
+  (``512 * cost.linear``). Why: slime packs as few micro-batches as the cap allows, because every
+  micro-batch pays fixed work (kernel launches across all layers, the pipeline's send/receive,
+  the loss reduction) whatever its length; at the ~10-20k tokens/s per GPU of a 7B training
+  step that is a few milliseconds, a few hundred tokens. With 0 the model would split freely
+  for balance; with 512 an extra micro-batch has to save more than 512 tokens on the slowest
+  rank. Measured (below) it keeps the count of the previous method at pp=1 (23.4 against 23.4
+  per rank) and doubles it at pp=4, where smaller micro-batches shorten the bubble;
+* :data:`STEP_TIME_LIMIT` = 0.02 s, as a deterministic work budget with the clock dropped
+  (``SolverOptions(deterministic=True)``): the same input gives the same schedule on every call
+  and machine, whatever the load (with the clock as a safety net, plans differed between calls
+  on a loaded machine, which slime's own repeatability contract would not allow);
+* ``oversize="alone"``: a sample over the cap gets a micro-batch of its own.
+
+``plan_step`` starts from slime's own schedules too (``trainer_starts``, when they fit the
+budget), and its result passes :func:`~seqpart.solver.step.check_schedule`; the assembled step
+passes :func:`~seqpart.solver.plan.find_violations` again. Each rank's micro-batches are in
+``plan_step``'s 1F1B order (lightest first and last). If ``plan_step`` finds no schedule in its
+budget (never seen), the previous method plans the step: the fewest micro-batches the cap allows
+(``partition``, rounded up to the alignment), then an equal-size rank deal balanced in the cost.
+
+Static batch size (``micro_batch_size``): the count and the size of every micro-batch are fixed
+by slime's contract, so only balance is left: micro-batches by an equal-size ``partition`` of
+the FLOPs estimate, dealt to ranks by an equal-size partition of their loads (FLOPs with
+``balance_data``, else tokens). ``plan_step`` has no samples-per-micro-batch limit, so it is not
+used here.
+
+Measured against the previous method (``_plan_fewest``, the ``plan_global`` shape) and slime's
+own (first fit, ranks strided or by Karmarkar-Karp), ``python benchmarks/bench_trainers.py --part
+slime --batches 500`` (100 long-tail steps, n 64..1024, dp 2..16, cap 2x the longest; load ~2.3
+on 2 cores), step time of the model with the same cost and overhead, ratio other / new:
+
+* pp=1: p50 1.000x against the previous method; 6 of 50 steps slower by at most 0.05% (the
+  0.02 s budget ends the search before it matches ``partition``'s balance; at n = 1024 the
+  constructions alone use the budget); p50 1.026x (tokens) and 1.001x (FLOPs) against
+  slime's own, never slower.
+* pp=4: p50 1.081x (tokens) / 1.098x (FLOPs) against the previous method, never slower;
+  1.125x / 1.107x against slime's own.
+* Wall time per call, one step of n samples (tokens, p50 of 3): n=64: 5.6-13 ms (previous
+  3.3-5.0); n=256: 9.1-11 ms (previous 24-73); n=1024: 11-38 ms (previous 113-145; 38 ms at
+  dp=2, where the constructions at ~100 micro-batches per rank outrun the budget).
 """
 
 from __future__ import annotations
@@ -227,10 +264,10 @@ def build_dp_schedule(
 
     Args:
         args: ``micro_batch_size``, ``use_dynamic_batch_size``, ``max_tokens_per_gpu``,
-            ``balance_data``, ``balance_by_flops`` and (optional) the model sizes for the
-            workload estimate (:func:`workload_cost`).
+            ``balance_data``, ``balance_by_flops``, (optional) ``pipeline_model_parallel_size``
+            and the model sizes for the workload estimate (:func:`workload_cost`).
         train_parallel_config: ``{"dp_size", "cp_size", "vpp_size",
-            "microbatch_group_size_per_vp_stage"}``.
+            "microbatch_group_size_per_vp_stage"}`` (and optionally ``"pp_size"``).
         total_lengths: token count per sample (ints or integral floats, list/array/tensor).
         global_batch_size: rollouts per training step.
         rollout_indices: rollout id per sample; a rollout's samples stay in one step.
