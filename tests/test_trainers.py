@@ -708,3 +708,28 @@ def test_workload_cost_is_the_package_flops_formula() -> None:
         moe_top_k=8, moe_ffn_size=768, num_experts=128, dense_layers=1)
     assert workload_cost(moe).linear < workload_cost(dense).linear  # 8 small experts per token
     assert workload_cost(SimpleNamespace()) == Cost.attention()  # no sizes: verl's 7B ratio
+
+
+def test_build_dp_schedule_plans_for_the_pipeline_bubble() -> None:
+    """With Megatron's ``pipeline_model_parallel_size`` the step model gains the bubble term;
+    the previous method ignored it, the drop-in plans for it (smaller micro-batches)."""
+    from seqpart.solver.datasets import rl_batch
+    from seqpart.solver.problem import Cost
+    from seqpart.solver.step import step_time
+    from seqpart.solver.trainers import build_dp_schedule
+    from seqpart.solver.trainers.slime import OVERHEAD_TOKENS, _plan_fewest
+
+    lengths = rl_batch(128, np.random.default_rng(3))
+    cap = 2 * max(lengths)
+    args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=cap,
+                       pipeline_model_parallel_size=4)
+    out = build_dp_schedule(args, _parallel(4), lengths, global_batch_size=128,
+                            rollout_indices=list(range(128)))
+    _check_schedule(out, 4, list(range(128)), lengths, cap)
+    parts, mbi, _, _ = out
+    new = [[[parts[r][i] for i in mb] for mb in mbi[r]] for r in range(4)]
+    old = _plan_fewest(np.asarray(lengths), 4, 4, cap, Cost(), Cost(), 0)
+    t_new = step_time(new, lengths, overhead=OVERHEAD_TOKENS, pp=4)
+    t_old = step_time(old, lengths, overhead=OVERHEAD_TOKENS, pp=4)
+    assert t_new < t_old
+    assert len(new[0]) > len(old[0])  # more, smaller micro-batches shorten the bubble
