@@ -316,8 +316,8 @@ def build_dp_schedule(
     m_multiple = mb_group if vpp_size > 1 else 1
     align = dp_size * m_multiple
     workload = workload_cost(args)
-    by_flops = as_flag(getattr(args, "balance_by_flops", False), "balance_by_flops")
-    balance = as_flag(getattr(args, "balance_data", False), "balance_data")
+    by_flops = as_flag(getattr(args, "balance_by_flops", False) or False, "balance_by_flops")
+    balance = as_flag(getattr(args, "balance_data", False) or False, "balance_data")
     # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
     step_cost = workload if by_flops or balance else Cost()
     # Static: slime's micro-batch and rank weights.
