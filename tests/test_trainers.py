@@ -733,3 +733,20 @@ def test_build_dp_schedule_plans_for_the_pipeline_bubble() -> None:
     t_old = step_time(old, lengths, overhead=OVERHEAD_TOKENS, pp=4)
     assert t_new < t_old
     assert len(new[0]) > len(old[0])  # more, smaller micro-batches shorten the bubble
+
+
+def test_build_dp_schedule_falls_back_when_plan_step_finds_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from seqpart.solver.plan import InfeasibleError
+    from seqpart.solver.trainers import build_dp_schedule, slime
+
+    def nothing(*_args: object, **_kw: object) -> None:
+        raise InfeasibleError("none in the budget", proven=False)
+
+    monkeypatch.setattr(slime, "plan_step", nothing)
+    lengths = [9, 1, 8, 2, 7, 3, 6, 4, 5, 5, 12, 2]
+    args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=10)
+    out = build_dp_schedule(args, _parallel(2), lengths, global_batch_size=12,
+                            rollout_indices=list(range(12)))
+    _check_schedule(out, 2, list(range(12)), lengths, 10)  # 12 > cap: alone
+    assert out[2] == [4]  # 64 tokens under a cap of 10: 7 micro-batches, rounded up to 8
