@@ -54,6 +54,7 @@ def dive_items(
     upper: int | None, seconds: float, attempts: int = 1, skip_first: bool = False,
     deadline: float | None = None, few_per_bin_only: bool = True,
     charge: Callable[[float], None] | None = None,
+    on_cut: Callable[[], None] | None = None,
 ) -> list[list[int]] | None:
     """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -65,7 +66,9 @@ def dive_items(
     it costs nothing where it cannot finish, and with ``few_per_bin_only`` (before local search)
     unless micro-batches hold at most ``DIVE_MAX_ITEMS_PER_BIN`` items on average: with more,
     local search is close already and needs the time. ``charge`` is called with the estimated
-    seconds of each attempt made; ``deadline`` is a safety net only.
+    seconds of each attempt made; ``deadline`` is a safety net only, and ``on_cut`` is called
+    when the clock (not the work budget) ended an attempt, since the result may then differ
+    from run to run.
     """
     if max_count is not None or items.tokens != items.costs:
         return None
@@ -92,6 +95,10 @@ def dive_items(
             charge(estimate / DIVE_WORDS_PER_SECOND)
         if bins is not None:
             return bins
+        if time.perf_counter() > stop:
+            if on_cut is not None:
+                on_cut()
+            break
         step = 1 if step == 0 else step * 2
         z = lower + step
     return None
@@ -120,9 +127,13 @@ def prove_items(
     def allowance(share: float) -> float:
         return max(0.0, min(share * time_limit, budget.left()))
 
-    def note_cut() -> None:
-        if not budget.by_clock and budget.wall_left() <= 0:
+    def cut() -> None:
+        if not budget.by_clock:
             budget.cut = True
+
+    def note_cut() -> None:
+        if budget.wall_left() <= 0:
+            cut()
 
     tokens, costs, counts = items.tokens, items.costs, items.counts
     lp_work = int(LP_WORK_PER_SECOND * allowance(LP_SHARE))
@@ -154,7 +165,7 @@ def prove_items(
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None,
                        allowance(DIVE_PROOF_SHARE), attempts=8, deadline=wall,
-                       few_per_bin_only=False, charge=budget.charge)
+                       few_per_bin_only=False, charge=budget.charge, on_cut=cut)
     note_cut()
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
