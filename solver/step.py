@@ -42,7 +42,7 @@ from .step_model import (
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
-from .step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
+from .step_trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
 
 __all__ = [
     "StepPlan",
@@ -402,7 +402,7 @@ def plan_step(
     # The trainers' schedules: the cheap ones now, the open-ended ones (verl's retry, prime-rl's
     # refinement) once the search is done, with the share kept back for them.
     trainer_share = None if trainer_starts else int(_TRAINER_SHARE * budget)
-    retry = False
+    retry: VerlRetry | None = None
     if trainer_starts is not False:
         trainers, trainer_notes, spent, retry = cheap_trainer_starts(inst, trainer_share)
         given += trainers
@@ -494,19 +494,24 @@ def plan_step(
             return all(v >= top for q, v in bounds.items() if q >= m)
         return m not in bounds or bounds[m] >= top
 
-    def costly(share: int | None) -> tuple[int, bool]:
-        nonlocal spent, costly_done
+    def costly(share: int | None, run_prime_rl: bool = True) -> tuple[int, bool]:
+        nonlocal spent, costly_done, retry, prime_cut
         costly_done = True
-        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry)
+        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry,
+                                                       run_prime_rl)
         spent += work
         notes.extend(more)
+        # A retry cut short resumes on the next call (its state kept); one that ended does not.
+        if not any(note.startswith("trainer start verl_retry") for note in more):
+            retry = None
+        prime_cut = any(note.startswith("trainer start prime_rl") for note in more)
         for method, sched in found:
             start = from_schedule(sched, inst)
             if start is not None and start[0] in bounds:
                 add(method, *start)
         return work, cut
 
-    costly_cut, costly_work, costly_done = False, 0, False
+    costly_cut, costly_work, costly_done, prime_cut = False, 0, False, False
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
     # Until a construction gave a valid start the clock is not looked at for the first
@@ -545,10 +550,12 @@ def plan_step(
             else:
                 build_next()
                 progressed = True
-        if not progressed and costly_cut and budget - spent > costly_work and not out_of_clock():
-            # The search left more of the budget than the trainers' open-ended schedules had:
-            # again with all of it (against the better incumbent), then search on.
-            costly_work, costly_cut = costly(budget - spent)
+        if not progressed and costly_cut and budget - spent > 0 and not out_of_clock():
+            # The search left some of the budget: the trainers' open-ended schedules again with
+            # all of it (against the better incumbent): verl's retry resumes where it stopped,
+            # prime-rl (which starts over) only when more is left than it had. Then search on.
+            costly_work, costly_cut = costly(budget - spent,
+                                             prime_cut and budget - spent > costly_work)
             costly_cut = False
             progressed = True
         if not progressed:
