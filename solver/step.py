@@ -339,12 +339,18 @@ def plan_step(
             two and verl's before the constructions; prime-rl's (its swap refinement cut by the
             budget) and verl's retry once the first count is built, skipped when their count
             cannot beat the incumbent (per-count bound), and again with the search's leftover
-            when the budget cut them. The plan is never behind a valid trainer schedule that
-            ran to its end (``notes`` say which did not). Measured (bench_step, 2 loaded
-            cores): at time_limit=0.5 all fit for n <= 1024; at n=4096 prime-rl's refinement
-            (up to 5e8 pairs, ~3-4 s) and verl's retry (up to ~2 s) often do not, and the plan
-            was behind verl's retry by up to 0.03% on 2 of 16 batches; at time_limit=0.1,
-            n=4096, dp=64 only Megatron-LM's runs. True: all, run to the end whatever the budget.
+            when the budget cut them (verl's retry resumes where it stopped). The plan is never
+            behind a valid trainer schedule that ran to its end (``notes`` say which did not).
+            Whether one runs to its end depends on the work budget only (deterministic; the
+            clock can cut more on a loaded machine, and ``notes`` then say so). Measured with
+            the clock dropped (``options.deterministic=True``) on bench_step's 64 batches
+            (cost (24576, 1), overhead 24576 * 512): at time_limit=0.5 every trainer runs to
+            its end on every batch with n <= 1024; at n=4096 one was cut on 5 of 16 batches
+            (prime-rl's refinement, up to 5e8 pairs, on 4; verl's retry at dp <= 4, up to
+            ~0.4 s, on 2), at time_limit=1.0 on 5, at 2.0 on 3 (prime-rl's refinement only).
+            There the guarantee does not hold, though bench_step's plans were behind none.
+            At time_limit=0.1, n=4096, dp=64 only Megatron-LM's runs. True: all, run to the
+            end whatever the budget.
             To be sure never to be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
