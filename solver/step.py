@@ -42,7 +42,7 @@ from .step_model import (
 from .step_model import exact as exact_time
 from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
-from .step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
+from .step_trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
 
 __all__ = [
     "StepPlan",
@@ -339,12 +339,18 @@ def plan_step(
             two and verl's before the constructions; prime-rl's (its swap refinement cut by the
             budget) and verl's retry once the first count is built, skipped when their count
             cannot beat the incumbent (per-count bound), and again with the search's leftover
-            when the budget cut them. The plan is never behind a valid trainer schedule that
-            ran to its end (``notes`` say which did not). Measured (bench_step, 2 loaded
-            cores): at time_limit=0.5 all fit for n <= 1024; at n=4096 prime-rl's refinement
-            (up to 5e8 pairs, ~3-4 s) and verl's retry (up to ~2 s) often do not, and the plan
-            was behind verl's retry by up to 0.03% on 2 of 16 batches; at time_limit=0.1,
-            n=4096, dp=64 only Megatron-LM's runs. True: all, run to the end whatever the budget.
+            when the budget cut them (verl's retry resumes where it stopped). The plan is never
+            behind a valid trainer schedule that ran to its end (``notes`` say which did not).
+            Whether one runs to its end depends on the work budget only (deterministic; the
+            clock can cut more on a loaded machine, and ``notes`` then say so). Measured with
+            the clock dropped (``options.deterministic=True``) on bench_step's 64 batches
+            (cost (24576, 1), overhead 24576 * 512): at time_limit=0.5 every trainer runs to
+            its end on every batch with n <= 1024; at n=4096 one was cut on 5 of 16 batches
+            (prime-rl's refinement, up to 5e8 pairs, on 4; verl's retry at dp <= 4, up to
+            ~0.4 s, on 2), at time_limit=1.0 on 5, at 2.0 on 3 (prime-rl's refinement only).
+            There the guarantee does not hold, though bench_step's plans were behind none.
+            At time_limit=0.1, n=4096, dp=64 only Megatron-LM's runs. True: all, run to the
+            end whatever the budget.
             To be sure never to be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
@@ -402,7 +408,7 @@ def plan_step(
     # The trainers' schedules: the cheap ones now, the open-ended ones (verl's retry, prime-rl's
     # refinement) once the search is done, with the share kept back for them.
     trainer_share = None if trainer_starts else int(_TRAINER_SHARE * budget)
-    retry = False
+    retry: VerlRetry | None = None
     if trainer_starts is not False:
         trainers, trainer_notes, spent, retry = cheap_trainer_starts(inst, trainer_share)
         given += trainers
@@ -494,19 +500,24 @@ def plan_step(
             return all(v >= top for q, v in bounds.items() if q >= m)
         return m not in bounds or bounds[m] >= top
 
-    def costly(share: int | None) -> tuple[int, bool]:
-        nonlocal spent, costly_done
+    def costly(share: int | None, run_prime_rl: bool = True) -> tuple[int, bool]:
+        nonlocal spent, costly_done, retry, prime_cut
         costly_done = True
-        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry)
+        found, more, work, cut = costly_trainer_starts(inst, share, hopeless, deadline, retry,
+                                                       run_prime_rl)
         spent += work
         notes.extend(more)
+        # A retry cut short resumes on the next call (its state kept); one that ended does not.
+        if not any(note.startswith("trainer start verl_retry") for note in more):
+            retry = None
+        prime_cut = any(note.startswith("trainer start prime_rl") for note in more)
         for method, sched in found:
             start = from_schedule(sched, inst)
             if start is not None and start[0] in bounds:
                 add(method, *start)
         return work, cut
 
-    costly_cut, costly_work, costly_done = False, 0, False
+    costly_cut, costly_work, costly_done, prime_cut = False, 0, False, False
     # 1. Starts at several counts before any search: with pp > 1 the bounds of neighbouring
     # counts are close, and the constructions' own step times separate them better.
     # Until a construction gave a valid start the clock is not looked at for the first
@@ -545,10 +556,12 @@ def plan_step(
             else:
                 build_next()
                 progressed = True
-        if not progressed and costly_cut and budget - spent > costly_work and not out_of_clock():
-            # The search left more of the budget than the trainers' open-ended schedules had:
-            # again with all of it (against the better incumbent), then search on.
-            costly_work, costly_cut = costly(budget - spent)
+        if not progressed and costly_cut and budget - spent > 0 and not out_of_clock():
+            # The search left some of the budget: the trainers' open-ended schedules again with
+            # all of it (against the better incumbent): verl's retry resumes where it stopped,
+            # prime-rl (which starts over) only when more is left than it had. Then search on.
+            costly_work, costly_cut = costly(budget - spent,
+                                             prime_cut and budget - spent > costly_work)
             costly_cut = False
             progressed = True
         if not progressed:

@@ -11,9 +11,12 @@ them against the originals on every count they produce):
 
 - first-fit by a max-tree over the open micro-batches' room (O(log k) per sequence), computed
   once for ``slime_rr`` and ``slime_kk``; the heaviest micro-batch to split from a heap;
-- verl's per-rank split at a count is skipped when the rank's bin-packing lower bound says it
-  must break the cap (its Karmarkar-Karp split cannot fit then), and a count stops at the first
-  rank that breaks the cap (the trainer splits every rank, then looks);
+- verl's sequences to ranks are computed once (:class:`VerlRetry` carries them from the first
+  count to the retry, and a retry the budget cut resumes from it); a count below a rank's
+  bin-packing lower bound is skipped (its Karmarkar-Karp split cannot fit then), and a count
+  stops at the first rank that breaks the cap (the trainer splits every rank, then looks),
+  the ranks likeliest to break tried first (the one that broke last, then the highest bound,
+  then the most tokens): which count passes does not depend on that order, only the cost;
 - prime-rl's swap refinement is the same rule under a work budget (pairs scored): when the
   budget runs out, the partly refined schedule is still a valid start, but the plan is then
   not guaranteed to match prime-rl's (``notes`` say so).
@@ -32,6 +35,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -232,6 +236,21 @@ def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
     return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
 
 
+@dataclass
+class VerlRetry:
+    """verl's retry where it stands: the sequences of each rank (computed once, by the cheap
+    phase), the count to try next, the ranks in the order to split them (the one that broke the
+    cap last first, then the most tokens first: the likeliest to break, so a count that fails
+    costs one split, not ``dp``), and the splits at ``k`` done so far (so a retry cut by the
+    work budget resumes where it stopped)."""
+
+    ranks: list[list[int]]
+    k: int
+    order: list[int]
+    rows: dict[int, list[list[int]]] = field(default_factory=dict)
+    bumped: bool = False  # k raised to the ranks' bin-packing bound
+
+
 def _verl_ranks(
     tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
 ) -> tuple[list[list[int]], int]:
@@ -251,63 +270,87 @@ def _breaks_cap(rank_bins: list[list[int]], tokens: list[int], cap: int | None) 
     return cap is not None and any(len(b) > 1 and sum(tokens[i] for i in b) > cap for b in rank_bins)
 
 
+def _verl_count(
+    state: VerlRetry, tokens: list[int], costs: list[int], cap: int | None, work_budget: int,
+    deadline: float | None,
+) -> tuple[Schedule | None, int, str]:
+    """Split the ranks at ``state.k`` in ``state.order`` until one breaks the cap. Returns
+    (schedule when none broke, work, "done" / "broke" / "work budget" / "clock"); a cut leaves
+    the splits made so far in ``state.rows``. Which count passes does not depend on the order
+    (every rank must), only how many splits a failing count costs."""
+    work = 0
+    for r in state.order:
+        if r in state.rows:
+            continue
+        need = _kk_work(len(state.ranks[r]), state.k)
+        if work + need > work_budget:
+            return None, work, "work budget"
+        if _late(deadline, _CLOCK_MARGIN * need):
+            return None, work, "clock"
+        work += need
+        state.rows[r] = _verl_split(state.ranks[r], costs, state.k)
+        if _breaks_cap(state.rows[r], tokens, cap):
+            state.order.remove(r)
+            state.order.insert(0, r)
+            state.rows = {}
+            return None, work, "broke"
+    return [state.rows[r] for r in range(len(state.ranks))], work, "done"
+
+
 def verl(
     tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
-) -> tuple[list[tuple[str, Schedule]], bool]:
+) -> tuple[list[tuple[str, Schedule]], VerlRetry | None, int]:
     """verl's schedule: each rank split by Karmarkar-Karp on cost into the first count. Returns
-    ([("verl", s), ("verl_retry", s)], False) when no micro-batch of several sequences breaks
-    the cap (the retry then ends there too), else ([], True): the retry must go on."""
+    ([("verl", s), ("verl_retry", s)], None, work) when no micro-batch of several sequences
+    breaks the cap (the retry then ends there too), else ([], the retry's state, work): the
+    retry must go on (verl's own schedule breaks the cap: no start). The count stops at the
+    first rank that breaks the cap."""
     ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
-    first = [_verl_split(r, costs, k0) for r in ranks]
-    if any(_breaks_cap(rank_bins, tokens, cap) for rank_bins in first):
-        return [], True
-    return [("verl", first), ("verl_retry", first)], False
+    heavy = sorted(range(dp), key=lambda r: (-sum(tokens[i] for i in ranks[r]), r))
+    state = VerlRetry(ranks, k0, heavy)
+    first, work, how = _verl_count(state, tokens, costs, cap, 10**18, None)
+    if first is not None:
+        return [("verl", first), ("verl_retry", first)], None, work
+    state.k += multiple_of
+    return [], state, work
 
 
 def verl_retry(
-    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    tokens: list[int], costs: list[int], cap: int | None, multiple_of: int, state: VerlRetry,
     work_budget: int, hopeless: Hopeless, deadline: float | None,
 ) -> tuple[Schedule | None, int, str]:
-    """verl's retry past a first count that broke the cap: the next count (``+ multiple_of``)
-    while a micro-batch of several sequences of any rank breaks the cap, up to the smallest
-    rank's sequence count. Counts below a rank's bin-packing bound are skipped (no split of
-    that rank into fewer respects the cap, Karmarkar-Karp's neither), a count stops at the
-    first rank that breaks the cap, and the retry stops once no count from there on can beat
-    the incumbent (``hopeless``). Returns (schedule or None, work, how it ended)."""
-    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
+    """verl's retry past a first count that broke the cap, from ``state`` (left by
+    :func:`verl`, or by a retry the budget cut): the next count (``+ multiple_of``) while a
+    micro-batch of several sequences of any rank breaks the cap, up to the smallest rank's
+    sequence count. Counts below a rank's bin-packing bound are skipped (no split of that rank
+    into fewer respects the cap, Karmarkar-Karp's neither), a count stops at the first rank
+    that breaks the cap, and the retry stops once no count from there on can beat the
+    incumbent (``hopeless``). Returns (schedule or None, work, how it ended)."""
+    ranks = state.ranks
+    if not state.bumped:
+        state.bumped = True
+        need = []
+        for members in ranks:
+            over = [tokens[i] for i in members if cap is not None and tokens[i] > cap]
+            rest = [tokens[i] for i in members if cap is None or tokens[i] <= cap]
+            need.append(len(over) + (min_bins_lower_bound(rest, cap) if rest and cap else 0))
+        if max(need) > state.k:
+            state.k += -(-(max(need) - state.k) // multiple_of) * multiple_of
+        # The ranks whose bound is closest to the count are the likeliest to break it: first.
+        at = {r: j for j, r in enumerate(state.order)}
+        state.order.sort(key=lambda r: (-need[r], at[r]))
     ceiling = min(len(r) for r in ranks)
-    need = 0
-    for members in ranks:
-        over = [tokens[i] for i in members if cap is not None and tokens[i] > cap]
-        rest = [tokens[i] for i in members if cap is None or tokens[i] <= cap]
-        need = max(need, len(over) + (min_bins_lower_bound(rest, cap) if rest and cap else 0))
-    k = k0 + multiple_of
-    if need > k:
-        k += -(-(need - k) // multiple_of) * multiple_of
-    order = list(range(dp))
     work = 0
     while True:
-        if k > ceiling:
+        if state.k > ceiling:
             return None, work, "invalid"  # the retry ends with a schedule over the cap
-        if hopeless(k, True):
+        if hopeless(state.k, True):
             return None, work, "hopeless"
-        rows: list[list[list[int]] | None] = [None] * dp
-        bad = None
-        for r in order:  # the rank that broke the cap last first
-            if work >= work_budget:
-                return None, work, "work budget"
-            if _late(deadline, _kk_work(len(ranks[r]), k)):
-                return None, work, "clock"
-            work += _kk_work(len(ranks[r]), k)
-            rows[r] = _verl_split(ranks[r], costs, k)
-            if _breaks_cap(rows[r], tokens, cap):
-                bad = r
-                break
-        if bad is None:
-            return [row for row in rows if row is not None], work, "done"
-        order.remove(bad)
-        order.insert(0, bad)
-        k += multiple_of
+        sched, more, how = _verl_count(state, tokens, costs, cap, work_budget - work, deadline)
+        work += more
+        if how != "broke":
+            return sched, work, how
+        state.k += multiple_of
 
 
 def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> Schedule:
@@ -336,28 +379,38 @@ def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> S
 #: Cost model in the step search's work units (candidate evaluations, ~67 ns each at
 #: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
 #: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
-#: and pairs scored by prime-rl's refinement per unit (numpy, ~20-50 ns a pair).
+#: per form, and pairs scored by prime-rl's refinement per unit (numpy, ~20-50 ns a pair).
 FIT_WORK = 150
-KK_WORK = 15
+#: The equal-count form (ranks of sequences, of micro-batches): 0.3-0.7 us per item per
+#: doubling at load 2.5, so ~2x to spare.
+KK_EQUAL_WORK = 7
+#: verl's per-rank split (free counts, 2**k-wide merges), plus a fixed cost per call: measured
+#: (every split the trainer starts make on bench_step's batches, n >= 256, load ~2) 4-7 units
+#: per item per doubling at 256+ items a rank, ~1500 units a call at a few items.
+KK_SPLIT_WORK = 8
+KK_CALL_WORK = 1500
 REFINE_PAIRS = 2
+#: The clock's view of a split: ``KK_SPLIT_WORK`` is about the median cost, and one split of
+#: 2048 items took up to 2.6x its estimate at load ~4.6; the safety net allows for that.
+_CLOCK_MARGIN = 3
 
 
 def _kk_work(items: int, bins: int, equal: bool = False) -> int:
     """Karmarkar-Karp's estimated work: a heap over the items, merges of ``bins``-wide states;
-    the equal-count form merges ``items / bins`` blocks (measured 0.3-0.7 us per item per
-    doubling at load 2.5, so ~2x to spare)."""
+    the equal-count form merges ``items / bins`` blocks."""
     if equal:
-        return KK_WORK // 2 * items * (items // max(bins, 1)).bit_length()
-    return KK_WORK * items * (items.bit_length() + bins.bit_length())
+        return KK_EQUAL_WORK * items * (items // max(bins, 1)).bit_length()
+    return KK_CALL_WORK + KK_SPLIT_WORK * items * (items.bit_length() + bins.bit_length())
 
 
 def cheap_trainer_starts(
     inst: StepInstance, work_budget: int | None
-) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
+) -> tuple[list[tuple[str, Schedule]], list[str], int, VerlRetry | None]:
     """The cheap trainers' schedules (raw: the caller validates) that fit ``work_budget``
     (None: all), cheapest first: Megatron-LM's (always), slime's two, verl's (and its retry
-    when the first count already respects the cap). Returns (starts, notes, work, whether
-    verl's retry must go on). Deterministic: the estimates depend on the sizes only."""
+    when the first count already respects the cap). Returns (starts, notes, work, verl's
+    retry state when it must go on, else None). Deterministic: whether a trainer runs depends
+    on the sizes only (estimates), the work charged on the splits made."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
@@ -370,12 +423,12 @@ def cheap_trainer_starts(
         spent += fit
     else:
         skipped += ["slime_rr", "slime_kk"]
-    retry = False
-    first = _kk_work(n, dp, True) + _kk_work(n, -(-_k_estimate(inst) // dp))
+    retry = None
+    first = _kk_work(n, dp, True) + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))
     if first <= left - spent:
-        found, retry = verl(tokens, costs, dp, cap, mo)
+        found, retry, work = verl(tokens, costs, dp, cap, mo)
         out += found
-        spent += first
+        spent += _kk_work(n, dp, True) + work
     else:
         skipped += ["verl", "verl_retry"]
     notes = [f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}"] if skipped else []
@@ -384,15 +437,16 @@ def cheap_trainer_starts(
 
 def costly_trainer_starts(
     inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
-    retry: bool,
+    retry: VerlRetry | None, run_prime_rl: bool = True,
 ) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
     """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
-    with its swap refinement, then verl's retry (when ``retry``). Each is skipped once it cannot
-    beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or with any
-    count from m on, beats it), which is sound since the incumbent is already at hand. Returns
-    (starts, notes, work, whether the work budget left one out or cut it short)."""
+    with its swap refinement (when ``run_prime_rl``), then verl's retry from ``retry`` (the
+    state :func:`cheap_trainer_starts` left, or a cut retry's: it resumes). Each is skipped once
+    it cannot beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or
+    with any count from m on, beats it), which is sound since the incumbent is already at hand.
+    Returns (starts, notes, work, whether the work budget left one out or cut it short)."""
     tokens, costs = inst.tokens.tolist(), inst.costs
-    n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
+    dp, cap, mo = inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
     spent = 0
     out: list[tuple[str, Schedule]] = []
@@ -400,8 +454,10 @@ def costly_trainer_starts(
     fit = _fit_work(inst)
     # prime-rl first, with half of the budget or twice its set-up (its refinement can take all
     # of it), then verl's retry with what is left.
-    half = left if not retry else max(left // 2, min(left, 2 * fit))
-    if fit <= half and _late(deadline, fit):
+    half = left if retry is None else max(left // 2, min(left, 2 * fit))
+    if not run_prime_rl:
+        pass
+    elif fit <= half and _late(deadline, fit):
         notes.append("trainer start prime_rl: no time left for it on the clock, not run")
     elif fit <= half:
         sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) * REFINE_PAIRS,
@@ -414,20 +470,15 @@ def costly_trainer_starts(
                          "started from the partly refined schedule")
     else:
         notes.append("trainer start prime_rl: did not fit the budget, not run")
-    if retry:
-        setup = _kk_work(n, dp, True)
-        if setup <= left - spent and _late(deadline, setup):
-            notes.append("trainer start verl_retry: no time left for it on the clock, not run")
-        elif setup <= left - spent:
-            sched, work, how = verl_retry(tokens, costs, dp, cap, mo, left - spent - setup,
-                                          hopeless, deadline)
-            spent += setup + work
-            if sched is not None:
-                out.append(("verl_retry", sched))
-            elif how in ("work budget", "clock"):
-                notes.append(f"trainer start verl_retry: its retry was stopped by the {how}")
-        else:
-            notes.append("trainer start verl_retry: did not fit the budget, not run")
+    if retry is not None:
+        sched, work, how = verl_retry(tokens, costs, cap, mo, retry, left - spent, hopeless,
+                                      deadline)
+        spent += work
+        if sched is not None:
+            out.append(("verl_retry", sched))
+        elif how in ("work budget", "clock"):
+            notes.append(f"trainer start verl_retry: its retry was stopped by the {how} "
+                         f"(at count {retry.k})")
     cut = any("budget" in note for note in notes)
     return [(f"trainer:{name}", s) for name, s in out], notes, spent, cut
 

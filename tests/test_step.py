@@ -422,8 +422,41 @@ def test_trainer_starts_keep_to_their_work_budget() -> None:
     full, _, full_spent, _ = cheap_trainer_starts(inst, None)
     assert len(full) > 1 and full_spent > spent
     never = lambda m, onwards: False  # noqa: E731
-    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, True)
+    retry = cheap_trainer_starts(inst, None)[3]
+    assert retry is not None  # this batch's first count breaks the cap: the retry goes on
+    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, retry)
     assert spent <= 10 and cut and any("not run" in note for note in notes)
     # A schedule that cannot beat the incumbent is not built at all.
-    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, True)
+    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, retry)
     assert got == [] and not cut
+
+
+def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
+    """A retry the work budget cuts keeps its state (count, splits made) and, resumed a split at
+    a time, ends on the trainer's own schedule, having split no rank twice at a count."""
+    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+    from seqpart.solver.step_model import make_instance
+    from seqpart.solver.step_trainer_starts import _kk_work, cheap_trainer_starts, verl_retry
+
+    lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
+    inst = make_instance(lengths, 8, 4096, cost=(3, 1))
+    state = cheap_trainer_starts(inst, None)[3]
+    assert state is not None
+    never = lambda m, onwards: False  # noqa: E731
+    one_split = _kk_work(max(len(r) for r in state.ranks), len(lengths))  # >= any split here
+    total, calls, how = 0, 0, "work budget"
+    while how == "work budget":
+        sched, work, how = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1, state,
+                                      one_split, never, None)
+        assert work <= one_split
+        total, calls = total + work, calls + 1
+    assert how == "done" and sched is not None and calls > 1
+    ref = TRAINER_SCHEDULERS["verl_retry"](lengths, 8, 4096, costs=inst.costs)
+
+    def canon(s: list) -> list:
+        return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in s)
+
+    assert canon(sched) == canon(ref)
+    _, whole, _ = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
+                             cheap_trainer_starts(inst, None)[3], 10**18, never, None)
+    assert total == whole  # resuming redid no split
