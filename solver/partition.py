@@ -338,7 +338,8 @@ def _heuristic_plan(
     tighten_bound()
 
     # 4. The other starts, the least load above the bound first (the least work left).
-    starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
+    if len(starts) > 1 and not out_of_time():  # its key is a pass over the items
+        starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
     for method, bins in starts:
         if proven() or out_of_time():
             break
@@ -358,6 +359,8 @@ def _heuristic_plan(
             max_work=min(resplit_work(time_limit), resplit_work(max(budget.left(), 0.0))),
         ))
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
+        if report.get("deadline") and not budget.by_clock:
+            budget.cut = True
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
@@ -410,14 +413,22 @@ def _fixed_k(
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
-    if cap is not None:
-        need = _count_bound(items, cap)
+    def check_count(need: int) -> None:
         if need > k:
             raise InfeasibleError(
                 f"the token sums need at least {need} micro-batches under cap={cap} "
                 f"(bin-packing bound), but k={k}: use k >= {need} or k=None",
                 proven=True,
             )
+
+    if cap is not None:
+        # Large batches: the total first (one sum), the full count bound (a sort, ~0.13
+        # us/item) only when the heuristics find no plan, since a plan found proves the
+        # count enough by itself.
+        if n_items <= _CAPPED_BALANCE_UP_TO:
+            check_count(_count_bound(items, cap))
+        else:
+            check_count(items.memo.get(cap, -(-sum(items.tokens) // cap)))
         if problem.cost == Cost() and lb > cap:
             raise InfeasibleError(
                 f"some micro-batch must hold at least {lb} tokens with k={k}, over cap={cap}: "
@@ -425,6 +436,8 @@ def _fixed_k(
                 proven=True,
             )
     best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
+    if best.bins is None and cap is not None:
+        check_count(_count_bound(items, cap))
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
