@@ -85,6 +85,17 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
 #: on the loaded shared machine (KK: 6.9-7.3 us/item at load 5) were scaled back towards the
 #: idle ones measured earlier (KK: 2-9 ms at n=2048).
 _KK_SECONDS_PER_ITEM = 4.5e-6
+#: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
+#: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
+#: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
+_KK_SECONDS_PER_ITEM_BIN = 8e-9
+_KK_FULL_BIN_TERM_FROM = 20_000
+
+
+def _kk_seconds(n: int, k: int) -> float:
+    """Karmarkar-Karp's estimated cost for n items into k bins."""
+    damp = min(1.0, n / _KK_FULL_BIN_TERM_FROM)
+    return n * (_KK_SECONDS_PER_ITEM + _KK_SECONDS_PER_ITEM_BIN * k * damp)
 _LPT_SECONDS_PER_ITEM = 1.5e-6
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
 #: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
@@ -213,7 +224,7 @@ def _heuristic_plan(
             budget.cut = True
         return polished, offer(method + "+local_search", polished), stopped
 
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    kk_seconds = _kk_seconds(n, k)
     kk_planned = kk_seconds < 0.75 * time_limit
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
