@@ -98,13 +98,16 @@ def resplit_pairs(
     then the new heaviest bin is tried. It stops at ``lower_bound``, when no partner helps, or
     when ``max_work`` subsets have been scored. Bins over the cap are left alone (they need a
     repair, not a balance). Returns new lists; the input is not changed. ``report["work"]``
-    receives the subsets scored, for a caller that charges a budget.
+    receives the subsets scored, for a caller that charges a budget, and ``report["deadline"]``
+    is 1 when ``deadline`` stopped it (the result may then differ from run to run).
     """
     out = [list(b) for b in bins]
-    work = _resplit(tokens, costs, counts, out, cap, max_count, lower_bound, max_union,
-                    max_work, deadline)
+    work, by_clock = _resplit(tokens, costs, counts, out, cap, max_count, lower_bound,
+                              max_union, max_work, deadline)
     if report is not None:
         report["work"] = work
+        if by_clock:
+            report["deadline"] = 1
     return out
 
 
@@ -119,11 +122,12 @@ def _resplit(
     max_union: int,
     max_work: int,
     deadline: float | None,
-) -> int:
-    """The loop of :func:`resplit_pairs`, in place on ``out``; returns the subsets scored."""
+) -> tuple[int, bool]:
+    """The loop of :func:`resplit_pairs`, in place on ``out``; returns the subsets scored and
+    whether the deadline stopped it."""
     k = len(out)
     if k < 2:
-        return 0
+        return 0, False
     load = [sum(costs[i] for i in b) for b in out]
     work = 0
     while True:
@@ -140,9 +144,9 @@ def _resplit(
             if len(union) > max_union:
                 continue
             if deadline is not None and time.perf_counter() > deadline:
-                return work
+                return work, True
             if work + (1 << (len(union) - 1)) > max_work:
-                return work
+                return work, False
             work += 1 << (len(union) - 1)
             found = best_split(
                 [tokens[i] for i in union], [costs[i] for i in union],
@@ -159,4 +163,4 @@ def _resplit(
             break
         if not improved:
             break  # only the heaviest bin sets the max: once no partner lowers it, stop
-    return work
+    return work, False

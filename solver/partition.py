@@ -85,6 +85,17 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
 #: on the loaded shared machine (KK: 6.9-7.3 us/item at load 5) were scaled back towards the
 #: idle ones measured earlier (KK: 2-9 ms at n=2048).
 _KK_SECONDS_PER_ITEM = 4.5e-6
+#: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
+#: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
+#: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
+_KK_SECONDS_PER_ITEM_BIN = 8e-9
+_KK_FULL_BIN_TERM_FROM = 20_000
+
+
+def _kk_seconds(n: int, k: int) -> float:
+    """Karmarkar-Karp's estimated cost for n items into k bins."""
+    damp = min(1.0, n / _KK_FULL_BIN_TERM_FROM)
+    return n * (_KK_SECONDS_PER_ITEM + _KK_SECONDS_PER_ITEM_BIN * k * damp)
 _LPT_SECONDS_PER_ITEM = 1.5e-6
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
 #: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
@@ -213,7 +224,7 @@ def _heuristic_plan(
             budget.cut = True
         return polished, offer(method + "+local_search", polished), stopped
 
-    kk_seconds = _KK_SECONDS_PER_ITEM * n
+    kk_seconds = _kk_seconds(n, k)
     kk_planned = kk_seconds < 0.75 * time_limit
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
@@ -338,7 +349,8 @@ def _heuristic_plan(
     tighten_bound()
 
     # 4. The other starts, the least load above the bound first (the least work left).
-    starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
+    if len(starts) > 1 and not out_of_time():  # its key is a pass over the items
+        starts.sort(key=lambda row: _excess(row[1], items, best.lower_bound))
     for method, bins in starts:
         if proven() or out_of_time():
             break
@@ -358,6 +370,8 @@ def _heuristic_plan(
             max_work=min(resplit_work(time_limit), resplit_work(max(budget.left(), 0.0))),
         ))
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
+        if report.get("deadline") and not budget.by_clock:
+            budget.cut = True
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.
@@ -410,14 +424,22 @@ def _fixed_k(
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
-    if cap is not None:
-        need = _count_bound(items, cap)
+    def check_count(need: int) -> None:
         if need > k:
             raise InfeasibleError(
                 f"the token sums need at least {need} micro-batches under cap={cap} "
                 f"(bin-packing bound), but k={k}: use k >= {need} or k=None",
                 proven=True,
             )
+
+    if cap is not None:
+        # Large batches: the total first (one sum), the full count bound (a sort, ~0.13
+        # us/item) only when the heuristics find no plan, since a plan found proves the
+        # count enough by itself.
+        if n_items <= _CAPPED_BALANCE_UP_TO:
+            check_count(_count_bound(items, cap))
+        else:
+            check_count(items.memo.get(cap, -(-sum(items.tokens) // cap)))
         if problem.cost == Cost() and lb > cap:
             raise InfeasibleError(
                 f"some micro-batch must hold at least {lb} tokens with k={k}, over cap={cap}: "
@@ -425,6 +447,8 @@ def _fixed_k(
                 proven=True,
             )
     best = _heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
+    if best.bins is None and cap is not None:
+        check_count(_count_bound(items, cap))
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
@@ -619,15 +643,26 @@ def _finish(
     assert best.bins is not None
     bins = items.expand(best.bins) + [[i] for i in problem.oversize]
     bins.sort(key=lambda b: b[0])
+    scratch: dict[str, Any] = {}
     try:
         check_plan(
             bins, problem.tokens, k, problem.cap, oversize=problem.oversize,
-            groups=problem.groups, equal_size=problem.equal_size,
+            groups=problem.groups, equal_size=problem.equal_size, scratch=scratch,
         )
     except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
         raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
     # Exact: int64 prefix sums on the fast path (every sum below 2**62), Python ints beyond.
-    load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
+    idx = scratch.get("idx")
+    if idx is None:
+        load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
+    else:  # the validator's flattened indices: the bins are not flattened again
+        ends = np.cumsum(np.fromiter(map(len, bins), dtype=np.int64, count=len(bins)))
+
+        def per_bin(v: np.ndarray) -> np.ndarray:
+            prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[idx])))[ends]
+            return np.diff(prefix, prepend=np.zeros(1, dtype=v.dtype))
+
+        load_sums, token_sums = per_bin(problem.costs), per_bin(problem.tokens)
     loads, tokens = load_sums.tolist(), token_sums.tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])

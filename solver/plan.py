@@ -60,10 +60,13 @@ def find_violations(
     oversize: Sequence[int] = (),
     groups: Sequence[Sequence[int]] = (),
     equal_size: bool = False,
+    scratch: dict[str, Any] | None = None,
 ) -> Violations:
     """Check every hard constraint: each index exactly once, exactly k bins, none empty, none over
     ``cap`` (except a listed ``oversize`` sequence alone in its bin), groups kept together, and
-    equal sample counts when asked."""
+    equal sample counts when asked. ``scratch``, when given, receives the flattened indices
+    ("idx", an int64 array) when every entry is a plain int, so a caller that sums per bin
+    next does not flatten 10^6 entries twice."""
     tokens = as_lengths(lengths)
     n = len(tokens)
     msgs: list[str] = []
@@ -75,6 +78,8 @@ def find_violations(
     idx = None
     if plain_ints:  # the common case, checked without a Python loop
         idx = np.fromiter(flat, dtype=np.int64, count=len(flat))
+        if scratch is not None:
+            scratch["idx"] = idx
         in_range = (idx >= 0) & (idx < n)
         out_of_range = int((~in_range).sum())
         seen = np.bincount(idx[in_range], minlength=n)
@@ -162,10 +167,12 @@ def check_plan(
     oversize: Sequence[int] = (),
     groups: Sequence[Sequence[int]] = (),
     equal_size: bool = False,
+    scratch: dict[str, Any] | None = None,
 ) -> None:
     """Raise :class:`InvalidPlanError` unless ``bins`` is a valid plan (see find_violations)."""
     found = find_violations(
-        bins, lengths, k, cap, oversize=oversize, groups=groups, equal_size=equal_size
+        bins, lengths, k, cap, oversize=oversize, groups=groups, equal_size=equal_size,
+        scratch=scratch,
     )
     if not found.ok:
         raise InvalidPlanError(found.messages)

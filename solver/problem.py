@@ -317,7 +317,13 @@ def make_items(problem: Problem) -> Items:
     cst = problem.costs.tolist()
     if not skip:  # the common case, kept cheap: one item per sequence
         # int64 costs already passed Cost.exact's test: their sum is below 2**62.
-        return _with_work_costs(None, tok, cst, [1] * problem.n, problem.costs.dtype == object)
+        items = _with_work_costs(None, tok, cst, [1] * problem.n, problem.costs.dtype == object)
+        # The arrays exist already: seed the cached ones (two conversions of n ints saved).
+        if problem.tokens.dtype == np.int64:
+            items.__dict__["token_array"] = problem.tokens
+        if problem.costs.dtype == np.int64 and items.exact_costs is None:
+            items.__dict__["cost_array"] = problem.costs
+        return items
     members = [list(g) for g in problem.groups]
     members += [[i] for i in range(problem.n) if i not in skip]
     members.sort(key=lambda m: m[0])

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import first_fit_decreasing
+from seqpart.heuristics.capped_balance import best_fit_with_room
 from seqpart.solver import (
     Cost,
     InfeasibleError,
@@ -298,3 +300,23 @@ def test_lpt_over_the_cap_is_repaired_by_local_search() -> None:
     check_plan(plan.bins, lengths, 3, 37)
     assert plan.method == "lpt+local_search"
     assert plan.max_load == 36 and plan.status == "optimal"
+
+
+@settings(max_examples=80, deadline=None)
+@given(lengths=st.lists(st.integers(1, 4000), min_size=2, max_size=24), data=st.data())
+def test_heuristics_find_a_capped_plan_from_the_best_fit_count_up(
+    lengths: list[int], data: st.DataObject
+) -> None:
+    # From the best-fit count up a capped plan always exists (best fit, then empty bins refilled
+    # from multi-sequence ones), so the heuristics alone must return one whatever the cost:
+    # the packing meets the cap first, balancing by cost comes after.
+    cap = max(lengths) + data.draw(st.integers(0, max(lengths) // 4))
+    count = len(best_fit_with_room(np.asarray(lengths), None, cap)[0])
+    k = data.draw(st.integers(count, max(count, len(lengths))))
+    cost = data.draw(st.sampled_from([(24576, 1), (0, 1), (1, 0)]))
+    plan = partition(lengths, k, cap, cost=cost, engine="heuristics", time_limit=0.02)
+    check_plan(plan.bins, lengths, k, cap)
+    if len(lengths) <= 7:
+        costs = [cost[0] * x + cost[1] * x * x for x in lengths]
+        opt = brute_force_min_max(lengths, k, cap, costs=costs)
+        assert opt is not None and plan.max_load >= opt
