@@ -177,6 +177,10 @@ def _heuristic_plan(
     def out_of_time(margin: float = 0.0) -> bool:
         return not budget.fits(margin)
 
+    def budget_cut() -> None:  # the wall clock, not the estimate, stopped a step
+        if not budget.by_clock:
+            budget.cut = True
+
     best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
 
@@ -264,7 +268,8 @@ def _heuristic_plan(
         dived = dive_items(items, k, cap, max_count, best.lower_bound,
                            best.max_load if best.bins is not None else None,
                            min(DIVE_SHARE * time_limit, budget.left()),
-                           deadline=budget.wall_deadline, charge=budget.charge)
+                           deadline=budget.wall_deadline, charge=budget.charge,
+                           on_cut=budget_cut)
         if dived is not None:
             offer("dive", dived)
 
