@@ -82,9 +82,10 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
 #: Costs used to split the budget, in seconds per item, measured with
 #: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
 #: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
-#: on the loaded shared machine (KK: 6.9-7.3 us/item at load 5) were scaled back towards the
-#: idle ones measured earlier (KK: 2-9 ms at n=2048).
-_KK_SECONDS_PER_ITEM = 4.5e-6
+#: on the loaded shared machine were scaled back towards the idle ones. KK: 6.2-8.4 us/item
+#: at n=1024-2048 (k=8-400, best of 3, otherwise idle); a lower figure let it eat the time
+#: LPT's repair and the fallback needed at 20 ms.
+_KK_SECONDS_PER_ITEM = 7e-6
 #: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
 #: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
 #: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
@@ -207,7 +208,8 @@ def _heuristic_plan(
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
-        spendable = budget.left()
+        # Karmarkar-Karp's share stays reserved until it has run (see step 3).
+        spendable = budget.left() - kk_reserve
         work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
         repair_work = repair_by = None
         if keep_back is not None:
@@ -230,6 +232,7 @@ def _heuristic_plan(
 
     kk_seconds = _kk_seconds(n, k)
     kk_planned = kk_seconds < 0.75 * time_limit
+    kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer(start_method, start)
@@ -250,17 +253,6 @@ def _heuristic_plan(
             best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
-
-    # Karmarkar-Karp first, whenever its estimated cost is within the budget at this size (a
-    # choice from the sizes and the limit alone). After local search it was often left out for
-    # lack of time, and then partition could end above KK's valid plan (grouped n=2048
-    # batches, real batches under 4k-8k caps); first, it also gives local search its start.
-    if kk_planned and not proven() and budget.fits(kk_seconds):
-        budget.charge(kk_seconds)
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        if searchable(kk, offer("karmarkar_karp", kk)):
-            starts.append(("karmarkar_karp", kk))
-        tighten_bound()
 
     # A subset-sum dive at the bound (few sequences per micro-batch): a plan there is optimal
     # at once. Its work is charged as estimated.
@@ -350,6 +342,21 @@ def _heuristic_plan(
             polish(method, packed)
             tighten_bound()
 
+    # 3. Karmarkar-Karp. Its share of the budget was kept back from the searches above (a
+    # choice from the sizes and the limit alone), so only the clock decides here: the wall in
+    # "clock" timing, the safety net otherwise. It runs after them so that a valid plan comes
+    # first: at the exact smallest count under a tight cap, KK first left LPT's repair and the
+    # fallback no time at 20 ms (n=1024, k=179: no plan).
+    kk_reserve = 0.0
+    run_kk = kk_planned and not proven()
+    kk_fits = budget.wall_left() >= kk_seconds
+    if run_kk and not kk_fits:
+        budget_cut()
+    if run_kk and kk_fits:
+        budget.charge(kk_seconds)
+        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+        if searchable(kk, offer("karmarkar_karp", kk)):
+            starts.append(("karmarkar_karp", kk))
 
     tighten_bound()
 
