@@ -371,6 +371,11 @@ def megatron(
     into a new micro-batch of its own until the count is a multiple of ``dp_size *
     multiple_of``; micro-batch b goes to rank ``b % dp_size``. ``costs`` play no part."""
     tokens, _cost, dp_size, cap, multiple_of = _prepare(lengths, dp_size, cap, costs, multiple_of)
+    return megatron_schedule(tokens, dp_size, cap, multiple_of)
+
+
+def megatron_schedule(tokens: list[int], dp_size: int, cap: int | None, multiple_of: int) -> Schedule:
+    """:func:`megatron` on checked inputs (plain ints): also the step planner's start."""
     bins: list[list[int]] = []
     room = 0
     for i, t in enumerate(tokens):
@@ -389,8 +394,7 @@ def megatron(
             missing -= 1
         else:
             at -= 1
-    by_rank = [list(range(r, len(bins), dp_size)) for r in range(dp_size)]
-    return _schedule(bins, by_rank)
+    return [[bins[b] for b in range(r, len(bins), dp_size)] for r in range(dp_size)]
 
 
 TRAINER_SCHEDULERS: dict[str, TrainerScheduler] = {

@@ -77,6 +77,13 @@ __all__ = [
 ]
 
 
+def _owner(offsets: list[int], n: int, index: int) -> tuple[int, int]:
+    if not 0 <= index < n:
+        raise IndexError(f"sequence {index} is outside range(0, {n})")
+    r = int(np.searchsorted(offsets, index, side="right")) - 1
+    return r, index - offsets[r]
+
+
 @dataclass(frozen=True)
 class GlobalPlan:
     """The global plan as every rank receives it from :func:`plan_global_across_ranks`.
@@ -99,10 +106,7 @@ class GlobalPlan:
 
     def owner(self, index: int) -> tuple[int, int]:
         """(group rank that holds global sequence ``index`` now, its local index there)."""
-        if not 0 <= index < len(self.lengths):
-            raise IndexError(f"sequence {index} is outside range(0, {len(self.lengths)})")
-        r = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        return r, index - self.offsets[r]
+        return _owner(self.offsets, len(self.lengths), index)
 
 
 # --------------------------------------------------------------------------- per-rank agreement
@@ -372,10 +376,7 @@ class StepSchedule:
 
     def owner(self, index: int) -> tuple[int, int]:
         """(group rank that holds global sequence ``index`` now, its local index there)."""
-        if not 0 <= index < len(self.lengths):
-            raise IndexError(f"sequence {index} is outside range(0, {len(self.lengths)})")
-        r = int(np.searchsorted(self.offsets, index, side="right")) - 1
-        return r, index - self.offsets[r]
+        return _owner(self.offsets, len(self.lengths), index)
 
 
 def plan_step_across_ranks(

@@ -43,6 +43,7 @@ import numpy as np
 from seqpart.heuristics._common import order_desc
 from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
+from seqpart.heuristics.trainer_schedules import megatron_schedule
 
 from .step_model import StepInstance
 from .step_search import CANDIDATES_PER_SECOND
@@ -353,29 +354,6 @@ def verl_retry(
         state.k += multiple_of
 
 
-def megatron(tokens: list[int], dp: int, cap: int | None, multiple_of: int) -> Schedule:
-    """Megatron-LM's next-fit in arrival order, single sequences peeled off the last
-    micro-batches to a multiple of ``dp * multiple_of``, micro-batch b to rank ``b % dp``."""
-    bins: list[list[int]] = []
-    room = 0
-    for i, t in enumerate(tokens):
-        if bins and (cap is None or t <= room):
-            bins[-1].append(i)
-            room -= t
-        else:
-            bins.append([i])
-            room = cap - t if cap is not None else 0
-    missing = -len(bins) % (dp * multiple_of)
-    at = len(bins) - 1
-    while missing > 0 and at > 0:
-        if len(bins[at]) > 1:
-            bins.append([bins[at].pop()])
-            missing -= 1
-        else:
-            at -= 1
-    return [[bins[b] for b in range(r, len(bins), dp)] for r in range(dp)]
-
-
 #: Cost model in the step search's work units (candidate evaluations, ~67 ns each at
 #: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
 #: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
@@ -415,7 +393,7 @@ def cheap_trainer_starts(
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
     skipped: list[str] = []
-    out: list[tuple[str, Schedule]] = [("megatron", megatron(tokens, dp, cap, mo))]
+    out: list[tuple[str, Schedule]] = [("megatron", megatron_schedule(tokens, dp, cap, mo))]
     spent = n
     fit = _fit_work(inst)
     if fit <= left - spent:
