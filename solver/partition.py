@@ -90,6 +90,10 @@ _KK_SECONDS_PER_ITEM = 7e-6
 #: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
 #: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
 _KK_SECONDS_PER_ITEM_BIN = 8e-9
+#: Karmarkar-Karp runs only when its estimate is under this share of the limit, since its share
+#: is kept back from local search: at 20 ms and n=2048 (~14 ms) it would leave the search
+#: nothing, and local search from LPT beats KK's plan there.
+KK_SHARE = 0.5
 _KK_FULL_BIN_TERM_FROM = 20_000
 
 
@@ -231,7 +235,7 @@ def _heuristic_plan(
         return polished, offer(method + "+local_search", polished), stopped
 
     kk_seconds = _kk_seconds(n, k)
-    kk_planned = kk_seconds < 0.75 * time_limit
+    kk_planned = kk_seconds < KK_SHARE * time_limit
     kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
