@@ -90,10 +90,8 @@ _KK_SECONDS_PER_ITEM = 7e-6
 #: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
 #: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
 _KK_SECONDS_PER_ITEM_BIN = 8e-9
-#: Karmarkar-Karp runs only when its estimate is under this share of the limit, since its share
-#: is kept back from local search: at 20 ms and n=2048 (~14 ms) it would leave the search
-#: nothing, and local search from LPT beats KK's plan there.
-KK_SHARE = 0.5
+#: Karmarkar-Karp is planned only when its estimate is under this share of the limit.
+KK_SHARE = 0.75
 _KK_FULL_BIN_TERM_FROM = 20_000
 
 
@@ -212,8 +210,7 @@ def _heuristic_plan(
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
-        # Karmarkar-Karp's share stays reserved until it has run (see step 3).
-        spendable = budget.left() - kk_reserve
+        spendable = budget.left()
         work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
         repair_work = repair_by = None
         if keep_back is not None:
@@ -236,7 +233,6 @@ def _heuristic_plan(
 
     kk_seconds = _kk_seconds(n, k)
     kk_planned = kk_seconds < KK_SHARE * time_limit
-    kk_reserve = kk_seconds if kk_planned else 0.0
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
         offer(start_method, start)
@@ -346,17 +342,11 @@ def _heuristic_plan(
             polish(method, packed)
             tighten_bound()
 
-    # 3. Karmarkar-Karp. Its share of the budget was kept back from the searches above (a
-    # choice from the sizes and the limit alone), so only the clock decides here: the wall in
-    # "clock" timing, the safety net otherwise. It runs after them so that a valid plan comes
-    # first: at the exact smallest count under a tight cap, KK first left LPT's repair and the
-    # fallback no time at 20 ms (n=1024, k=179: no plan).
-    kk_reserve = 0.0
-    run_kk = kk_planned and not proven()
-    kk_fits = budget.wall_left() >= kk_seconds
-    if run_kk and not kk_fits:
-        budget_cut()
-    if run_kk and kk_fits:
+    # 3. Karmarkar-Karp, with what the searches left (its estimate against the budget). After
+    # them so that a valid plan comes first: at the exact smallest count under a tight cap, KK
+    # first left LPT's repair and the fallback no time at 20 ms (n=1024, k=179: no plan); and
+    # with its share kept back, local search from LPT, which usually beats it, was starved.
+    if kk_planned and not proven() and budget.fits(kk_seconds):
         budget.charge(kk_seconds)
         kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
         if searchable(kk, offer("karmarkar_karp", kk)):
