@@ -265,6 +265,24 @@ def _heuristic_plan(
         if dived is not None:
             offer("dive", dived)
 
+    # Without a cap KK's plan is always valid, so it can come first and be a start for local
+    # search: on grouped batches (GRPO, n=2048) it is often at the bound, and after the
+    # searches it no longer fitted the budget.
+    kk_done = False
+
+    def karmarkar_karp() -> None:
+        nonlocal kk_done
+        kk_done = True
+        if kk_planned and not proven() and budget.fits(kk_seconds):
+            budget.charge(kk_seconds)
+            kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
+            if searchable(kk, offer("karmarkar_karp", kk)):
+                starts.append(("karmarkar_karp", kk))
+            tighten_bound()
+
+    if cap is None:
+        karmarkar_karp()
+
     # 1. LPT and local search from it, when LPT and the fallback both fit the budget. When
     # LPT breaks the cap, time is kept back for the fallback in case the search cannot
     # repair it.
@@ -342,15 +360,13 @@ def _heuristic_plan(
             polish(method, packed)
             tighten_bound()
 
-    # 3. Karmarkar-Karp, with what the searches left (its estimate against the budget). After
-    # them so that a valid plan comes first: at the exact smallest count under a tight cap, KK
-    # first left LPT's repair and the fallback no time at 20 ms (n=1024, k=179: no plan); and
-    # with its share kept back, local search from LPT, which usually beats it, was starved.
-    if kk_planned and not proven() and budget.fits(kk_seconds):
-        budget.charge(kk_seconds)
-        kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-        if searchable(kk, offer("karmarkar_karp", kk)):
-            starts.append(("karmarkar_karp", kk))
+    # 3. Karmarkar-Karp, with what the searches left (its estimate against the budget), unless
+    # it ran first (no cap). After them under a cap so that a valid plan comes first: at the
+    # exact smallest count under a tight cap, KK first left LPT's repair and the fallback no
+    # time at 20 ms (n=1024, k=179: no plan); and with its share kept back, local search from
+    # LPT, which usually beats it, was starved.
+    if not kk_done:
+        karmarkar_karp()
 
     tighten_bound()
 
