@@ -30,6 +30,19 @@ from seqpart.heuristics.lpt import lpt_lists
 from seqpart.heuristics.resplit import SUBSETS_PER_SECOND, resplit_pairs
 from seqpart.heuristics.resplit import work_for as resplit_work
 
+from .budget_costs import (
+    CAPPED_BALANCE_SECONDS_PER_ITEM,
+    CAPPED_BALANCE_UP_TO,
+    FFD_SECONDS_PER_ITEM,
+    FIXED_SECONDS_PER_ITEM,
+    KK_SHARE,
+    LPT_SECONDS_PER_ITEM,
+    PACK_SECONDS_PER_ITEM,
+    PACKING_BOUND_SECONDS_PER_ITEM,
+    SEARCH_SETUP_SECONDS_PER_ITEM,
+    fallback_cost_seconds,
+    karmarkar_karp_seconds,
+)
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, Budget, SolverOptions
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
@@ -79,51 +92,6 @@ def _excess(bins: Sequence[Sequence[int]], items: Items, lb: int) -> int:
     return int(sum(max(0, int(x) - lb) for x in loads))
 
 
-#: Costs used to split the budget, in seconds per item, measured with
-#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
-#: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
-#: on the loaded shared machine were scaled back towards the idle ones. KK: 6.2-8.4 us/item
-#: at n=1024-2048 (k=8-400, best of 3, otherwise idle); a lower figure let it eat the time
-#: LPT's repair and the fallback needed at 20 ms.
-_KK_SECONDS_PER_ITEM = 7e-6
-#: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
-#: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
-#: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
-_KK_SECONDS_PER_ITEM_BIN = 8e-9
-#: Karmarkar-Karp is planned only when its estimate is under this share of the limit.
-KK_SHARE = 0.75
-_KK_FULL_BIN_TERM_FROM = 20_000
-
-
-def _kk_seconds(n: int, k: int) -> float:
-    """Karmarkar-Karp's estimated cost for n items into k bins."""
-    damp = min(1.0, n / _KK_FULL_BIN_TERM_FROM)
-    return n * (_KK_SECONDS_PER_ITEM + _KK_SECONDS_PER_ITEM_BIN * k * damp)
-_LPT_SECONDS_PER_ITEM = 1.5e-6
-#: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
-#: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
-_CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
-#: Best fit decreasing into k bins and refilling empty ones: the fallback above
-#: _CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
-_PACK_SECONDS_PER_ITEM = 1.5e-6
-_CAPPED_BALANCE_UP_TO = 20_000
-#: First fit decreasing with the max-tree (about twice best fit's cost).
-_FFD_SECONDS_PER_ITEM = 2.5e-6
-#: Building local search's state (arrays, item types) before its first step.
-_SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
-#: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
-_PACKING_BOUND_SECONDS_PER_ITEM = 0.5e-6
-#: Checking the input, merging items, the bounds, and checking and assembling the plan.
-_FIXED_SECONDS_PER_ITEM = 1.0e-6
-
-
-def _fallback_seconds(n: int) -> float:
-    """What the fallback that always exists costs at this size."""
-    if n <= _CAPPED_BALANCE_UP_TO:
-        return _CAPPED_BALANCE_SECONDS_PER_ITEM * n
-    return _PACK_SECONDS_PER_ITEM * n
-
-
 def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[list[int]]:
     """Best fit decreasing into k bins, empty bins refilled: valid whenever best fit needs at
     most k bins, which makes it the cheap fallback for large batches."""
@@ -156,7 +124,7 @@ def _heuristic_plan(
        fallback together do not fit in ``time_limit`` at this size.
     2. When that left no valid plan, the fallback that always exists for k at least the
        first-fit-decreasing count (time is kept back for it in step 1): the capped balancer
-       after LPT up to _CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
+       after LPT up to CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
        then first fit decreasing, then the capped balancer; then local search from it. Up to
        that size steps 1 and 2 are the local_search heuristic's own path, so partition is
        never behind it when the budget holds that path.
@@ -170,7 +138,7 @@ def _heuristic_plan(
     """
     n = len(items)
     by_tokens = items.costs == items.tokens
-    fallback_seconds = _fallback_seconds(n)
+    fallback_seconds = fallback_cost_seconds(n)
 
     def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
@@ -206,7 +174,7 @@ def _heuristic_plan(
         """Local search from ``bins``; ``keep_back``: seconds of budget to leave for the
         fallback when the start breaks the cap and the search cannot repair it in time.
         Returns the result, whether it is valid, and why the search stopped."""
-        if out_of_time(_SEARCH_SETUP_SECONDS_PER_ITEM * n):
+        if out_of_time(SEARCH_SETUP_SECONDS_PER_ITEM * n):
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
@@ -231,7 +199,7 @@ def _heuristic_plan(
             budget.cut = True
         return polished, offer(method + "+local_search", polished), stopped
 
-    kk_seconds = _kk_seconds(n, k)
+    kk_seconds = karmarkar_karp_seconds(n, k)
     kk_planned = kk_seconds < KK_SHARE * time_limit
     starts: list[tuple[str, list[list[int]]]] = []  # still to search from
     if start is not None:
@@ -246,10 +214,10 @@ def _heuristic_plan(
         if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
             return
         if not tightened and best.bins is not None and best.max_load > lb and budget.fits(
-            _PACKING_BOUND_SECONDS_PER_ITEM * n
+            PACKING_BOUND_SECONDS_PER_ITEM * n
         ):
             tightened = True
-            budget.charge(_PACKING_BOUND_SECONDS_PER_ITEM * n)
+            budget.charge(PACKING_BOUND_SECONDS_PER_ITEM * n)
             best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
 
     tighten_bound()
@@ -288,7 +256,7 @@ def _heuristic_plan(
     # repair it.
     lpt_valid = False
     lpt_bins: list[list[int]] | None = None
-    lpt_seconds = _LPT_SECONDS_PER_ITEM * n
+    lpt_seconds = LPT_SECONDS_PER_ITEM * n
     if not proven() and lpt_seconds + fallback_seconds <= time_limit and not out_of_time(
         lpt_seconds
     ):
@@ -326,27 +294,27 @@ def _heuristic_plan(
         return cb
 
     def fallback() -> tuple[str, list[list[int]], bool]:
-        if n <= _CAPPED_BALANCE_UP_TO and lpt_bins is not None:
+        if n <= CAPPED_BALANCE_UP_TO and lpt_bins is not None:
             # It begins with the same LPT, passed in; only its packings are new here.
             budget.charge(fallback_seconds)
             cb = balanced(lpt_bins)
             return "capped_balance", cb, offer("capped_balance", cb)
         # Without LPT's start (no time for it), the cheapest packing first.
-        budget.charge(_PACK_SECONDS_PER_ITEM * n)
+        budget.charge(PACK_SECONDS_PER_ITEM * n)
         packed = _pack(items, k, cap, max_count)
         if offer("best_fit_decreasing", packed):
             return "best_fit_decreasing", packed, True
         if cap is not None and max_count is None:  # first fit, valid from its own count up
-            budget.charge(_FFD_SECONDS_PER_ITEM * n)
+            budget.charge(FFD_SECONDS_PER_ITEM * n)
             ff = first_fit_tree(items.token_array, k, cap, argsort_desc(items.token_array))
             ff = fill_empty(ff, items.costs, items.counts, None)
             if offer("first_fit_decreasing", ff):
                 return "first_fit_decreasing", ff, True
         if best.bins is None and (
-            n <= _CAPPED_BALANCE_UP_TO or not out_of_time(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+            n <= CAPPED_BALANCE_UP_TO or not out_of_time(CAPPED_BALANCE_SECONDS_PER_ITEM * n)
         ):
             # Fewer bins than best fit needs: the capped balancer's repair may still get there.
-            budget.charge(_CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+            budget.charge(CAPPED_BALANCE_SECONDS_PER_ITEM * n)
             cb = balanced(None)
             return "capped_balance", cb, offer("capped_balance", cb)
         return "best_fit_decreasing", packed, False
@@ -458,7 +426,7 @@ def _fixed_k(
         # Large batches: the total first (one sum), the full count bound (a sort, ~0.13
         # us/item) only when the heuristics find no plan, since a plan found proves the
         # count enough by itself.
-        if n_items <= _CAPPED_BALANCE_UP_TO:
+        if n_items <= CAPPED_BALANCE_UP_TO:
             check_count(_count_bound(items, cap))
         else:
             check_count(items.memo.get(cap, -(-sum(items.tokens) // cap)))
@@ -503,17 +471,17 @@ def _search_k(
     if cap is None:
         return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
     floor = max(1, _count_bound(items, cap))
-    budget.charge(_PACK_SECONDS_PER_ITEM * n_items)
+    budget.charge(PACK_SECONDS_PER_ITEM * n_items)
     bfd = best_fit_with_room(items.token_array, None, cap)[0]
     method = "best_fit_decreasing"
-    if budget.fits(_FFD_SECONDS_PER_ITEM * n_items):  # the two rarely differ: both if cheap
-        budget.charge(_FFD_SECONDS_PER_ITEM * n_items)
+    if budget.fits(FFD_SECONDS_PER_ITEM * n_items):  # the two rarely differ: both if cheap
+        budget.charge(FFD_SECONDS_PER_ITEM * n_items)
         ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
         if len(ffd) < len(bfd):
             bfd, method = ffd, "first_fit_decreasing"
     ceiling = len(bfd)
-    attempt_seconds = (_LPT_SECONDS_PER_ITEM + _SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
-    attempt_seconds += _fallback_seconds(n_items)
+    attempt_seconds = (LPT_SECONDS_PER_ITEM + SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
+    attempt_seconds += fallback_cost_seconds(n_items)
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
@@ -613,7 +581,7 @@ def partition(
         by_clock=mode == "clock",
     )
     # Checking the input, building the items and bounds: charged up front, by size.
-    budget.charge(_FIXED_SECONDS_PER_ITEM * len(problem.tokens))
+    budget.charge(FIXED_SECONDS_PER_ITEM * len(problem.tokens))
     items = make_items(problem)
     n_over = len(problem.oversize)
     k_status, k_floor = "given", None

@@ -1,0 +1,54 @@
+"""The cost model that splits ``partition``'s budget: estimated seconds per step, per item.
+
+Every choice in the heuristic phase compares these estimates with the budget left, so the
+choices depend on the sizes and the limit, not on the machine (repeatable plans). The figures
+are measured on a 2-core machine and documented beside each one.
+"""
+
+from __future__ import annotations
+
+#: Costs used to split the budget, in seconds per item, measured with
+#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
+#: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
+#: on the loaded shared machine were scaled back towards the idle ones. KK: 6.2-8.4 us/item
+#: at n=1024-2048 (k=8-400, best of 3, otherwise idle); a lower figure let it eat the time
+#: LPT's repair and the fallback needed at 20 ms.
+KK_SECONDS_PER_ITEM = 7e-6
+#: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
+#: grows with k (measured at load ~1: 30 us/item at n=10^5, k=2483; 12 at k=300; 7-8.5 at
+#: n=2048, k=64-512, where the term is damped). It once took 3.2 s under a 1 s limit.
+KK_SECONDS_PER_ITEM_BIN = 8e-9
+#: Karmarkar-Karp is planned only when its estimate is under this share of the limit.
+KK_SHARE = 0.75
+KK_FULL_BIN_TERM_FROM = 20_000
+
+
+def karmarkar_karp_seconds(n: int, k: int) -> float:
+    """Karmarkar-Karp's estimated cost for n items into k bins."""
+    damp = min(1.0, n / KK_FULL_BIN_TERM_FROM)
+    return n * (KK_SECONDS_PER_ITEM + KK_SECONDS_PER_ITEM_BIN * k * damp)
+
+
+LPT_SECONDS_PER_ITEM = 1.5e-6
+#: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
+#: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
+CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
+#: Best fit decreasing into k bins and refilling empty ones: the fallback above
+#: CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
+PACK_SECONDS_PER_ITEM = 1.5e-6
+CAPPED_BALANCE_UP_TO = 20_000
+#: First fit decreasing with the max-tree (about twice best fit's cost).
+FFD_SECONDS_PER_ITEM = 2.5e-6
+#: Building local search's state (arrays, item types) before its first step.
+SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
+#: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
+PACKING_BOUND_SECONDS_PER_ITEM = 0.5e-6
+#: Checking the input, merging items, the bounds, and checking and assembling the plan.
+FIXED_SECONDS_PER_ITEM = 1.0e-6
+
+
+def fallback_cost_seconds(n: int) -> float:
+    """What the fallback that always exists costs at this size."""
+    if n <= CAPPED_BALANCE_UP_TO:
+        return CAPPED_BALANCE_SECONDS_PER_ITEM * n
+    return PACK_SECONDS_PER_ITEM * n
