@@ -125,8 +125,7 @@ def solve_items(
         model, y, z = _build(items, types, k, cap, max_count, best, build_by)
         keys, members = types
     except _OutOfTime as stop:
-        if not budget.by_clock:
-            budget.cut = True
+        budget.mark_cut()
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
     budget.charge(size * BUILD_SECONDS_PER_VAR)

@@ -151,6 +151,12 @@ class Budget:
     def charge(self, seconds: float) -> None:
         self.spent += seconds
 
+    def mark_cut(self) -> None:
+        """The wall clock, not the estimate, stopped a step: the plan may differ from another
+        run's (``plan.notes`` says so). In "clock" timing the clock decides anyway."""
+        if not self.by_clock:
+            self.cut = True
+
     def fits(self, seconds: float) -> bool:
         """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
         wall clock says no, the safety net decides (and ``cut`` records it)."""

@@ -148,9 +148,6 @@ def _heuristic_plan(
     def out_of_time(margin: float = 0.0) -> bool:
         return not budget.fits(margin)
 
-    def budget_cut() -> None:  # the wall clock, not the estimate, stopped a step
-        if not budget.by_clock:
-            budget.cut = True
 
     best = BestPlan(None, 0, lb, "", [])
     hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
@@ -195,8 +192,8 @@ def _heuristic_plan(
         )
         budget.charge(report.get("work", 0) * WORK_SECONDS)
         stopped = report.get("stopped", "converged")
-        if stopped == "deadline" and not by_clock:
-            budget.cut = True
+        if stopped == "deadline":
+            budget.mark_cut()
         return polished, offer(method + "+local_search", polished), stopped
 
     kk_seconds = karmarkar_karp_seconds(n, k)
@@ -229,7 +226,7 @@ def _heuristic_plan(
                            best.max_load if best.bins is not None else None,
                            min(DIVE_SHARE * time_limit, budget.left()),
                            deadline=budget.wall_deadline, charge=budget.charge,
-                           on_cut=budget_cut)
+                           on_cut=budget.mark_cut)
         if dived is not None:
             offer("dive", dived)
 
@@ -289,8 +286,8 @@ def _heuristic_plan(
             budget.wall_deadline, lpt_in, steps, report,
         )
         budget.charge(report.get("repair_steps", 0) * step)
-        if report.get("deadline") and not budget.by_clock:
-            budget.cut = True
+        if report.get("deadline"):
+            budget.mark_cut()
         return cb
 
     def fallback() -> tuple[str, list[list[int]], bool]:
@@ -360,8 +357,8 @@ def _heuristic_plan(
             max_work=min(resplit_work(time_limit), resplit_work(max(budget.left(), 0.0))),
         ))
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
-        if report.get("deadline") and not budget.by_clock:
-            budget.cut = True
+        if report.get("deadline"):
+            budget.mark_cut()
 
     if best.bins is None and hints:
         # The least-violating split: a start for CP-SAT.

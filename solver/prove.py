@@ -127,13 +127,9 @@ def prove_items(
     def allowance(share: float) -> float:
         return max(0.0, min(share * time_limit, budget.left()))
 
-    def cut() -> None:
-        if not budget.by_clock:
-            budget.cut = True
-
     def note_cut() -> None:
         if budget.wall_left() <= 0:
-            cut()
+            budget.mark_cut()
 
     tokens, costs, counts = items.tokens, items.costs, items.counts
     lp_work = int(LP_WORK_PER_SECOND * allowance(LP_SHARE))
@@ -165,7 +161,7 @@ def prove_items(
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None,
                        allowance(DIVE_PROOF_SHARE), attempts=8, deadline=wall,
-                       few_per_bin_only=False, charge=budget.charge, on_cut=cut)
+                       few_per_bin_only=False, charge=budget.charge, on_cut=budget.mark_cut)
     note_cut()
     if dived is not None:
         load = max(sum(costs[i] for i in b) for b in dived)
