@@ -76,27 +76,43 @@ def _l2_sorted(t: np.ndarray, prefix: np.ndarray, cap: int) -> int:
     return int((n1 + n2 + extra).max())
 
 
-def load_lower_bound_packing(costs: Any, k: int, lo: int, hi: int) -> int:
+def load_lower_bound_packing(
+    costs: Any, k: int, lo: int, hi: int, max_steps: int | None = None,
+    report: dict[str, int] | None = None,
+) -> int:
     """The smallest z in [lo, hi] for which L2 allows k bins of capacity z; hi if none.
 
     A plan with max load z packs the costs into k bins of capacity z, so L2(costs, z) <= k is
     necessary. It is what the counting bound misses when many items are over half the load:
     two such items never share a micro-batch. Binary search, one L2 per step; ``hi`` is
     typically the best plan's load, so a result of ``hi`` proves that plan optimal.
+    ``max_steps`` caps the L2 evaluations (a budget): the search then stops early and returns
+    the z below which every load is refuted, still a valid bound. ``report["steps"]`` receives
+    the evaluations made, for a caller that charges a budget.
     """
     c = np.sort(as_lengths(costs, "costs"))
     k = as_positive_int(k, "k")
     prefix = np.concatenate(([0], np.cumsum(c)))
     lo = max(lo, int(c[-1]))
-    if lo >= hi or _l2_sorted(c, prefix, lo) <= k:
+    steps = 0
+    if report is not None:
+        report["steps"] = 0
+    if lo >= hi or max_steps == 0:
         return min(lo, hi)
-    while lo < hi:  # invariant: lo is infeasible for L2, hi is the answer so far
+    steps += 1
+    if _l2_sorted(c, prefix, lo) <= k:
+        hi = lo
+    # invariant: every z below lo is refuted by L2; hi passes it (or is the caller's cap)
+    while lo < hi and (max_steps is None or steps < max_steps):
         mid = (lo + hi) // 2
+        steps += 1
         if _l2_sorted(c, prefix, mid) <= k:
             hi = mid
         else:
             lo = mid + 1
-    return hi
+    if report is not None:
+        report["steps"] = steps
+    return lo if lo < hi else hi
 
 
 def min_bins_lower_bound(lengths: Any, cap: int) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from ._common import Bins, order_desc, prepare
@@ -57,53 +58,55 @@ def karmarkar_karp_lists(
         states = [([cost[i]], [i]) for i in order]
     left: list[int] = []  # internal node id n + j has children left[j], right[j]
     right: list[int] = []
-
-    def join(x: int, y: int) -> int:
-        if x < 0:
-            return y
-        if y < 0:
-            return x
-        left.append(x)
-        right.append(y)
-        return n + len(left) - 1
-
-    def spread(sums: list[int]) -> int:
-        return sums[-1] - (sums[0] if len(sums) == k else 0)
-
-    heap = [(-spread(s), idx) for idx, (s, _) in enumerate(states)]
+    # A hot loop (n merges): join and spread are written inline, and a popped state's lists
+    # are reused in place, since nothing else refers to them.
+    heap = [(-(s[-1] - (s[0] if len(s) == k else 0)), idx) for idx, (s, _) in enumerate(states)]
     heapq.heapify(heap)
+    pop, push, insort_at = heapq.heappop, heapq.heappush, bisect.bisect_right
     tick = len(states)
     while len(heap) > 1:
-        _, ia = heapq.heappop(heap)
-        _, ib = heapq.heappop(heap)
+        ia = pop(heap)[1]
+        ib = pop(heap)[1]
         sa, na = states[ia]
         sb, nb = states[ib]
+        states[ia] = states[ib] = _EMPTY  # free memory early
         if len(sa) == 1 and len(sb) > 1:
             sa, na, sb, nb = sb, nb, sa, na
         if len(sb) == 1:  # a lone subset: one bisection into a, no re-sort
-            sums, nodes = list(sa), list(na)
+            sums, nodes = sa, na
             value, node = sb[0], nb[0]
             if len(sums) == k:  # a is full: the lone subset joins a's lightest
                 value += sums.pop(0)
-                node = join(nodes.pop(0), node)
-            at = bisect.bisect_right(sums, value)
+                other = nodes.pop(0)
+                if other >= 0:
+                    left.append(other)
+                    right.append(node)
+                    node = n + len(left) - 1
+            at = insort_at(sums, value)
             sums.insert(at, value)
             nodes.insert(at, node)
-        elif len(sa) + len(sb) <= k:
-            paired = sorted(zip(sa + sb, na + nb, strict=True), key=_first)
         else:
-            fa = [0] * (k - len(sa)) + sa  # expand the implied empty subsets
-            ga = [-1] * (k - len(na)) + na
-            fb = [0] * (k - len(sb)) + sb
-            gb = [-1] * (k - len(nb)) + nb
-            paired = [(fa[j] + fb[k - 1 - j], join(ga[j], gb[k - 1 - j])) for j in range(k)]
-            paired.sort(key=_first)
-        if len(sb) > 1:
+            if len(sa) + len(sb) <= k:
+                paired = sorted(zip(sa + sb, na + nb, strict=True), key=_first)
+            else:
+                fa = [0] * (k - len(sa)) + sa  # expand the implied empty subsets
+                ga = [-1] * (k - len(na)) + na
+                fb = sb[::-1] + [0] * (k - len(sb))  # b reversed: heaviest first
+                gb = nb[::-1] + [-1] * (k - len(nb))
+                paired = []
+                for x, y, u, v in zip(fa, fb, ga, gb, strict=True):
+                    if u < 0:
+                        u = v
+                    elif v >= 0:
+                        left.append(u)
+                        right.append(v)
+                        u = n + len(left) - 1
+                    paired.append((x + y, u))
+                paired.sort(key=_first)
             sums = [p[0] for p in paired]
             nodes = [p[1] for p in paired]
         states.append((sums, nodes))
-        states[ia] = states[ib] = ([], [])  # free memory early
-        heapq.heappush(heap, (-spread(sums), tick))
+        push(heap, (-(sums[-1] - (sums[0] if len(sums) == k else 0)), tick))
         tick += 1
     _, nodes = states[heap[0][1]]
     nodes = [-1] * (k - len(nodes)) + nodes
@@ -123,5 +126,5 @@ def karmarkar_karp_lists(
     return bins
 
 
-def _first(pair: tuple[int, int]) -> int:
-    return pair[0]
+_EMPTY: tuple[list[int], list[int]] = ([], [])
+_first = itemgetter(0)  # sort pairs by sum only, stable on ties

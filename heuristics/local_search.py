@@ -54,10 +54,14 @@ _BATCH = 16
 #: one per item for building the state. WORK_SECONDS converts work to CPU seconds on the
 #: reference machine (2 cores, ortools 9.15, numpy 2.4); measured with
 #: ``python benchmarks/bench_scale.py --calibrate``.
-_STEP_WORK = 40_000
+_STEP_WORK = 25_000
+#: Charged per item on every step: the passes over all items a step makes beyond the ones
+#: counted where they happen (gathers, masks, list conversions). Without it a step at n=2048
+#: cost ~740 us against ~500 us charged, and the wall clock, not the budget, ended the search.
+_STEP_WORK_PER_ITEM = 22
 _SETUP_WORK_PER_ITEM = 40
-#: Measured 15.7 ns at n=2048 and 10.3 ns at 10^4 on the shared machine under load 5 (CPU
-#: time), about half that idle.
+#: Measured inside ``partition`` on bench_cpsat's online batches (n=64..2048, tokens and
+#: attention cost): 5-8 ns per unit at the median with the per-step charges above, at load ~1.
 WORK_SECONDS = 8e-9
 
 Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)
@@ -260,7 +264,7 @@ def improve_lists(
         if max_work is not None and s.work > max_work:
             stopped = "steps"
             break
-        s.work += _STEP_WORK + k
+        s.work += _STEP_WORK + _STEP_WORK_PER_ITEM * n + k
         now = time.perf_counter() if deadline is not None or not repaired else 0.0
         if deadline is not None and now > deadline:
             stopped = "deadline"
@@ -281,6 +285,9 @@ def improve_lists(
         if batched:
             if _batched_step(s, members):
                 continue
+            # A second sub-step follows, with numpy calls of its own (measured: steps at
+            # n >= 1024 cost about twice the single charge when this was not counted).
+            s.work += _STEP_WORK
             h = int(np.argmax(s.load))  # it may have improved another bin tied at the top
             top = int(s.load[h])
         heavy_all = np.asarray(members[h], dtype=np.int64)
@@ -395,7 +402,7 @@ def _batched_step(s: _State, members: Bins) -> bool:
     rank = np.empty(k, dtype=np.int64)
     rank[by_load] = np.arange(k)[::-1]  # 0 for the heaviest bin
     heavy = np.flatnonzero(rank[s.where[: s.n]] < _BATCH)
-    s.work += s.n + 2 * k
+    s.work += 4 * s.n + 2 * k  # four passes over the items above
     found = s.pairs_in_range(heavy, light_bins)
     a, h, b, j, score = found if found is not None else s.candidates(heavy, light_bins)
     if not len(a):

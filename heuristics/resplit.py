@@ -26,12 +26,17 @@ MAX_WORK = 4_000_000
 _INT64_SAFE = 1 << 62
 #: Subsets scored per second (measured 2-6M on a loaded 2-core machine), for budgets by time.
 SUBSETS_PER_SECOND = 4_000_000
+#: Work charged per pair tried and per bin per round, in subsets, beyond the subsets scored:
+#: a pair's numpy calls cost ~60 us however small its union, and each round sorts the bins
+#: (measured: without these, resplit at n=2048 took 14 ms where 3 ms were charged).
+PAIR_WORK = 256
+ROUND_WORK_PER_BIN = 2
 
 
 def work_for(time_limit: float, share: float = 0.25) -> int:
     """The work budget (subsets) for a ``share`` of ``time_limit``: the same limit gives the
     same work on every machine; at least one 13-sequence pair."""
-    return max(1 << 12, int(SUBSETS_PER_SECOND * share * time_limit))
+    return max((1 << 12) + PAIR_WORK, int(SUBSETS_PER_SECOND * share * time_limit))
 
 
 def _subset_sums(values: Sequence[int], dtype: type | str) -> np.ndarray:
@@ -129,8 +134,9 @@ def _resplit(
     if k < 2:
         return 0, False
     load = [sum(costs[i] for i in b) for b in out]
-    work = 0
+    work = sum(map(len, out))  # the loads above, and sorting the bins: about a subset per item
     while True:
+        work += ROUND_WORK_PER_BIN * k
         heavy = min(range(k), key=lambda j: (-load[j], j))
         if load[heavy] <= lower_bound:
             break
@@ -145,9 +151,10 @@ def _resplit(
                 continue
             if deadline is not None and time.perf_counter() > deadline:
                 return work, True
-            if work + (1 << (len(union) - 1)) > max_work:
+            pair_work = PAIR_WORK + (1 << (len(union) - 1))
+            if work + pair_work > max_work:
                 return work, False
-            work += 1 << (len(union) - 1)
+            work += pair_work
             found = best_split(
                 [tokens[i] for i in union], [costs[i] for i in union],
                 [counts[i] for i in union], cap, max_count,

@@ -33,7 +33,7 @@ from .problem import Items
 #: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
 #: constraints), 2.8 ms (one worker) to 5.3 ms (two) to start a solve. Used to decide whether a
 #: model fits the budget; the clock checks in the build catch a wrong guess.
-BUILD_SECONDS_PER_VAR = 4e-6
+BUILD_SECONDS_PER_VAR = 20e-6
 SOLVE_STARTUP_SECONDS = 0.004
 #: Online budgets this short run one worker: a second one costs ~2.5 ms more to start
 #: (measured: 2.8 ms vs 5.3 ms for a trivial model), a big share of a 20 ms budget.

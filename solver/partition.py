@@ -38,13 +38,16 @@ from .budget_costs import (
     KK_SHARE,
     LPT_SECONDS_PER_ITEM,
     PACK_SECONDS_PER_ITEM,
-    PACKING_BOUND_SECONDS_PER_ITEM,
+    SAFETY_NET_SLACK,
     SEARCH_SETUP_SECONDS_PER_ITEM,
     fallback_cost_seconds,
     karmarkar_karp_seconds,
+    lpt_seconds,
+    packing_bound_seconds,
+    packing_bound_steps,
 )
 from .cpsat import solve_items
-from .options import ENGINES, BestPlan, Budget, SolverOptions
+from .options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
 from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
 from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
 from .prove import DIVE_SHARE, dive_items, prove_items
@@ -210,12 +213,18 @@ def _heuristic_plan(
         nonlocal tightened
         if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
             return
-        if not tightened and best.bins is not None and best.max_load > lb and budget.fits(
-            PACKING_BOUND_SECONDS_PER_ITEM * n
-        ):
+        if tightened or best.bins is None or best.max_load <= lb:
+            return
+        # A binary search over [lb, best load]: as many steps as the budget pays for (a
+        # stopped search still gives a valid bound), charged for the steps it made.
+        steps = min(2 + (best.max_load - lb).bit_length(), packing_bound_steps(n, budget.left()))
+        if steps >= 2 and budget.fits(packing_bound_seconds(n, steps)):
             tightened = True
-            budget.charge(PACKING_BOUND_SECONDS_PER_ITEM * n)
-            best.lower_bound = load_lower_bound_packing(items.cost_array, k, lb, best.max_load)
+            report: dict[str, int] = {}
+            best.lower_bound = max(best.lower_bound, load_lower_bound_packing(
+                items.cost_array, k, lb, best.max_load, max_steps=steps, report=report
+            ))
+            budget.charge(packing_bound_seconds(n, report.get("steps", steps)))
 
     tighten_bound()
 
@@ -235,15 +244,19 @@ def _heuristic_plan(
     # searches it no longer fitted the budget.
     kk_done = False
 
-    def karmarkar_karp() -> None:
+    def karmarkar_karp() -> list[list[int]] | None:
+        """KK's plan when it ran and is valid (it is then also a start in ``starts``)."""
         nonlocal kk_done
         kk_done = True
         if kk_planned and not proven() and budget.fits(kk_seconds):
             budget.charge(kk_seconds)
             kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-            if searchable(kk, offer("karmarkar_karp", kk)):
+            kk_valid = offer("karmarkar_karp", kk)
+            if searchable(kk, kk_valid):
                 starts.append(("karmarkar_karp", kk))
             tighten_bound()
+            return kk if kk_valid else None
+        return None
 
     if cap is None:
         karmarkar_karp()
@@ -253,11 +266,9 @@ def _heuristic_plan(
     # repair it.
     lpt_valid = False
     lpt_bins: list[list[int]] | None = None
-    lpt_seconds = LPT_SECONDS_PER_ITEM * n
-    if not proven() and lpt_seconds + fallback_seconds <= time_limit and not out_of_time(
-        lpt_seconds
-    ):
-        budget.charge(lpt_seconds)
+    lpt_cost = lpt_seconds(n, k)
+    if not proven() and lpt_cost + fallback_seconds <= time_limit and not out_of_time(lpt_cost):
+        budget.charge(lpt_cost)
         # Sorted like the capped balancer's output, so local search from it retraces the
         # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
         lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
@@ -265,12 +276,25 @@ def _heuristic_plan(
         lpt_bins = lpt
         lpt_valid = offer("lpt", lpt)
         tighten_bound()
-        if not proven() and searchable(lpt, lpt_valid):
+        first_method, first = "lpt", lpt
+        if lpt_valid and not kk_done:
+            # A valid plan is in hand, so KK's time can no longer cost the fallback: KK now,
+            # and the search starts from the better of the two. On long-tail batches with many
+            # sequences per micro-batch KK often reaches the bound outright, where local search
+            # from LPT needed more than 20 ms (n=2048).
+            kk = karmarkar_karp()
+            if kk is not None and not proven() and _excess(kk, items, best.lower_bound) < _excess(
+                lpt, items, best.lower_bound
+            ):
+                starts.remove(("karmarkar_karp", kk))
+                starts.append((first_method, first))
+                first_method, first = "karmarkar_karp", kk
+        if not proven() and searchable(first, lpt_valid):
             polished, repaired, stopped = polish(
-                "lpt", lpt, None if lpt_valid else fallback_seconds
+                first_method, first, None if lpt_valid else fallback_seconds
             )
             if not repaired and stopped in ("repair", "deadline"):
-                starts.append(("lpt", polished))  # cut short: resume it later if time allows
+                starts.append((first_method, polished))  # cut short: resume it later
             tighten_bound()
 
     # 2. The fallback, at once when no valid plan is known yet: it always exists from the
@@ -514,6 +538,7 @@ def _search_k(
     )
 
 
+@pauses_gc
 def partition(
     lengths: Any,
     k: int | None = None,
@@ -574,7 +599,9 @@ def partition(
     mode = options.mode
     budget = Budget(
         limit=float(time_limit) - finish_reserve,
-        wall_deadline=None if mode == "strict" else t0 + float(time_limit) - finish_reserve,
+        wall_deadline=None
+        if mode == "strict"
+        else t0 + float(time_limit) - finish_reserve + SAFETY_NET_SLACK,
         by_clock=mode == "clock",
     )
     # Checking the input, building the items and bounds: charged up front, by size.

@@ -17,7 +17,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .exact import DIVE_POOL, ExactBudget, dive, minimise_max_load
+from .exact import (
+    DIVE_POOL,
+    DIVE_WORDS_PER_ITEM_LEFT,
+    DIVE_WORDS_PER_POOL_ITEM,
+    ExactBudget,
+    dive,
+    minimise_max_load,
+)
 from .lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
 from .options import BestPlan, Budget
 from .plan import InfeasibleError
@@ -77,8 +84,12 @@ def dive_items(
         return None
     limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
     budget = int(DIVE_WORDS_PER_SECOND * max(seconds, 0.0))
-    # One bitset pass per bin over its pool of candidates (see exact.dive).
-    estimate = k * min(n, DIVE_POOL) * (limit // 64 + 1)
+    # One bitset pass per bin over its pool of candidates, and the list of items left
+    # rebuilt per bin (see exact.dive).
+    estimate = k * (
+        min(n, DIVE_POOL) * (limit // 64 + 1 + DIVE_WORDS_PER_POOL_ITEM)
+        + DIVE_WORDS_PER_ITEM_LEFT * n // 2
+    )
     if estimate > budget:
         return None
     # The allowance on the clock too, as a safety net (a loaded machine shifts words slower);
@@ -89,10 +100,11 @@ def dive_items(
     for _ in range(attempts):
         if (upper is not None and z >= upper) or budget <= 0:
             break
-        bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop)
-        budget -= estimate
-        if charge is not None:
-            charge(estimate / DIVE_WORDS_PER_SECOND)
+        report: dict[str, int] = {}
+        bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop, report=report)
+        budget -= report["work"]
+        if charge is not None:  # the work it did: a dive that fails early costs little
+            charge(report["work"] / DIVE_WORDS_PER_SECOND)
         if bins is not None:
             return bins
         if stop is not None and time.perf_counter() > stop:

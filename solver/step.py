@@ -22,7 +22,7 @@ import numpy as np
 
 from seqpart.heuristics._inputs import as_lengths, as_positive_int
 
-from .options import SolverOptions
+from .options import SolverOptions, pauses_gc
 from .partition import partition
 from .plan import InfeasibleError, InvalidPlanError, Plan, find_violations
 from .problem import Cost
@@ -273,6 +273,7 @@ class _Best:
     method: str = ""
 
 
+@pauses_gc
 def plan_step(
     lengths: Any,
     dp_size: int,
