@@ -59,14 +59,31 @@ def karmarkar_karp_lists(
     left: list[int] = []  # internal node id n + j has children left[j], right[j]
     right: list[int] = []
     # A hot loop (n merges): join and spread are written inline, and a popped state's lists
-    # are reused in place, since nothing else refers to them.
-    heap = [(-(s[-1] - (s[0] if len(s) == k else 0)), idx) for idx, (s, _) in enumerate(states)]
+    # are reused in place, since nothing else refers to them. The heap is keyed (-spread, id).
+    # Lone sequences are already in key order (cost descending, ids ascending, and every
+    # merged state's id is larger), so they wait in that list and only merged states enter
+    # the heap: the same pops in the same order, with half the heap operations.
+    if equal or k == 1:
+        heap = [(-(s[-1] - (s[0] if len(s) == k else 0)), i) for i, (s, _) in enumerate(states)]
+        lone_key: list[int] = []
+    else:
+        heap = []
+        lone_key = [-cost[i] for i in order]  # lone state i: key (lone_key[i], i)
     heapq.heapify(heap)
     pop, push, insort_at = heapq.heappop, heapq.heappush, bisect.bisect_right
     tick = len(states)
-    while len(heap) > 1:
-        ia = pop(heap)[1]
-        ib = pop(heap)[1]
+    next_lone, lone_end = 0, len(lone_key)
+    while len(heap) + lone_end - next_lone > 1:
+        if next_lone < lone_end and (not heap or lone_key[next_lone] <= heap[0][0]):
+            ia = next_lone
+            next_lone += 1
+        else:
+            ia = pop(heap)[1]
+        if next_lone < lone_end and (not heap or lone_key[next_lone] <= heap[0][0]):
+            ib = next_lone
+            next_lone += 1
+        else:
+            ib = pop(heap)[1]
         sa, na = states[ia]
         sb, nb = states[ib]
         states[ia] = states[ib] = _EMPTY  # free memory early
@@ -108,7 +125,7 @@ def karmarkar_karp_lists(
         states.append((sums, nodes))
         push(heap, (-(sums[-1] - (sums[0] if len(sums) == k else 0)), tick))
         tick += 1
-    _, nodes = states[heap[0][1]]
+    _, nodes = states[heap[0][1] if heap else next_lone]
     nodes = [-1] * (k - len(nodes)) + nodes
     bins: Bins = []
     for root in reversed(nodes):

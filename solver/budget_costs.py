@@ -7,13 +7,12 @@ are measured on a 2-core machine and documented beside each one.
 
 from __future__ import annotations
 
-#: Costs used to split the budget, in seconds per item, measured with
-#: ``python benchmarks/bench_scale.py --calibrate`` (CPU time). They are meant for an idle
-#: 2-core machine: CPU time still grows under load (shared caches and cores), so figures taken
-#: on the loaded shared machine were scaled back towards the idle ones. KK: 6.2-8.4 us/item
-#: at n=1024-2048 (k=8-400, best of 3, otherwise idle); a lower figure let it eat the time
-#: LPT's repair and the fallback needed at 20 ms.
-KK_SECONDS_PER_ITEM = 5e-6
+#: Costs used to split the budget, in seconds per item. They are meant for an idle 2-core
+#: machine and were measured as CPU time (less skewed by other load than wall time) inside
+#: ``partition`` on bench_cpsat's online batches, tokens and attention cost, each step timed
+#: against what it was charged. KK (the loop sped up ~20% since): 3.1-4.8 us/item p50, up to
+#: 7.7 at n=1024-2048, k=20-736; charged at 5 us it ran at 0.8x its charge at the p90.
+KK_SECONDS_PER_ITEM = 4.2e-6
 #: The wall-clock safety net fires this long after the work budget's end. The estimates are
 #: per-step averages: on an idle machine a step still runs 10-20% over its estimate now and
 #: then (cache, frequency), and a net at the limit itself cut a third to a half of the n=2048
@@ -26,6 +25,9 @@ SAFETY_NET_SLACK = 0.003
 KK_SECONDS_PER_ITEM_BIN = 8e-9
 #: Karmarkar-Karp is planned only when its estimate is under this share of the limit.
 KK_SHARE = 0.75
+#: Under a cap, KK runs before local search (once a valid plan is known) from this many
+#: sequences per micro-batch on average; below, after it.
+KK_FIRST_ITEMS_PER_BIN = 12
 KK_FULL_BIN_TERM_FROM = 20_000
 
 
@@ -37,8 +39,8 @@ def karmarkar_karp_seconds(n: int, k: int) -> float:
 
 #: LPT: a heap of k bins, so log2(k) per item on top of a fixed per-item cost (measured in
 #: partition at n=2048: 3 ms at k=40, 4-5 ms at k=700; it was charged 3 ms flat).
-LPT_SECONDS_PER_ITEM = 1.1e-6
-LPT_SECONDS_PER_ITEM_LOG_BIN = 0.11e-6
+LPT_SECONDS_PER_ITEM = 0.9e-6
+LPT_SECONDS_PER_ITEM_LOG_BIN = 0.09e-6
 
 
 def lpt_seconds(n: int, k: int) -> float:
@@ -49,8 +51,8 @@ def lpt_seconds(n: int, k: int) -> float:
 #: The bin-packing load bound: a binary search over [lo, hi], one Martello-Toth L2 per step,
 #: each 35-95 us of numpy calls plus ~0.11 us per item (measured at n=64..10^4). Charged per
 #: item alone, it cost 10x its charge on small batches with attention costs (wide ranges).
-PACKING_BOUND_SECONDS_PER_STEP = 60e-6
-PACKING_BOUND_SECONDS_PER_ITEM_STEP = 0.13e-6
+PACKING_BOUND_SECONDS_PER_STEP = 80e-6
+PACKING_BOUND_SECONDS_PER_ITEM_STEP = 0.08e-6
 PACKING_BOUND_SORT_SECONDS_PER_ITEM = 0.1e-6
 
 
