@@ -122,3 +122,18 @@ def test_dive_finds_a_plan_at_the_counting_bound_among_many_items() -> None:
     assert bins is not None
     check_plan(bins, lengths, k, 65536)
     assert max(sum(lengths[i] for i in b) for b in bins) == lb
+
+
+def test_dive_reports_the_work_it_did_and_stops_at_its_budget() -> None:
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(2000, 30000, 40).tolist()
+    k = 10
+    z = load_lower_bound(lengths, k) + 2000
+    report: dict[str, int] = {}
+    bins = dive(lengths, k, z, 65536, report=report)
+    assert report["work"] > 0
+    again: dict[str, int] = {}
+    assert dive(lengths, k, z, 65536, report=again) == bins and again == report  # repeatable
+    cut: dict[str, int] = {}
+    assert dive(lengths, k, z, 65536, max_work=report["work"] // 4, report=cut) is None
+    assert cut["work"] <= report["work"]

@@ -157,3 +157,18 @@ def test_heuristics_are_deterministic(name: str) -> None:
     lengths = [((i * 7919) % 97) + 1 for i in range(300)]
     fn = HEURISTICS[name]
     assert fn(lengths, 9, 4000) == fn(list(lengths), 9, 4000)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lengths=st.lists(st.integers(1, 500), min_size=2, max_size=7), data=st.data())
+def test_packing_bound_cut_short_is_still_a_bound(lengths: list[int], data: st.DataObject) -> None:
+    """A budgeted search (max_steps) stops early with a weaker bound, never a wrong one."""
+    k = data.draw(st.integers(1, len(lengths)))
+    steps = data.draw(st.integers(0, 6))
+    opt = brute_force_min_max(lengths, k, None)
+    assert opt is not None
+    report: dict[str, int] = {}
+    full = load_lower_bound_packing(lengths, k, 1, sum(lengths))
+    short = load_lower_bound_packing(lengths, k, 1, sum(lengths), max_steps=steps, report=report)
+    assert short <= full <= opt
+    assert report["steps"] <= steps

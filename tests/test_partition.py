@@ -320,3 +320,22 @@ def test_heuristics_find_a_capped_plan_from_the_best_fit_count_up(
         costs = [cost[0] * x + cost[1] * x * x for x in lengths]
         opt = brute_force_min_max(lengths, k, cap, costs=costs)
         assert opt is not None and plan.max_load >= opt
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_never_above_karmarkar_karp_when_it_fits_the_budget(seed: int) -> None:
+    """Many sequences per micro-batch under a cap (issue 11): once a valid plan is known, KK
+    runs before local search and the search starts from the better plan, so the result is
+    never above KK's valid plan. Strict timing: the same steps on every machine."""
+    from seqpart.heuristics import karmarkar_karp
+
+    rng = np.random.default_rng(seed)
+    lengths = np.clip(rng.lognormal(6.5, 1.1, 1024), 16, 16384).astype(int).tolist()
+    cap = 32768
+    k = -(-sum(lengths) // cap) + 3
+    kk = karmarkar_karp(lengths, k)
+    kk_loads = [sum(lengths[i] for i in b) for b in kk]
+    assert max(kk_loads) <= cap  # KK's plan is valid here, so partition must match or beat it
+    plan = partition(lengths, k, cap, time_limit=0.02, options=SolverOptions(timing="strict"))
+    check_plan(plan.bins, lengths, k, cap)
+    assert plan.max_load <= max(kk_loads)
