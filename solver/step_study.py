@@ -39,12 +39,12 @@ from .lengths_io import UsageError
 from .study import (
     STARVED,
     Source,
-    _contention,
-    _seed,
-    _split,
+    cpu_contention,
     format_timing_note,
     parse_caps,
     parse_ns,
+    split_list,
+    stable_seed,
 )
 from .study_runner import ResultStore, Task, run_tasks, worker_pool
 
@@ -112,7 +112,7 @@ class Setting:
 
 def _ints(text: str, flag: str) -> list[int]:
     out = []
-    for part in _split(text):
+    for part in split_list(text):
         if not part.isdigit() or int(part) < 1:
             raise UsageError(f"{flag} value {part!r}: use ints >= 1")
         out.append(int(part))
@@ -122,7 +122,7 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def parse_methods(text: str) -> list[str]:
-    methods = _split(text)
+    methods = split_list(text)
     bad = [m for m in methods if m not in STEP_METHODS]
     if bad:
         raise UsageError(f"unknown method {bad[0]!r}: choose from {', '.join(STEP_METHODS)}")
@@ -132,7 +132,7 @@ def parse_methods(text: str) -> list[str]:
 
 
 def parse_costs(text: str) -> list[str]:
-    costs = _split(text)
+    costs = split_list(text)
     bad = [c for c in costs if c not in ("tokens", "attention")]
     if bad or not costs:
         raise UsageError(f"--costs value {(bad or [''])[0]!r}: use tokens and/or attention")
@@ -143,7 +143,7 @@ def _sources(config: StepStudyConfig) -> list[Source]:
     from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
     known = list_datasets()
-    names = [] if config.datasets == "none" else known if config.datasets == "all" else _split(
+    names = [] if config.datasets == "none" else known if config.datasets == "all" else split_list(
         config.datasets
     )
     sources = []
@@ -177,7 +177,7 @@ def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
     for source in _sources(config):
         for n in ns:
             for rep in range(config.reps):
-                rng = np.random.default_rng(_seed(config.seed, "step", source.name, n, rep))
+                rng = np.random.default_rng(stable_seed(config.seed, "step", source.name, n, rep))
                 lengths = tuple(source.batch(n, rng))
                 for kind, value in caps:
                     cap = int(value * source.max_length) if kind == "x" else int(value)
@@ -328,7 +328,7 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
             "mean_m": _mean([r["m"] for r in mine if r["m"]]),
             "time_p50_s": float(np.percentile([r["seconds"] for r in mine], 50)),
             "time_p95_s": float(np.percentile([r["seconds"] for r in mine], 95)),
-            **_contention(mine),
+            **cpu_contention(mine),
         }
         for pp in pps:
             vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]

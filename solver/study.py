@@ -99,7 +99,8 @@ class Instance:
     lengths: tuple[int, ...]
 
 
-def _split(text: str) -> list[str]:
+def split_list(text: str) -> list[str]:
+    """The non-empty, stripped items of a comma-separated option (shared with the step study)."""
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
@@ -107,7 +108,7 @@ def parse_methods(text: str) -> list[str]:
     from seqpart.heuristics import HEURISTICS
 
     methods = []
-    for spec in _split(text):
+    for spec in split_list(text):
         name, _, budget = spec.partition("@")
         if name == "partition":
             try:
@@ -130,7 +131,7 @@ def parse_methods(text: str) -> list[str]:
 
 def parse_k_specs(text: str) -> list[str]:
     specs = []
-    for spec in _split(text):
+    for spec in split_list(text):
         if spec == "min" or (spec.startswith("min+") and spec[4:].isdigit()) or (
             spec.isdigit() and int(spec) >= 1
         ):
@@ -145,7 +146,7 @@ def parse_k_specs(text: str) -> list[str]:
 def parse_caps(text: str) -> list[tuple[str, float]]:
     """'2x' (times the source's longest sequence) or an absolute token count."""
     caps = []
-    for spec in _split(text):
+    for spec in split_list(text):
         try:
             value = float(spec[:-1]) if spec.endswith("x") else float(int(spec))
         except ValueError:
@@ -162,7 +163,7 @@ def parse_caps(text: str) -> list[tuple[str, float]]:
 
 def parse_ns(text: str) -> list[int | None]:
     ns: list[int | None] = []
-    for spec in _split(text):
+    for spec in split_list(text):
         if spec == "all":
             ns.append(None)
         elif spec.isdigit() and int(spec) >= 1:
@@ -185,7 +186,7 @@ def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> l
         names = "none" if config.data else "all"
     if names != "none":
         known = list_datasets()
-        chosen = known if names == "all" else _split(names)
+        chosen = known if names == "all" else split_list(names)
         for name in chosen:
             if name not in known:
                 raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
@@ -206,7 +207,8 @@ def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> l
     return sources
 
 
-def _seed(*parts: object) -> list[int]:
+def stable_seed(*parts: object) -> list[int]:
+    """A numpy seed from the parts that names a batch (shared with the step study)."""
     # crc32, not hash(): Python salts str hashes per process, and resumed studies must
     # regenerate the same batches.
     return [zlib.crc32(str(p).encode()) for p in parts]
@@ -256,7 +258,7 @@ def build_instances(
             if n is None and not source.whole:
                 raise UsageError("--n all needs --data FILE")
             for rep in range(config.reps):
-                rng = np.random.default_rng(_seed(config.seed, source.name, n, rep))
+                rng = np.random.default_rng(stable_seed(config.seed, source.name, n, rep))
                 lengths = tuple(source.batch(n or 0, rng))
                 for kind, value in caps:
                     cap = int(value * source.max_length) if kind == "x" else int(value)
@@ -420,12 +422,12 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str]) -> list
             "optimal_share": sum(1 for r, g in zip(valid, gaps, strict=True) if g <= 0) / len(mine),
             "time_p50_s": _percentile(times, 50),
             "time_p95_s": _percentile(times, 95),
-            **_contention(mine),
+            **cpu_contention(mine),
         })
     return rows
 
 
-def _contention(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def cpu_contention(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """How much CPU the timed runs had: CPU seconds per wall second of the process (about 1 for
     one busy thread that had a core to itself; less when something else competed) and the
     machine's 1-minute load average when they started."""
