@@ -94,6 +94,23 @@ def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple
     for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
         pos = lo
         need = t * span
+        if few and hi - lo == 1:  # a length seen once (most, in a spread-out batch)
+            at = bisect_left(keys, need)
+            if at < len(keys):
+                key = keys.pop(at)
+                b, r = key % span, key // span - t
+            elif k is None and t <= limit:
+                b, r = len(bins), limit - t
+                bins.append([])
+                room.append(limit)
+            else:
+                overflow.append(ids[lo])
+                continue
+            bins[b].append(ids[lo])
+            room[b] = r
+            if r >= smallest:
+                insort(keys, r * span + b)
+            continue
         while few and pos < hi:  # one sorted list: the same steps, fewer of them
             at = bisect_left(keys, need)
             if at < len(keys):
@@ -241,7 +258,7 @@ def _score(
     if max_count is not None:
         over += sum(max(0, c - max_count) for c in _per_bin(bins, count))
     empty = sum(1 for items in bins if not items)
-    return over, empty, max(_per_bin(bins, cost))
+    return over, empty, max(tok if cost is tokens else _per_bin(bins, cost))
 
 
 def _per_bin(bins: Bins, values: list[int]) -> list[int]:
@@ -272,24 +289,39 @@ def capped_balance_lists(
     construction starts unless none so far is valid. When none is, the least-violating one goes
     through :func:`repair_lists`.
     """
-    by_cost = order_desc(cost)
-    by_tokens = order_desc(tokens)
+    orders: dict[int, list[int]] = {}  # sorted once, when a construction first needs it
+
+    def order(values: list[int]) -> list[int]:
+        if id(values) not in orders:
+            orders[id(values)] = order_desc(values)
+        return orders[id(values)]
+
+    def lpt_by_tokens() -> Bins | None:
+        # The same as LPT by cost when both orders agree (costs that are the tokens).
+        if cost is tokens or order(tokens) == order(cost):
+            return None
+        return lpt_lists(tokens, cost, count, k, cap, max_count, order(tokens))
+
     # ``lpt_bins``: the caller's LPT by cost, the first construction, when it has it already.
-    constructions: list[Callable[[], Bins]] = [
+    constructions: list[Callable[[], Bins | None]] = [
         (lambda: lpt_bins) if lpt_bins is not None
-        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_cost))
+        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, order(cost)))
     ]
     if cap is not None:
-        if by_tokens != by_cost:
-            constructions.append(lambda: lpt_lists(tokens, cost, count, k, cap, max_count, by_tokens))
+        constructions.append(lpt_by_tokens)
         # Best fit first: O(n log n) and at least as tight as first fit, which scans every
         # bin per sequence and only runs when best fit left the plan invalid.
         constructions.append(lambda: best_fit_lists(tokens, count, k, cap, max_count))
-        constructions.append(lambda: first_fit_lists(tokens, count, k, cap, max_count, by_tokens))
+        constructions.append(
+            lambda: first_fit_lists(tokens, count, k, cap, max_count, order(tokens))
+        )
     best: Bins | None = None
     best_score: tuple[int, int, int] | None = None
     for build in constructions:
-        bins = fill_empty(build(), cost, count, max_count)
+        built = build()
+        if built is None:
+            continue
+        bins = fill_empty(built, cost, count, max_count)
         score = _score(bins, tokens, cost, count, cap, max_count)
         if best_score is None or score < best_score:
             best, best_score = bins, score
