@@ -101,6 +101,8 @@ def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[
         bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
         return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
     bins, room = best_fit_with_room(items.token_array, k, cap)
+    if all(bins):
+        return bins
     loads = None  # when loads are tokens, the room left gives them for free
     if cap is not None and items.costs == items.tokens:
         loads = [cap - r for r in room]
@@ -428,7 +430,8 @@ def _fixed_k(
         if n_items <= CAPPED_BALANCE_UP_TO:
             check_count(_count_bound(items, cap))
         else:
-            check_count(items.memo.get(cap, -(-sum(items.tokens) // cap)))
+            # An int64 sum is exact: make_problem refuses totals from 2**62 up.
+            check_count(items.memo.get(cap, -(-int(items.token_array.sum()) // cap)))
         if problem.cost == Cost() and lb > cap:
             raise InfeasibleError(
                 f"some micro-batch must hold at least {lb} tokens with k={k}, over cap={cap}: "
