@@ -100,7 +100,7 @@ def first_fit_tree(
             if tree[1] >= t:
                 node = 1
                 while node < size:  # descend to the leftmost leaf with room >= t
-                    node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+                    node += node if tree[node + node] >= t else node + 1
                 take = min(tree[node] // t, hi - pos) if t > 0 else hi - pos
             else:  # fits nowhere (fixed k, or a sequence over the cap): the most room
                 node = size + max(range(slots), key=lambda b: tree[size + b])
@@ -110,9 +110,15 @@ def first_fit_tree(
                 bins.append([])
             bins[b].extend(ids[pos : pos + take])
             pos += take
-            tree[node] -= take * t
-            node //= 2
-            while node:
-                tree[node] = max(tree[2 * node], tree[2 * node + 1])
-                node //= 2
+            room = tree[node] - take * t
+            tree[node] = room
+            # Up to the first ancestor whose maximum does not change (rooms only shrink).
+            while node > 1:
+                sibling = tree[node ^ 1]
+                if sibling > room:
+                    room = sibling
+                node >>= 1
+                if tree[node] == room:
+                    break
+                tree[node] = room
     return bins

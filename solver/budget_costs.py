@@ -41,8 +41,10 @@ CAPPED_BALANCE_SECONDS_PER_ITEM = 2e-6
 #: was 0.46-0.52 at 10^5 and twice this at 10^6 before its loop was written out).
 PACK_SECONDS_PER_ITEM = 1.0e-6
 CAPPED_BALANCE_UP_TO = 20_000
-#: First fit decreasing with the max-tree (about twice best fit's cost).
-FFD_SECONDS_PER_ITEM = 2.5e-6
+#: First fit decreasing with the max-tree: 0.66-1.70 us/item at n=2048-10^5 (bench_scale
+#: --calibrate, load ~2.8; 0.79-1.84 at load ~2 before its tree updates stopped at the first
+#: unchanged ancestor, which halved it at n=10^5-10^6).
+FFD_SECONDS_PER_ITEM = 1.5e-6
 #: Building local search's state (arrays, item types) before its first step.
 SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
 #: The bin-packing load bound: a binary search, one Martello-Toth L2 (sort-free) per step.
