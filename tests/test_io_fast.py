@@ -98,13 +98,16 @@ def test_the_validators_flat_hint_is_ignored_when_it_disagrees() -> None:
     tokens = [4, 4, 4, 4]
     bins = [[0, 1], [2, 3]]
     check_plan(bins, tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
-    # A hint that does not match the bins is not trusted: the bins themselves are checked.
+    # A hint whose sizes or first entries do not match the bins (or whose first entries are
+    # not plain ints) is not trusted: the bins themselves are checked.
     with pytest.raises(InvalidPlanError, match="more than one"):
         check_plan([[0, 1], [1, 3]], tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
     with pytest.raises(InvalidPlanError, match="exceed cap"):
         check_plan([[0, 1, 2], [3]], tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
     with pytest.raises(InvalidPlanError, match="not indices"):
-        check_plan([[0, 1.0], [2, 3]], tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
+        check_plan([[0, 1], [2.0, 3]], tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
+    with pytest.raises(InvalidPlanError, match="more than one"):
+        check_plan([[0, 1], [0, 3]], tokens, 2, 8, flat=np.array([0, 1, 2, 3]))
 
 
 @pytest.mark.parametrize("enabled", [True, False])
