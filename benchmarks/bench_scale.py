@@ -14,9 +14,10 @@ same on a 3-length file; the least of ``--repeats`` runs. Timing the whole comma
 subtracting a start-up run instead left the 0.6-1.2 s import time's noise in the figure (up
 to +-250 ms on the loaded shared machine). ``--memory`` runs n = 10^6 in a fresh
 process and reports its peak RSS (imports included) and the peak RSS after imports.
-``--calibrate`` prints the per-item CPU costs the budget split uses (solver/partition.py,
+``--calibrate`` prints the per-item CPU costs the budget split uses (solver/budget_costs.py,
 heuristics/local_search.py WORK_SECONDS, solver/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
-time so a loaded machine skews them less. Print ``uptime`` with any figure.
+time (the least of 3 runs) so a loaded machine skews them less. Print ``uptime`` with any
+figure.
 """
 
 from __future__ import annotations
