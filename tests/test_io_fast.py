@@ -5,6 +5,8 @@
 - Plan assembly: ``Items.expand_flat`` gives the bins ``expand`` and a sort give, and the
   validator's ``flat`` hint is used only when it agrees with the bins.
 - ``partition`` pauses the garbage collector and leaves it as it found it.
+- Best fit with a per-bin sample limit (equal_size) steps over full bins and places runs of
+  equal lengths at once, with the same bins as its one-at-a-time definition.
 
 Small inputs only: speed is measured in benchmarks/bench_scale.py.
 """
@@ -19,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seqpart.heuristics.capped_balance import best_fit_lists
 from seqpart.solver import InvalidPlanError, check_plan, partition
 from seqpart.solver.lengths_io import UsageError, parse_lengths
 from seqpart.solver.problem import make_items, make_problem
@@ -135,3 +138,39 @@ def test_large_batch_plan_is_assembled_sorted_and_checked() -> None:
     assert [b[0] for b in plan.bins] == sorted(b[0] for b in plan.bins)
     assert plan.tokens == [int(lengths[b].sum()) for b in plan.bins]
     assert plan.loads == plan.tokens and max(plan.tokens) <= cap
+
+
+def naive_counted_best_fit(
+    tokens: list[int], counts: list[int], k: int, cap: int, max_count: int
+) -> list[list[int]]:
+    """Longest first (ties by index), each into the fullest bin (ties: highest index) with
+    room for its tokens and samples; none: the bin with the fewest tokens (lowest index)."""
+    bins: list[list[int]] = [[] for _ in range(k)]
+    tok, cnt = [0] * k, [0] * k
+    for i in sorted(range(len(tokens)), key=lambda i: (-tokens[i], i)):
+        fits = [b for b in range(k)
+                if tok[b] + tokens[i] <= cap and cnt[b] + counts[i] <= max_count]
+        b = max(fits, key=lambda b: (tok[b], b)) if fits else min(range(k),
+                                                                   key=lambda b: (tok[b], b))
+        bins[b].append(i)
+        tok[b] += tokens[i]
+        cnt[b] += counts[i]
+    return bins
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 12), min_size=1, max_size=40),
+    data=st.data(),
+)
+def test_counted_best_fit_is_its_definition(tokens: list[int], data: st.DataObject) -> None:
+    n = len(tokens)
+    k = data.draw(st.integers(1, n))
+    cap = data.draw(st.integers(12, 60))
+    max_count = data.draw(st.integers(1, 6))
+    ones = [1] * n
+    counts = data.draw(st.sampled_from([ones, [1 + i % 3 for i in range(n)]]))
+    ours = best_fit_lists(tokens, counts, k, cap, max_count)
+    assert [sorted(b) for b in ours] == [
+        sorted(b) for b in naive_counted_best_fit(tokens, counts, k, cap, max_count)
+    ]
