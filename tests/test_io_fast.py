@@ -5,8 +5,8 @@
 - Plan assembly: ``Items.expand_flat`` gives the bins ``expand`` and a sort give, and the
   validator's ``flat`` hint is used only when it agrees with the bins.
 - ``partition`` pauses the garbage collector and leaves it as it found it.
-- Best fit with a per-bin sample limit (equal_size) steps over full bins and places runs of
-  equal lengths at once, with the same bins as its one-at-a-time definition.
+- Best fit and first fit with a per-bin sample limit (equal_size) step over full bins and
+  place runs of equal lengths at once, with the same bins as their one-at-a-time definitions.
 
 Small inputs only: speed is measured in benchmarks/bench_scale.py.
 """
@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics.capped_balance import best_fit_lists
+from seqpart.heuristics.first_fit import first_fit_lists
 from seqpart.solver import InvalidPlanError, check_plan, partition
 from seqpart.solver.lengths_io import UsageError, parse_lengths
 from seqpart.solver.problem import make_items, make_problem
@@ -174,3 +175,42 @@ def test_counted_best_fit_is_its_definition(tokens: list[int], data: st.DataObje
     assert [sorted(b) for b in ours] == [
         sorted(b) for b in naive_counted_best_fit(tokens, counts, k, cap, max_count)
     ]
+
+
+def naive_counted_first_fit(
+    tokens: list[int], k: int | None, cap: int, max_count: int, order: list[int]
+) -> list[list[int]]:
+    """Each sequence in ``order`` into the first bin with room for its tokens and one more
+    sample; none: a new bin (k=None) or the bin with the fewest tokens (lowest index)."""
+    bins: list[list[int]] = [[] for _ in range(k or 0)]
+    tok = [0] * (k or 0)
+    for i in order:
+        fits = [b for b in range(len(bins))
+                if tok[b] + tokens[i] <= cap and len(bins[b]) < max_count]
+        if fits:
+            b = fits[0]
+        elif k is None:
+            bins.append([])
+            tok.append(0)
+            b = len(bins) - 1
+        else:
+            b = min(range(k), key=lambda b: (tok[b], b))
+        bins[b].append(i)
+        tok[b] += tokens[i]
+    return bins
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tokens=st.lists(st.integers(1, 12), min_size=1, max_size=40),
+    data=st.data(),
+)
+def test_counted_first_fit_is_its_definition(tokens: list[int], data: st.DataObject) -> None:
+    n = len(tokens)
+    k = data.draw(st.one_of(st.none(), st.integers(1, n)))
+    cap = data.draw(st.integers(6, 40))
+    max_count = data.draw(st.integers(1, 6))
+    order = data.draw(st.sampled_from([list(range(n)),
+                                       sorted(range(n), key=lambda i: (-tokens[i], i))]))
+    ours = first_fit_lists(tokens, [1] * n, k, cap, max_count, order)
+    assert ours == naive_counted_first_fit(tokens, k, cap, max_count, order)
