@@ -42,6 +42,10 @@ def first_fit_lists(
     """First-fit over ``order``; fixed k sends a sequence that fits nowhere to the emptiest bin."""
     if cap is not None and (max_count is None or max(count, default=1) == 1):
         return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order, max_count)
+    if cap is None and max_count is not None and max(count, default=1) == 1:
+        # No cap: the total is one (every bin has room for any sequence), only counts bind.
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, max(sum(tokens), 1),
+                              order, max_count)
     bins: Bins = [[] for _ in range(k or 0)]
     tok: list[int] = [0] * (k or 0)
     cnt: list[int] = [0] * (k or 0)

@@ -178,7 +178,7 @@ def test_counted_best_fit_is_its_definition(tokens: list[int], data: st.DataObje
 
 
 def naive_counted_first_fit(
-    tokens: list[int], k: int | None, cap: int, max_count: int, order: list[int]
+    tokens: list[int], k: int | None, cap: int | None, max_count: int, order: list[int]
 ) -> list[list[int]]:
     """Each sequence in ``order`` into the first bin with room for its tokens and one more
     sample; none: a new bin (k=None) or the bin with the fewest tokens (lowest index)."""
@@ -186,7 +186,7 @@ def naive_counted_first_fit(
     tok = [0] * (k or 0)
     for i in order:
         fits = [b for b in range(len(bins))
-                if tok[b] + tokens[i] <= cap and len(bins[b]) < max_count]
+                if (cap is None or tok[b] + tokens[i] <= cap) and len(bins[b]) < max_count]
         if fits:
             b = fits[0]
         elif k is None:
@@ -208,7 +208,7 @@ def naive_counted_first_fit(
 def test_counted_first_fit_is_its_definition(tokens: list[int], data: st.DataObject) -> None:
     n = len(tokens)
     k = data.draw(st.one_of(st.none(), st.integers(1, n)))
-    cap = data.draw(st.integers(6, 40))
+    cap = data.draw(st.one_of(st.none(), st.integers(6, 40)))
     max_count = data.draw(st.integers(1, 6))
     order = data.draw(st.sampled_from([list(range(n)),
                                        sorted(range(n), key=lambda i: (-tokens[i], i))]))
