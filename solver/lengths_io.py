@@ -96,8 +96,8 @@ def _int_list(stripped: str) -> np.ndarray | None:
         warnings.simplefilter("error")
         try:
             values = np.fromstring(body, dtype=np.int64, sep=",")
-        except (ValueError, DeprecationWarning):
-            return None
+        except (ValueError, DeprecationWarning, AttributeError):  # AttributeError: a numpy
+            return None  # without fromstring; json.loads still reads the file
     if len(values) != compact.count(b",") + 1 or not len(values) or values.max() >= 10**18:
         return None  # a field left unread, or one that may have been clipped at int64
     return values
