@@ -8,6 +8,7 @@ tail empty when k is larger than needed: the seed issue's crash.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,8 +40,12 @@ def first_fit_lists(
     order: Sequence[int],
 ) -> Bins:
     """First-fit over ``order``; fixed k sends a sequence that fits nowhere to the emptiest bin."""
-    if max_count is None and cap is not None:
-        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order)
+    if cap is not None and (max_count is None or max(count, default=1) == 1):
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order, max_count)
+    if cap is None and max_count is not None and max(count, default=1) == 1:
+        # No cap: the total is one (every bin has room for any sequence), only counts bind.
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, max(sum(tokens), 1),
+                              order, max_count)
     bins: Bins = [[] for _ in range(k or 0)]
     tok: list[int] = [0] * (k or 0)
     cnt: list[int] = [0] * (k or 0)
@@ -64,20 +69,28 @@ def first_fit_lists(
 
 
 def first_fit_tree(
-    tokens: np.ndarray, k: int | None, cap: int, order: Sequence[int] | np.ndarray
+    tokens: np.ndarray,
+    k: int | None,
+    cap: int,
+    order: Sequence[int] | np.ndarray,
+    max_count: int | None = None,
 ) -> Bins:
     """First fit in O(n log m): a max-tree over the bins' room finds the leftmost bin a
     sequence fits in, and a run of equal lengths in ``order`` is placed together (a bin with
     room r takes r // t copies of length t, as one-by-one first fit would; sorted orders are
     mostly such runs). ``k=None``: bins not yet opened sit to the right with room ``cap``, so
     the leftmost fit opens one exactly when no open bin has room. Fixed k: a sequence that
-    fits nowhere goes to the bin with the most room (the validator flags it)."""
+    fits nowhere goes to the bin with the most room (the validator flags it).
+    ``max_count``: at most that many sequences (one sample each) per bin; a bin that holds
+    them leaves the tree (its room there becomes -1)."""
     idx = np.asarray(order, dtype=np.int64)
     n = len(idx)
     # First fit leaves at most one bin half empty or less, so it never opens more than
-    # 2 * S / cap + 1 bins (plus one per sequence over the cap).
+    # 2 * S / cap + 1 bins (plus one per sequence over the cap). Not with a sample limit.
     over = int((tokens[idx] > cap).sum()) if n else 0
     bound = 2 * (-(-int(tokens[idx].sum()) // cap)) + 1 + over if n else 1
+    if max_count is not None:
+        bound = n
     slots = max(1, min(n, bound) if k is None else k)
     size = 1
     while size < slots:
@@ -94,25 +107,53 @@ def first_fit_tree(
     ends = np.concatenate((starts[1:], [n])).tolist()
     ids = idx.tolist()
     bins: Bins = [[] for _ in range(k or 0)]
+    # With a sample limit, full bins sit at -1 in the tree: their room is kept here.
+    real = [cap] * slots if max_count is not None else None
+    # The bins by room, most first (ties: lowest index), for a sequence that fits nowhere:
+    # built at the first such sequence, then given every change (stale entries skipped).
+    most: list[tuple[int, int]] | None = None
     for t, lo, hi in zip(ordered[starts].tolist(), starts.tolist(), ends, strict=True):
         pos = lo
         while pos < hi:
             if tree[1] >= t:
                 node = 1
                 while node < size:  # descend to the leftmost leaf with room >= t
-                    node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+                    node += node if tree[node + node] >= t else node + 1
                 take = min(tree[node] // t, hi - pos) if t > 0 else hi - pos
             else:  # fits nowhere (fixed k, or a sequence over the cap): the most room
-                node = size + max(range(slots), key=lambda b: tree[size + b])
+                rooms = real if real is not None else tree
+                at = 0 if real is not None else size
+                if most is None:
+                    most = [(-rooms[at + b], b) for b in range(slots)]
+                    heapq.heapify(most)
+                while -most[0][0] != rooms[at + most[0][1]]:
+                    heapq.heappop(most)
+                node = size + most[0][1]
                 take = 1
             b = node - size
             while len(bins) <= b:
                 bins.append([])
+            if real is not None:
+                take = min(take, max(max_count - len(bins[b]), 1))
             bins[b].extend(ids[pos : pos + take])
             pos += take
-            tree[node] -= take * t
-            node //= 2
-            while node:
-                tree[node] = max(tree[2 * node], tree[2 * node + 1])
-                node //= 2
+            if real is None:
+                room = tree[node] - take * t
+                if most is not None:
+                    heapq.heappush(most, (-room, b))
+            else:
+                real[b] -= take * t
+                room = real[b] if len(bins[b]) < max_count else -1
+                if most is not None:
+                    heapq.heappush(most, (-real[b], b))
+            tree[node] = room
+            # Up to the first ancestor whose maximum does not change (rooms only shrink).
+            while node > 1:
+                sibling = tree[node ^ 1]
+                if sibling > room:
+                    room = sibling
+                node >>= 1
+                if tree[node] == room:
+                    break
+                tree[node] = room
     return bins

@@ -66,19 +66,29 @@ def packing_bound_steps(n: int, seconds: float) -> int:
     """How many L2 evaluations ``seconds`` pays for (after the sort)."""
     per_step = PACKING_BOUND_SECONDS_PER_STEP + PACKING_BOUND_SECONDS_PER_ITEM_STEP * n
     return max(0, int((seconds - PACKING_BOUND_SORT_SECONDS_PER_ITEM * n) / per_step))
+
+
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
-#: batch of issue 10: 3.9 us/item (it was 7-8 us/item before best fit was grouped).
-CAPPED_BALANCE_SECONDS_PER_ITEM = 3e-6
+#: batch of issue 10: 1.3 us/item with LPT's plan given, 2.4 with its own LPT (bench_scale
+#: --calibrate, CPU, best of 3, load ~2; 2.0 and 3.1-5.1 before best fit's loop was written
+#: out; 7-8 us/item before best fit was grouped).
+CAPPED_BALANCE_SECONDS_PER_ITEM = 2e-6
 #: Best fit decreasing into k bins and refilling empty ones: the fallback above
 #: CAPPED_BALANCE_UP_TO items, where the capped balancer's first fit and repair are too slow.
-PACK_SECONDS_PER_ITEM = 1.5e-6
+#: Measured 0.34-0.46 us/item at n=10^5, 0.44-0.81 at 10^4, 0.64-0.94 at 2048 (load ~2; it
+#: was 0.46-0.52 at 10^5 and twice this at 10^6 before its loop was written out).
+PACK_SECONDS_PER_ITEM = 1.0e-6
 CAPPED_BALANCE_UP_TO = 20_000
-#: First fit decreasing with the max-tree (about twice best fit's cost).
-FFD_SECONDS_PER_ITEM = 2.5e-6
+#: First fit decreasing with the max-tree: 0.66-1.70 us/item at n=2048-10^5 (bench_scale
+#: --calibrate, load ~2.8; 0.79-1.84 at load ~2 before its tree updates stopped at the first
+#: unchanged ancestor, which halved it at n=10^5-10^6).
+FFD_SECONDS_PER_ITEM = 1.5e-6
 #: Building local search's state (arrays, item types) before its first step.
 SEARCH_SETUP_SECONDS_PER_ITEM = 1.5e-6
-#: Checking the input, merging items, the bounds, and checking and assembling the plan.
-FIXED_SECONDS_PER_ITEM = 1.0e-6
+#: Checking the input, merging items, the bounds, and checking and assembling the plan:
+#: 0.23-0.53 us/item measured at n=2048-10^5 (load ~2; 0.30-0.42 before the plan's assembly
+#: was vectorised), kept above for the offers' checks and the count bound.
+FIXED_SECONDS_PER_ITEM = 0.75e-6
 
 
 def fallback_cost_seconds(n: int) -> float:

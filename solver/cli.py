@@ -101,7 +101,9 @@ def _positive_float(text: str) -> float:
 
 
 def _indices(members: Sequence[int], width: int = 48) -> str:
-    text = " ".join(str(i) for i in members)
+    # Each index takes at least 2 characters: the first width // 2 + 1 decide the text (a
+    # join over every member cost O(n) string conversions at n = 10^6).
+    text = " ".join(str(i) for i in members[: width // 2 + 1])
     return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + " ..."
 
 
@@ -113,8 +115,9 @@ def format_plan(plan: Any, n: int) -> str:
     head = (f"{n} sequences, {sum(plan.tokens)} tokens -> k={plan.k} micro-batches ({k_note}), "
             f"{cap}, cost {plan.cost}")
     rows = [("micro-batch", "seqs", "tokens", "load", "sequence indices")]
+    oversize = set(plan.oversize)
     for b, members in enumerate(plan.bins):
-        alone = " (over cap, alone)" if len(members) == 1 and members[0] in plan.oversize else ""
+        alone = " (over cap, alone)" if len(members) == 1 and members[0] in oversize else ""
         rows.append((str(b), str(len(members)), str(plan.tokens[b]), str(plan.loads[b]),
                      _indices(members) + alone))
     widths = [max(len(r[c]) for r in rows) for c in range(4)]

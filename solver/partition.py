@@ -103,6 +103,8 @@ def _pack(items: Items, k: int, cap: int | None, max_count: int | None) -> list[
         bins = best_fit_lists(items.tokens, items.counts, k, cap, max_count)
         return [sorted(b) for b in fill_empty(bins, items.costs, items.counts, max_count)]
     bins, room = best_fit_with_room(items.token_array, k, cap)
+    if all(bins):
+        return bins
     loads = None  # when loads are tokens, the room left gives them for free
     if cap is not None and items.costs == items.tokens:
         loads = [cap - r for r in room]
@@ -452,7 +454,8 @@ def _fixed_k(
         if n_items <= CAPPED_BALANCE_UP_TO:
             check_count(_count_bound(items, cap))
         else:
-            check_count(items.memo.get(cap, -(-sum(items.tokens) // cap)))
+            # An int64 sum is exact: make_problem refuses totals from 2**62 up.
+            check_count(items.memo.get(cap, -(-int(items.token_array.sum()) // cap)))
         if problem.cost == Cost() and lb > cap:
             raise InfeasibleError(
                 f"some micro-batch must hold at least {lb} tokens with k={k}, over cap={cap}: "
@@ -657,13 +660,19 @@ def _finish(
     t0: float,
 ) -> Plan:
     assert best.bins is not None
-    bins = items.expand(best.bins) + [[i] for i in problem.oversize]
-    bins.sort(key=lambda b: b[0])
     scratch: dict[str, Any] = {}
+    flat = items.expand_flat(best.bins)  # one sequence per item: vectorised
+    ends = None
+    if flat is not None:
+        bins, scratch["idx"], ends = flat
+    else:
+        bins = items.expand(best.bins) + [[i] for i in problem.oversize]
+        bins.sort(key=lambda b: b[0])
     try:
         check_plan(
             bins, problem.tokens, k, problem.cap, oversize=problem.oversize,
             groups=problem.groups, equal_size=problem.equal_size, scratch=scratch,
+            flat=scratch.get("idx"),
         )
     except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
         raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
@@ -672,13 +681,16 @@ def _finish(
     if idx is None:
         load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
     else:  # the validator's flattened indices: the bins are not flattened again
-        ends = np.cumsum(np.fromiter(map(len, bins), dtype=np.int64, count=len(bins)))
+        if ends is None:
+            ends = np.cumsum(np.fromiter(map(len, bins), dtype=np.int64, count=len(bins)))
 
         def per_bin(v: np.ndarray) -> np.ndarray:
             prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[idx])))[ends]
             return np.diff(prefix, prepend=np.zeros(1, dtype=v.dtype))
 
-        load_sums, token_sums = per_bin(problem.costs), per_bin(problem.tokens)
+        load_sums = per_bin(problem.costs)
+        # Token costs are the token array itself (make_problem): summed once.
+        token_sums = load_sums if problem.costs is problem.tokens else per_bin(problem.tokens)
     loads, tokens = load_sums.tolist(), token_sums.tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])

@@ -61,23 +61,33 @@ def find_violations(
     groups: Sequence[Sequence[int]] = (),
     equal_size: bool = False,
     scratch: dict[str, Any] | None = None,
+    flat: np.ndarray | None = None,
 ) -> Violations:
     """Check every hard constraint: each index exactly once, exactly k bins, none empty, none over
     ``cap`` (except a listed ``oversize`` sequence alone in its bin), groups kept together, and
     equal sample counts when asked. ``scratch``, when given, receives the flattened indices
     ("idx", an int64 array) when every entry is a plain int, so a caller that sums per bin
-    next does not flatten 10^6 entries twice."""
+    next does not flatten 10^6 entries twice. ``flat``: the entries of ``bins`` in order as an
+    int64 array, when the caller built ``bins`` as slices of ``flat.tolist()`` (so they are
+    plain ints): then they are not flattened and type-checked again. It must agree with the
+    bins' sizes and every bin's first entry, else it is ignored."""
     tokens = as_lengths(lengths)
     n = len(tokens)
     msgs: list[str] = []
     wrong_k = len(bins) != k
     if wrong_k:
         msgs.append(f"{len(bins)} micro-batches, expected exactly k={k}")
-    flat = list(itertools.chain.from_iterable(bins))
-    plain_ints = set(map(type, flat)) <= {int}
     idx = None
+    if flat is not None and _agrees(bins, flat):
+        entries: list[Any] = []  # not needed: every entry is a plain int
+        plain_ints = True
+        idx = flat
+    else:
+        entries = list(itertools.chain.from_iterable(bins))
+        plain_ints = set(map(type, entries)) <= {int}
     if plain_ints:  # the common case, checked without a Python loop
-        idx = np.fromiter(flat, dtype=np.int64, count=len(flat))
+        if idx is None:
+            idx = np.fromiter(entries, dtype=np.int64, count=len(entries))
         if scratch is not None:
             scratch["idx"] = idx
         in_range = (idx >= 0) & (idx < n)
@@ -86,7 +96,7 @@ def find_violations(
     else:
         seen = np.zeros(n, dtype=np.int64)
         out_of_range = 0
-        for i in flat:
+        for i in entries:
             if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
                 out_of_range += 1
             elif 0 <= i < n:
@@ -108,7 +118,7 @@ def find_violations(
     over = []
     if cap is not None:
         clean = plain_ints and not out_of_range
-        for b, total in enumerate(_bin_tokens(bins, tokens, flat, idx if clean else None)):
+        for b, total in enumerate(_bin_tokens(bins, tokens, idx if clean else None)):
             if total > cap and not (len(bins[b]) == 1 and int(bins[b][0]) in alone_ok):
                 over.append((b, total))
         if over:
@@ -139,8 +149,20 @@ def find_violations(
     )
 
 
+def _agrees(bins: Sequence[Sequence[int]], flat: np.ndarray) -> bool:
+    """Whether ``flat`` can be the entries of ``bins`` in order: the sizes agree and every
+    bin's first entry is the plain int where the bin starts in ``flat``."""
+    sizes = np.fromiter(map(len, bins), dtype=np.int64, count=len(bins))
+    if flat.dtype != np.int64 or int(sizes.sum()) != len(flat) or not sizes.all():
+        return False
+    firsts = [b[0] for b in bins]  # one entry per bin: at n=10^6 each read is a cache miss
+    if not set(map(type, firsts)) <= {int}:
+        return False
+    return bool((np.asarray(firsts, dtype=np.int64) == flat[np.cumsum(sizes) - sizes]).all())
+
+
 def _bin_tokens(
-    bins: Sequence[Sequence[int]], tokens: np.ndarray, flat: list[Any], idx: np.ndarray | None
+    bins: Sequence[Sequence[int]], tokens: np.ndarray, idx: np.ndarray | None
 ) -> list[int]:
     """Token sum per bin, counting only entries that are valid indices (``idx``: the flat
     entries as an array, given when all of them are)."""
@@ -168,11 +190,12 @@ def check_plan(
     groups: Sequence[Sequence[int]] = (),
     equal_size: bool = False,
     scratch: dict[str, Any] | None = None,
+    flat: np.ndarray | None = None,
 ) -> None:
     """Raise :class:`InvalidPlanError` unless ``bins`` is a valid plan (see find_violations)."""
     found = find_violations(
         bins, lengths, k, cap, oversize=oversize, groups=groups, equal_size=equal_size,
-        scratch=scratch,
+        scratch=scratch, flat=flat,
     )
     if not found.ok:
         raise InvalidPlanError(found.messages)

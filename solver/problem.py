@@ -186,6 +186,38 @@ class Items:
         """Per-bin sums of ``values`` (arrays above), without a loop over items."""
         return bin_sums(bins, *values)
 
+    def expand_flat(
+        self, bins: Sequence[Sequence[int]]
+    ) -> tuple[list[list[int]], np.ndarray, np.ndarray] | None:
+        """:meth:`expand` in one vectorised pass, for one item per sequence and no oversize
+        ones: the plan's bins (each ascending, ordered by their smallest index), their entries
+        flattened in that order, and the bins' ends in it. A stable sort of per-sequence bin
+        labels orders every bin at once (sorting 10^4 bins one by one, then flattening them
+        again to check and sum them, cost twice as much at n=10^6). None when the bins are
+        not a partition of range(n) into non-empty bins (the caller's validator then says
+        what is wrong) or items merge sequences."""
+        n, k = len(self), len(bins)
+        if self.members is not None or k == 0:
+            return None
+        sizes = np.fromiter(map(len, bins), dtype=np.int64, count=k)
+        if int(sizes.sum()) != n or not sizes.all():
+            return None
+        flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=n)
+        if flat.min() < 0 or flat.max() >= n or np.bincount(flat, minlength=n).max() != 1:
+            return None
+        starts = np.cumsum(sizes) - sizes
+        # Relabel the bins by their smallest index, so the sort below leaves them in order.
+        rank = np.empty(k, dtype=np.int64)
+        by_first = np.argsort(np.minimum.reduceat(flat, starts), kind="stable")
+        rank[by_first] = np.arange(k)
+        labels = np.empty(n, dtype=np.uint16 if k <= 2**16 else np.int64)  # uint16: radix sort
+        labels[flat] = np.repeat(rank, sizes)
+        order = np.argsort(labels, kind="stable")
+        ends = np.cumsum(sizes[by_first])
+        listed = order.tolist()
+        out = [listed[lo:hi] for lo, hi in zip([0, *ends[:-1].tolist()], ends.tolist(), strict=True)]
+        return out, order, ends
+
     def expand(self, bins: Sequence[Sequence[int]]) -> list[list[int]]:
         """Item bins back to sorted original indices."""
         if self.members is None:
@@ -202,10 +234,13 @@ def bin_sums(bins: Sequence[Sequence[int]], *values: np.ndarray) -> Any:
     flat = np.fromiter(itertools.chain.from_iterable(bins), dtype=np.int64, count=int(sizes.sum()))
     ends = np.cumsum(sizes)
     starts = ends - sizes
+    done: dict[int, np.ndarray] = {}  # the same array twice (costs that are tokens): once
     out = []
     for v in values:
-        prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[flat])))
-        out.append(prefix[ends] - prefix[starts])
+        if id(v) not in done:
+            prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[flat])))
+            done[id(v)] = prefix[ends] - prefix[starts]
+        out.append(done[id(v)])
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -263,9 +298,9 @@ def make_problem(
             f"equal_size=True needs len(lengths)={n} divisible by k={k}: "
             "pad or drop samples, or use equal_size=False"
         )
-    return Problem(
-        tokens, spec.exact(tokens), k, cap, spec, bool(equal_size), norm_groups, over, given_cap
-    )
+    # Token costs are the tokens themselves: one array, so per-bin sums of both are one pass.
+    costs = tokens if spec == Cost() else spec.exact(tokens)
+    return Problem(tokens, costs, k, cap, spec, bool(equal_size), norm_groups, over, given_cap)
 
 
 def _check_groups(groups: Any, n: int, over: set[int]) -> tuple[tuple[int, ...], ...]:
@@ -314,7 +349,7 @@ def make_items(problem: Problem) -> Items:
     grouped = {i for g in problem.groups for i in g}
     skip = set(problem.oversize) | grouped
     tok = problem.tokens.tolist()
-    cst = problem.costs.tolist()
+    cst = tok if problem.costs is problem.tokens else problem.costs.tolist()
     if not skip:  # the common case, kept cheap: one item per sequence
         # int64 costs already passed Cost.exact's test: their sum is below 2**62.
         items = _with_work_costs(None, tok, cst, [1] * problem.n, problem.costs.dtype == object)
