@@ -34,8 +34,9 @@ from .problem import Items
 #: charge per LP solve) and exact-search nodes per second.
 LP_WORK_PER_SECOND = 250_000_000
 EXACT_NODES_PER_SECOND = 250_000
-#: Bitset words shifted per second by the dive (measured 190M-780M on a loaded 2-core machine).
-DIVE_WORDS_PER_SECOND = 300_000_000
+#: Bitset words shifted per second by the dive, its Python counted in words too (exact.py):
+#: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over).
+DIVE_WORDS_PER_SECOND = 200_000_000
 #: Shares of the time limit for each phase (the rest is CP-SAT's).
 LP_SHARE = 0.35
 EXACT_SHARE = 0.3
