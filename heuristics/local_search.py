@@ -227,6 +227,7 @@ def improve_lists(
     repair_work: int | None = None,
     report: dict[str, Any] | None = None,
     max_work: int | None = None,
+    until_repaired: bool = False,
 ) -> Bins:
     """Local search on validated lists; see :func:`improve`.
 
@@ -235,8 +236,9 @@ def improve_lists(
     time for another construction). ``max_steps``, ``max_work`` and ``repair_work`` are the
     deterministic budget (work in the units of :data:`WORK_SECONDS`); ``deadline`` is a
     wall-clock one. ``report``, when given, receives ``steps`` and ``work`` (done) and
-    ``stopped`` ("converged", "target", "steps", "repair" or "deadline"): the caller can tell
-    whether the clock decided.
+    ``stopped`` ("converged", "target", "steps", "repair", "repaired" or "deadline"): the
+    caller can tell whether the clock decided. ``until_repaired``: stop as soon as a start that
+    broke the cap is under it ("repaired"), so the caller can run something else first.
     """
     stopped = "steps"
     k = len(bins)
@@ -261,7 +263,10 @@ def improve_lists(
         )
     type_id = type_id.reshape(-1)
     batched = k >= 3 * _BATCH
-    repaired = repair_deadline is None or int(s.tload.max()) <= s.cap_v
+    # Whether the cap needs watching: a repair budget (clock or work) or a caller waiting for
+    # the repair (with "strict" timing there is no clock, only the work budget).
+    watch = repair_deadline is not None or repair_work is not None or until_repaired
+    repaired = not watch or int(s.tload.max()) <= s.cap_v
     step = 0
     s.work = _SETUP_WORK_PER_ITEM * (n + k)
     for step in range(max_steps):  # noqa: B007 (reported below)
@@ -275,6 +280,9 @@ def improve_lists(
             break
         if not repaired:
             repaired = int(s.tload.max()) <= s.cap_v
+            if repaired and until_repaired:
+                stopped = "repaired"
+                break
             if not repaired and repair_deadline is not None and now > repair_deadline:
                 stopped = "deadline"
                 break

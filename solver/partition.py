@@ -172,11 +172,13 @@ def _heuristic_plan(
         return best.bins is not None and best.max_load <= best.lower_bound
 
     def polish(
-        method: str, bins: list[list[int]], keep_back: float | None = None
+        method: str, bins: list[list[int]], keep_back: float | None = None,
+        until_repaired: bool = False,
     ) -> tuple[list[list[int]], bool, str]:
         """Local search from ``bins``; ``keep_back``: seconds of budget to leave for the
-        fallback when the start breaks the cap and the search cannot repair it in time.
-        Returns the result, whether it is valid, and why the search stopped."""
+        fallback when the start breaks the cap and the search cannot repair it in time;
+        ``until_repaired``: stop once such a start is under the cap ("repaired"; it can be
+        resumed). Returns the result, whether it is valid, and why the search stopped."""
         if out_of_time(SEARCH_SETUP_SECONDS_PER_ITEM * n):
             return bins, False, "budget"
         report: dict[str, Any] = {}
@@ -195,6 +197,7 @@ def _heuristic_plan(
             None if items.shift else best.lower_bound, repair_deadline=repair_by,
             repair_work=None if repair_work is None else int(repair_work),
             report=report, max_work=None if work is None else int(work),
+            until_repaired=until_repaired,
         )
         budget.charge(report.get("work", 0) * WORK_SECONDS)
         stopped = report.get("stopped", "converged")
@@ -293,12 +296,23 @@ def _heuristic_plan(
                 starts.remove(("karmarkar_karp", kk))
                 starts.append((first_method, first))
                 first_method, first = "karmarkar_karp", kk
+        # LPT broke the cap: where KK would run first had LPT been valid, the search stops
+        # once it has repaired LPT, KK runs, and the search resumes from the better plan.
+        # Only when KK is likely to fit after the repair: otherwise stopping costs the
+        # search's set-up a second time for nothing.
+        kk_waits = (not lpt_valid and kk_planned and not kk_done
+                    and n >= KK_FIRST_ITEMS_PER_BIN * k and budget.left() >= 2 * kk_seconds)
         if not proven() and searchable(first, lpt_valid):
             polished, repaired, stopped = polish(
-                first_method, first, None if lpt_valid else fallback_seconds
+                first_method, first, None if lpt_valid else fallback_seconds,
+                until_repaired=kk_waits,
             )
-            if not repaired and stopped in ("repair", "deadline"):
+            if stopped in ("repair", "deadline", "repaired") and (
+                not repaired or stopped == "repaired"
+            ):
                 starts.append((first_method, polished))  # cut short: resume it later
+            if stopped == "repaired":
+                karmarkar_karp()
             tighten_bound()
 
     # 2. The fallback, at once when no valid plan is known yet: it always exists from the

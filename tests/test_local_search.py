@@ -190,3 +190,25 @@ def test_costs_too_large_for_the_sorted_keys_still_search_every_pair() -> None:
     out = improve(lengths, [[0, 1, 2, 3], [4, 5], [6, 7]], costs=costs)
     assert max(loads_of(out, costs)) == 13 * 10**17  # ceil(37 / 3) = 13: the optimum
     assert improving_change(costs, lengths, [1] * 8, out, None, None) is None
+
+
+def test_until_repaired_stops_once_the_start_is_under_the_cap() -> None:
+    """partition runs Karmarkar-Karp between the repair of an over-cap LPT and the rest of the
+    search: the first call must stop as soon as every bin is under the cap."""
+    from seqpart.heuristics.local_search import improve_lists
+
+    lengths = [9, 9, 8, 7, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
+    cap = 17
+    start = [[0, 1], [2, 3], list(range(4, 14))]  # 18 tokens in the first: over the cap
+    ones = [1] * len(lengths)
+    report: dict[str, object] = {}
+    out = improve_lists(lengths, lengths, ones, start, cap, None, report=report,
+                        repair_work=10**9, until_repaired=True)
+    assert report["stopped"] == "repaired"
+    assert all(sum(lengths[i] for i in b) <= cap for b in out)
+    assert sorted(i for b in out for i in b) == list(range(len(lengths)))
+    resumed: dict[str, object] = {}
+    final = improve_lists(lengths, lengths, ones, out, cap, None, report=resumed)
+    assert resumed["stopped"] != "repaired"
+    assert max(sum(lengths[i] for i in b) for b in final) <= max(
+        sum(lengths[i] for i in b) for b in out)
