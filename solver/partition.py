@@ -143,8 +143,8 @@ def _heuristic_plan(
     any n and, outside "clock" timing, takes the same steps on every machine.
     """
     n = len(items)
-    by_tokens = items.costs == items.tokens
-    fallback_seconds = fallback_cost_seconds(n)
+    by_tokens = items.costs is items.tokens or items.costs == items.tokens
+    fallback_seconds = fallback_cost_seconds(n, by_tokens)
 
     def searchable(bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
@@ -272,7 +272,7 @@ def _heuristic_plan(
     # repair it.
     lpt_valid = False
     lpt_bins: list[list[int]] | None = None
-    lpt_cost = lpt_seconds(n, k)
+    lpt_cost = lpt_seconds(n, k, by_tokens)
     if not proven() and lpt_cost + fallback_seconds <= time_limit and not out_of_time(lpt_cost):
         budget.charge(lpt_cost)
         # Sorted like the capped balancer's output, so local search from it retraces the
