@@ -8,11 +8,11 @@ longest, k = ceil(S / cap) + 2 and k = None. Each call's wall time is compared w
 ``time_limit + 10 ms + 1 us * n`` (at n = 10^6 the issue allows ~1 s over). Small batches
 (n = 256..2048, and issue 10's tight-cap batch) are held to ``time_limit + 5 ms``.
 
-``--cli`` times ``seqpart solve`` on the same batches (a JSON file) from the moment its
-imports are done (the child says when, on the shared monotonic clock) to its exit, minus the
-same on a 3-length file; the least of ``--repeats`` runs. Timing the whole command and
-subtracting a start-up run instead left the 0.6-1.2 s import time's noise in the figure (up
-to +-250 ms on the loaded shared machine). ``--memory`` runs n = 10^6 in a fresh
+``--cli`` times ``seqpart solve`` on the same batches (a JSON file), in a fresh process each,
+from the moment its imports are done to the moment its plan is written (the child reports
+both), minus the same on a 3-length file; the least of ``--repeats`` runs. The interpreter's
+start-up and exit (module teardown, 50-150 ms whatever n is) are left out: timed whole, their
+noise (+-250 ms on a loaded machine) swamped the figure. ``--memory`` runs n = 10^6 in a fresh
 process and reports its peak RSS (imports included) and the peak RSS after imports.
 ``--calibrate`` prints the per-item CPU costs the budget split uses (solver/budget_costs.py,
 heuristics/local_search.py WORK_SECONDS, solver/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
@@ -94,26 +94,31 @@ _SOLVE = (
     "import sys, time\n"
     "import seqpart.solver.cli as cli, seqpart.solver.partition\n"
     "sys.stderr.write(f'ready {time.perf_counter()!r}\\n')\n"
-    "sys.exit(cli.main(sys.argv[1:]))\n"
+    "code = cli.main(sys.argv[1:])\n"
+    "sys.stdout.flush()\n"
+    "sys.stderr.write(f'done {time.perf_counter()!r}\\n')\n"
+    "sys.exit(code)\n"
 )
 
 
 def _solve_after_start(args: list[str]) -> tuple[float, float]:
-    """(wall time of ``seqpart solve ARGS``, its part after start-up and imports). The child's
-    perf_counter is CLOCK_MONOTONIC, the parent's clock: the second figure does not carry the
-    0.6-1.2 s import time's noise on a shared machine (ortools and pandas load in it)."""
+    """(wall time of ``seqpart solve ARGS``, its part from the end of its imports to its plan
+    written): the second figure does not carry the 0.6-1.2 s import time's noise."""
     t = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", _SOLVE, "solve", *args], check=True,
                           capture_output=True, text=True)
     end = time.perf_counter()
-    ready = [line for line in proc.stderr.splitlines() if line.startswith("ready ")]
-    return end - t, end - float(ready[-1].split()[1])
+    stamps = {line.split()[0]: float(line.split()[1]) for line in proc.stderr.splitlines()
+              if line.startswith(("ready ", "done "))}
+    # From the end of the imports to the plan written (reading, solving, printing); the
+    # interpreter's exit, 50-150 ms of module teardown whatever n is, is left out.
+    return end - t, stamps["done"] - stamps["ready"]
 
 
 def run_cli(sizes: list[int], limits: list[float], repeats: int = 1) -> list[list[str]]:
-    """``seqpart solve`` beyond start-up: each command's least time after its imports over
-    ``repeats`` runs (reading, solving, printing, exiting), minus the same on a 3-length file
-    (argument parsing and exit), so what is left is what the batch's size costs."""
+    """``seqpart solve`` beyond start-up: each command's least time from its imports to its
+    plan written over ``repeats`` runs (parsing, reading, solving, printing), minus the same on
+    a 3-length file, so what is left is what the batch's size costs."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tiny = Path(tmp) / "tiny.json"
