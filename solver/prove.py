@@ -35,8 +35,9 @@ from .problem import Items
 LP_WORK_PER_SECOND = 250_000_000
 EXACT_NODES_PER_SECOND = 250_000
 #: Bitset words shifted per second by the dive, its Python counted in words too (exact.py):
-#: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over).
-DIVE_WORDS_PER_SECOND = 200_000_000
+#: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over); 150M
+#: with the per-item stand-ins at 60 and 12 keeps its p90 near its charge (bench_budget.py).
+DIVE_WORDS_PER_SECOND = 150_000_000
 #: Shares of the time limit for each phase (the rest is CP-SAT's).
 LP_SHARE = 0.35
 EXACT_SHARE = 0.3
