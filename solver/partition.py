@@ -30,6 +30,7 @@ from seqpart.heuristics.lpt import lpt_lists
 from seqpart.heuristics.resplit import SUBSETS_PER_SECOND, resplit_pairs
 from seqpart.heuristics.resplit import work_for as resplit_work
 
+from .assemble import finish_plan
 from .budget_costs import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
     CAPPED_BALANCE_UP_TO,
@@ -49,8 +50,8 @@ from .budget_costs import (
 )
 from .cpsat import solve_items
 from .options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
-from .plan import InfeasibleError, InvalidPlanError, Plan, check_plan
-from .problem import Cost, Items, Problem, bin_sums, make_items, make_problem
+from .plan import InfeasibleError, Plan
+from .problem import Cost, Items, Problem, make_items, make_problem
 from .prove import DIVE_SHARE, dive_items, prove_items
 
 
@@ -669,68 +670,4 @@ def partition(
             "the wall-clock safety net stopped a step before its work budget ran out (a "
             "loaded machine): this plan may differ from another run's"
         )
-    return _finish(problem, items, best, k_items + n_over, k_status, k_floor, t0)
-
-
-def _finish(
-    problem: Problem,
-    items: Items,
-    best: BestPlan,
-    k: int,
-    k_status: str,
-    k_floor: int | None,
-    t0: float,
-) -> Plan:
-    assert best.bins is not None
-    scratch: dict[str, Any] = {}
-    flat = items.expand_flat(best.bins)  # one sequence per item: vectorised
-    ends = None
-    if flat is not None:
-        bins, scratch["idx"], ends = flat
-    else:
-        bins = items.expand(best.bins) + [[i] for i in problem.oversize]
-        bins.sort(key=lambda b: b[0])
-    try:
-        check_plan(
-            bins, problem.tokens, k, problem.cap, oversize=problem.oversize,
-            groups=problem.groups, equal_size=problem.equal_size, scratch=scratch,
-            flat=scratch.get("idx"),
-        )
-    except InvalidPlanError as err:  # a bug in an engine, never the caller's fault
-        raise RuntimeError(f"seqpart produced an invalid plan (please report): {err}") from err
-    # Exact: int64 prefix sums on the fast path (every sum below 2**62), Python ints beyond.
-    idx = scratch.get("idx")
-    if idx is None:
-        load_sums, token_sums = bin_sums(bins, problem.costs, problem.tokens)
-    else:  # the validator's flattened indices: the bins are not flattened again
-        if ends is None:
-            ends = np.cumsum(np.fromiter(map(len, bins), dtype=np.int64, count=len(bins)))
-
-        def per_bin(v: np.ndarray) -> np.ndarray:
-            prefix = np.concatenate((np.zeros(1, dtype=v.dtype), np.cumsum(v[idx])))[ends]
-            return np.diff(prefix, prepend=np.zeros(1, dtype=v.dtype))
-
-        load_sums = per_bin(problem.costs)
-        # Token costs are the token array itself (make_problem): summed once.
-        token_sums = load_sums if problem.costs is problem.tokens else per_bin(problem.tokens)
-    loads, tokens = load_sums.tolist(), token_sums.tolist()
-    over_costs = [int(problem.costs[i]) for i in problem.oversize]
-    lower = max([best.lower_bound, *over_costs])
-    max_load = max(loads)
-    return Plan(
-        bins=bins,
-        loads=loads,
-        tokens=tokens,
-        max_load=max_load,
-        lower_bound=lower,
-        status="optimal" if max_load <= lower else "feasible",
-        method=best.method,
-        seconds=time.perf_counter() - t0,
-        k=k,
-        cap=problem.given_cap,
-        cost=problem.cost,
-        k_status=k_status,
-        k_lower_bound=k_floor if k_floor is not None else None,
-        oversize=list(problem.oversize),
-        notes=list(best.notes),
-    )
+    return finish_plan(problem, items, best, k_items + n_over, k_status, k_floor, t0)
