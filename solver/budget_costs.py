@@ -15,10 +15,11 @@ from __future__ import annotations
 #: unrepeatable. KK (its loop sped up ~40% since): 3.0 us/item p50, 4.3 p90 alone (n=1024-2048,
 #: k=20-736, CPU time); in partition the p90 of real/charged was 0.92-1.06 at this figure.
 KK_SECONDS_PER_ITEM = 4.3e-6
-#: The wall-clock safety net fires this long after the work budget's end. The estimates are
-#: per-step averages: on an idle machine a step still runs 10-20% over its estimate now and
-#: then (cache, frequency), and a net at the limit itself cut a third to a half of the n=2048
-#: batches of bench_deterministic idle, making those plans unrepeatable. Under load the net
+#: The wall-clock safety net fires this long after the work budget's end. The charges sit near
+#: each step's 90th percentile: on an idle machine a single step still runs 10-50% over its
+#: charge now and then (cache, frequency; bench_budget.py), and a net at the limit itself cut a
+#: third to a half of the n=2048 batches of bench_deterministic idle, making those plans
+#: unrepeatable. Under load the net
 #: still bounds the call, at most this much later.
 SAFETY_NET_SLACK = 0.003
 #: Karmarkar-Karp's lone merges copy a state of up to k subsets: at large n its cost per item
