@@ -9,6 +9,11 @@ Python processes. Reported per size: how many batches got the same plan in every
 how many calls the wall-clock safety net cut (``plan.notes`` says so; those plans may
 differ), and the wall time (p50, max) against the limit + 5 ms. Print ``uptime`` with it:
 wall times on a loaded machine say little.
+
+It also reports how much the machine alone moves the wall time: the calls of one batch that got
+the same plan, uncut, did the same work (the budget is counted, not timed), so the slowest of
+them over the fastest is the machine's noise on identical work (``--repeats R`` plans every
+batch R times in each process, for more of them), with the CPU time of the same calls.
 """
 
 from __future__ import annotations
@@ -43,21 +48,22 @@ def batches(seeds: int, data_dir: str) -> list:
     return generated_instances(BATCH_SIZES, seeds) + real_instances(data_dir, BATCH_SIZES, seeds)
 
 
-def worker(seeds: int, data_dir: str, time_limit: float) -> None:
-    """One process: plan every batch, print one JSON line per (batch, cost)."""
+def worker(seeds: int, data_dir: str, time_limit: float, repeats: int) -> None:
+    """One process: plan every batch, print one JSON line per (batch, cost, repeat)."""
     partition([8, 7, 6, 5, 4, 9, 3, 3, 12, 2], 3, 20, time_limit=0.5)  # imports, first call
     for inst in batches(seeds, data_dir):
-        for cost in COSTS:
-            t = time.perf_counter()
+        for cost, repeat in ((c, r) for c in COSTS for r in range(repeats)):
+            t, cpu = time.perf_counter(), time.process_time()
             try:
                 plan = partition(inst.lengths, inst.k, inst.cap, time_limit=time_limit, cost=cost)
                 digest = hashlib.sha1(json.dumps(plan.bins).encode()).hexdigest()
                 cut = any(CUT_NOTE in note for note in plan.notes)
             except InfeasibleError as err:
                 digest, cut = f"infeasible:{err.proven}", False
-            seconds = time.perf_counter() - t
-            print(json.dumps({"name": inst.name, "n": inst.n, "cost": cost, "plan": digest,
-                              "cut": cut, "seconds": seconds}), flush=True)
+            seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+            print(json.dumps({"name": inst.name, "n": inst.n, "cost": cost, "repeat": repeat,
+                              "plan": digest, "cut": cut, "seconds": seconds, "cpu": cpu}),
+                  flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,26 +71,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=0.02)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="plan every batch this many times in each process")
     bundled = REPO_ROOT / "solver" / "data"  # the same files, shipped with the package
     parser.add_argument("--data-dir", default=str(
         DEFAULT_DATA_DIR if DEFAULT_DATA_DIR.is_dir() else bundled))
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.seeds, args.data_dir, args.time_limit)
+        worker(args.seeds, args.data_dir, args.time_limit, args.repeats)
         return 0
     print(machine_header(sys.argv))
     runs = []
     for _ in range(args.processes):  # one after the other: each gets the machine alone
         out = subprocess.run(
             [sys.executable, __file__, "--worker", "--seeds", str(args.seeds),
-             "--time-limit", str(args.time_limit), "--data-dir", args.data_dir],
+             "--time-limit", str(args.time_limit), "--data-dir", args.data_dir,
+             "--repeats", str(args.repeats)],
             capture_output=True, text=True,
         )
         if out.returncode:
             raise SystemExit(f"worker failed:\n{out.stderr}")
-        runs.append([json.loads(line) for line in out.stdout.splitlines()
-                     if line.startswith("{")])
+        lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        # One "run" per (process, repeat): every run plans every batch once.
+        runs.extend([r for r in lines if r["repeat"] == rep] for rep in range(args.repeats))
     limit = args.time_limit + 0.005
     rows = []
     all_same = True
@@ -103,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 str(len(differ_uncut)), f"{percentile(secs, 50) * 1000:.1f}",
                 f"{max(secs) * 1000:.1f}", str(sum(s > limit for s in secs)),
             ])
-    print(f"time_limit={args.time_limit}s, {args.processes} processes, default options")
+    print(f"time_limit={args.time_limit}s, {args.processes} processes x {args.repeats} "
+          "calls per batch, default options")
     print(table(["n", "cost", "batches", "same plan", "cut by wall", "differ (not cut)",
                  "wall p50 ms", "wall max ms", f"calls > {limit * 1000:.0f} ms"], rows))
     keys_all = [(r["name"], r["cost"]) for r in runs[0]]
@@ -111,13 +122,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     differ = [key for key in keys_all if len({run[key]["plan"] for run in by_run}) > 1]
     secs = [run[key]["seconds"] for run in by_run for key in keys_all]
     over = sum(s > limit for s in secs)
-    print(f"{verdict(not differ)}  issue 10: the same plan in all {args.processes} processes for "
-          f"every batch: {len(keys_all) - len(differ)} of {len(keys_all)}")
+    print_noise(runs, limit)
+    print(f"{verdict(not differ)}  issue 10: the same plan in all {args.processes} processes "
+          f"({len(runs)} calls) for every batch: {len(keys_all) - len(differ)} of "
+          f"{len(keys_all)}")
     print(f"{verdict(over == 0)}  issue 10: every call within {limit * 1000:.0f} ms: {over} of "
           f"{len(secs)} over, max {max(secs) * 1000:.1f} ms (meaningful on an idle machine only)")
     print(f"{verdict(all_same)}  every batch the safety net did not cut got the same plan in "
           f"all {args.processes} processes")
     return 0 if all_same and not differ and over == 0 else 1
+
+
+def print_noise(runs: list[list[dict]], limit: float) -> None:
+    """The machine's noise on identical work: per batch whose calls all got the same plan,
+    uncut, the slowest call over the fastest (wall and CPU time)."""
+    by_key: dict[tuple[str, str], list[dict]] = {}
+    for run in runs:
+        for r in run:
+            by_key.setdefault((r["name"], r["cost"]), []).append(r)
+    rows, spread_all = [], []
+    for n in sorted({r["n"] for r in runs[0]}):
+        walls, cpus, crossing = [], [], 0
+        for calls in by_key.values():
+            if calls[0]["n"] != n or any(c["cut"] for c in calls):
+                continue
+            if len({c["plan"] for c in calls}) > 1:
+                continue
+            secs = [c["seconds"] for c in calls]
+            walls.append(max(secs) / min(secs))
+            cpus.append(max(c["cpu"] for c in calls) / max(min(c["cpu"] for c in calls), 1e-9))
+            crossing += min(secs) <= limit - 0.005 and max(secs) > limit
+        spread_all += walls
+        if walls:
+            rows.append([str(n), str(len(walls)), f"{percentile(walls, 50):.2f}",
+                         f"{percentile(walls, 90):.2f}", f"{max(walls):.2f}",
+                         f"{percentile(cpus, 50):.2f}", f"{max(cpus):.2f}", str(crossing)])
+    print("\nThe machine's noise on identical work (batches whose calls all did the same "
+          "work: same plan, none cut): slowest call / fastest call")
+    print(table(["n", "batches", "wall p50", "wall p90", "wall max", "cpu p50", "cpu max",
+                 f"fastest <= {(limit - 0.005) * 1000:.0f} ms, slowest > "
+                 f"{limit * 1000:.0f} ms"], rows))
 
 
 if __name__ == "__main__":

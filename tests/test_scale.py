@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import importlib
+import time
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics._common import SortedKeys
 from seqpart.heuristics.capped_balance import best_fit_lists
+from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.lpt import lpt_lists
 from seqpart.solver import SolverOptions, check_plan, partition
 
@@ -182,3 +184,31 @@ def test_parked_lpt_is_capped_lpt(tokens: list[int], k: int, cap: int, quadratic
     cost = [7 * x + x * x for x in tokens] if quadratic else tokens
     ours = lpt_lists(tokens, cost, [1] * len(tokens), k, cap, None)
     assert [sorted(b) for b in ours] == [sorted(b) for b in naive_lpt(tokens, cost, k, cap)]
+
+
+def test_karmarkar_karp_stops_at_its_deadline() -> None:
+    rng = np.random.default_rng(3)
+    costs = rng.integers(1, 10_000, 500).tolist()
+    ones = [1] * len(costs)
+    whole = karmarkar_karp_lists(costs, ones, 12, None)
+    assert karmarkar_karp_lists(costs, ones, 12, None, time.perf_counter() - 1) is None
+    # A deadline that does not pass changes nothing: the same merges, the same plan.
+    assert karmarkar_karp_lists(costs, ones, 12, None, time.perf_counter() + 60) == whole
+
+
+def test_partition_keeps_a_plan_when_the_net_stops_karmarkar_karp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The safety net stopping KK (a slow machine) leaves a valid plan, noted as cut."""
+    partition_module = importlib.import_module("seqpart.solver.partition")
+
+    def stopped(*args: object) -> None:
+        return None if len(args) == 5 else karmarkar_karp_lists(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(partition_module, "karmarkar_karp_lists", stopped)
+    lengths = np.random.default_rng(4).integers(50, 500, 600).tolist()  # 50 per micro-batch:
+    plan = partition(lengths, 12, None, time_limit=0.05)  # KK runs first (no cap)
+    check_plan(plan.bins, lengths, 12, None)
+    assert any("safety net" in note for note in plan.notes)
+    strict = partition(lengths, 12, None, time_limit=0.05, options=SolverOptions(timing="strict"))
+    assert not any("safety net" in note for note in strict.notes)  # no net: KK ran whole
