@@ -122,6 +122,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     differ = [key for key in keys_all if len({run[key]["plan"] for run in by_run}) > 1]
     secs = [run[key]["seconds"] for run in by_run for key in keys_all]
     over = sum(s > limit for s in secs)
+    slow = sorted(((r["seconds"], r["name"], r["cost"], r["cut"]) for run in runs for r in run
+                   if r["seconds"] > limit), reverse=True)
+    for seconds, name, cost, cut in slow[:10]:
+        print(f"  over {limit * 1000:.0f} ms: {name} ({cost}) {seconds * 1000:.1f} ms"
+              + (" (cut by the safety net)" if cut else ""))
     print_noise(runs, limit)
     print(f"{verdict(not differ)}  issue 10: the same plan in all {args.processes} processes "
           f"({len(runs)} calls) for every batch: {len(keys_all) - len(differ)} of "
