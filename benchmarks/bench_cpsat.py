@@ -343,6 +343,18 @@ def online_summary(results: list[dict[str, Any]]) -> list[str]:
         + "".join(f"\n      {i}: partition {a} > {h} {b} (which took {1000 * t:.0f} ms)"
                   for i, a, h, b, t in unbounded[:12])
     )
+    # How the count depends on how long the heuristic may have run: a repeatable budget stops
+    # before the clock would on a fast phase of the machine (README, Determinism).
+    within = []
+    for ms in (15, 12, 8):
+        count = 0
+        for r in results:
+            fast = [v for name, v in r["heuristics"].items()
+                    if v is not None and r["heuristic_seconds"][name] <= ms / 1000]
+            count += sum(1 for c in r["calls"] if fast and (c["error"] or c["max_load"] > min(fast)))
+        within.append(f"{count} within {ms} ms")
+    lines.append("INFO  against the heuristics that ran within less: calls worse, "
+                 + ", ".join(within))
     errs = [(r["instance"], c["error"]) for r in results for c in r["calls"] if c["error"]]
     invalid = [(r["instance"], c["violations"]) for r in results for c in r["calls"]
                if c.get("valid") is False]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,60 +88,3 @@ def apply_move_or_swap(
         moved = per_item[a] - per_item[b] if b >= 0 else per_item[a]
         per_bin[src] -= moved
         per_bin[dst] += moved
-
-
-class SortedKeys:
-    """A sorted multiset of ints kept in chunks (a minimal sorted list).
-
-    Why chunks: one flat sorted list pays a memmove of the whole list per insert or pop, which
-    dominates best-fit at 10^5 bins and more; chunks of at most ``2 * load`` keep each at
-    O(load) plus two binary searches.
-    """
-
-    def __init__(self, load: int = 256) -> None:
-        self._load = load
-        self._chunks: list[list[int]] = []
-        self._maxes: list[int] = []
-
-    def __len__(self) -> int:
-        return sum(len(c) for c in self._chunks)
-
-    def pop_ge(self, x: int) -> int | None:
-        """Remove and return the smallest key >= x, or None when there is none."""
-        i = bisect.bisect_left(self._maxes, x)
-        if i == len(self._maxes):
-            return None
-        chunk = self._chunks[i]
-        value = chunk.pop(bisect.bisect_left(chunk, x))
-        if not chunk:
-            del self._chunks[i], self._maxes[i]
-        else:
-            self._maxes[i] = chunk[-1]
-        return value
-
-    def pop_max(self) -> int | None:
-        """Remove and return the largest key, or None when empty."""
-        if not self._chunks:
-            return None
-        value = self._chunks[-1].pop()
-        if not self._chunks[-1]:
-            del self._chunks[-1], self._maxes[-1]
-        else:
-            self._maxes[-1] = self._chunks[-1][-1]
-        return value
-
-    def add(self, value: int) -> None:
-        if not self._chunks:
-            self._chunks.append([value])
-            self._maxes.append(value)
-            return
-        i = min(bisect.bisect_left(self._maxes, value), len(self._maxes) - 1)
-        chunk = self._chunks[i]
-        bisect.insort(chunk, value)
-        self._maxes[i] = chunk[-1]
-        if len(chunk) > 2 * self._load:
-            half = chunk[self._load :]
-            del chunk[self._load :]
-            self._maxes[i] = chunk[-1]
-            self._chunks.insert(i + 1, half)
-            self._maxes.insert(i + 1, half[-1])

@@ -6,7 +6,6 @@ Speed itself is measured in benchmarks/bench_scale.py, not here: these tests sta
 
 from __future__ import annotations
 
-import bisect
 import importlib
 import time
 
@@ -15,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.heuristics._common import SortedKeys
 from seqpart.heuristics.capped_balance import best_fit_lists
 from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
 from seqpart.heuristics.lpt import lpt_lists
@@ -65,21 +63,6 @@ def test_best_fit_with_many_bins_uses_the_chunked_index() -> None:
     assert len(bins) > 4096  # beyond _FLAT_KEYS_UP_TO
     check_plan(bins, tokens, len(bins), 1000)
     assert len(bins) <= -(-sum(tokens) // 1000) * 11 // 9 + 1
-
-
-@settings(max_examples=60, deadline=None)
-@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 200)), max_size=300))
-def test_sorted_keys_is_a_sorted_multiset(ops: list[tuple[bool, int]]) -> None:
-    ours, ref = SortedKeys(load=4), []
-    for add, x in ops:
-        if add:
-            ours.add(x)
-            bisect.insort(ref, x)
-        else:
-            at = bisect.bisect_left(ref, x)
-            expect = ref.pop(at) if at < len(ref) else None
-            assert ours.pop_ge(x) == expect
-    assert len(ours) == len(ref)
 
 
 def test_lpt_by_rounds_places_every_item(monkeypatch: pytest.MonkeyPatch) -> None:
