@@ -145,7 +145,7 @@ def print_noise(runs: list[list[dict]], limit: float) -> None:
     for run in runs:
         for r in run:
             by_key.setdefault((r["name"], r["cost"]), []).append(r)
-    rows, spread_all = [], []
+    rows = []
     for n in sorted({r["n"] for r in runs[0]}):
         walls, cpus, crossing = [], [], 0
         for calls in by_key.values():
@@ -157,7 +157,6 @@ def print_noise(runs: list[list[dict]], limit: float) -> None:
             walls.append(max(secs) / min(secs))
             cpus.append(max(c["cpu"] for c in calls) / max(min(c["cpu"] for c in calls), 1e-9))
             crossing += min(secs) <= limit - 0.005 and max(secs) > limit
-        spread_all += walls
         if walls:
             rows.append([str(n), str(len(walls)), f"{percentile(walls, 50):.2f}",
                          f"{percentile(walls, 90):.2f}", f"{max(walls):.2f}",

@@ -61,7 +61,7 @@ def karmarkar_karp_lists(
     ``deadline`` (a ``time.perf_counter()`` value): give up and return None once it has
     passed (checked every 64 merges). Without one the result is always a plan; a caller's
     safety net needs it because a merge-by-merge run cannot be stopped halfway otherwise
-    (n=2048 takes ~9 ms, twice that when the machine is slow)."""
+    (several ms at n=2048, up to twice that when the machine is slow)."""
     n = len(cost)
     order = order_desc(cost)
     equal = max_count is not None and all(c == 1 for c in count) and n == k * max_count

@@ -257,14 +257,11 @@ def _heuristic_plan(
         kk_done = True
         if kk_planned and not proven() and budget.fits(kk_seconds):
             budget.charge(kk_seconds)
-            if budget.wall_deadline is None:
-                kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count)
-            else:
-                kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count,
-                                          budget.wall_deadline)
-                if kk is None:  # the safety net stopped it (a slow or loaded machine)
-                    budget.mark_cut()
-                    return None
+            kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count,
+                                      budget.wall_deadline)
+            if kk is None:  # the safety net stopped it (a slow or loaded machine)
+                budget.mark_cut()
+                return None
             kk_valid = offer("karmarkar_karp", kk)
             if searchable(kk, kk_valid):
                 starts.append(("karmarkar_karp", kk))
