@@ -374,13 +374,20 @@ def test_study_resumes_without_duplicates(tmp_path: Path) -> None:
     assert (out / "results.jsonl").read_text() == text
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_study_interrupted_by_ctrl_c_then_resumed(tmp_path: Path) -> None:
     out = tmp_path / "study"
     args = ("study", "--datasets", "math_sft_gsm8k_train", "--no-generated", "--n", "64",
             "--reps", "40", "--k", "16", "--caps", "2x", "--methods", "lpt,partition@0.05",
             "--jobs", "1", "--no-plots", "--quiet", "--out", str(out))
+    # The child takes Ctrl-C as a terminal would deliver it even when this process ignores
+    # SIGINT (a background job: CI started with `&` or nohup), which it would otherwise
+    # inherit: the study then ran to the end and the test skipped.
     proc = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_sigint_default)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
