@@ -394,7 +394,8 @@ def test_study_interrupted_by_ctrl_c_then_resumed(tmp_path: Path) -> None:
         if results.exists() and len(results.read_text().splitlines()) >= 4:
             break
         time.sleep(0.02)
-    # A Ctrl-C that lands inside a CP-SAT solve only ends that solve early, so keep pressing.
+    # A Ctrl-C that lands inside a CP-SAT solve takes effect when the solve returns; keep
+    # pressing until the process has ended, in case one is lost on the way.
     while proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         with contextlib.suppress(subprocess.TimeoutExpired):
