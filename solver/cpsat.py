@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .options import BestPlan, Budget, SolverOptions
+from .options import BestPlan, Budget, SolverOptions, new_cp_solver
 from .plan import InfeasibleError
 from .problem import Items
 
@@ -129,14 +129,8 @@ def solve_items(
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
     budget.charge(size * BUILD_SECONDS_PER_VAR)
-    solver = cp_model.CpSolver()
+    solver = new_cp_solver(options.workers, options.seed, options.log)
     params = solver.parameters
-    # ortools otherwise installs its own SIGINT handler and leaves the default one behind:
-    # a later Ctrl-C would kill the caller's process without its cleanup.
-    params.catch_sigint_signal = False
-    params.num_workers = options.workers
-    params.random_seed = options.seed
-    params.log_search_progress = options.log
     left = budget.left() - FINISH_MARGIN_SECONDS
     if not force and not budget.fits(reserve + FINISH_MARGIN_SECONDS):
         _release(model)

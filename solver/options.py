@@ -19,6 +19,8 @@ from ortools.sat.python import cp_model
 UNSAFE_PARAMETERS = {
     "repair_hint": "ortools 9.15 aborts the whole process on it (CHECK heuristics.fixed_search) "
     "with one worker, which budgets under 50 ms use",
+    "catch_sigint_signal": "ortools 9.15 then leaves SIGINT at the OS default after the solve, "
+    "so a later Ctrl-C kills the caller's process without a KeyboardInterrupt or its cleanup",
 }
 
 
@@ -46,6 +48,21 @@ def check_parameters(parameters: dict[str, object]) -> None:
                 f"CP-SAT parameter {name!r}={value!r} ({type(value).__name__}) has the wrong "
                 "type for that field: see ortools' sat_parameters.proto for its type"
             ) from None
+
+
+def new_cp_solver(workers: int, seed: int, log: bool) -> cp_model.CpSolver:
+    """A CP-SAT solver as every engine here starts one. Its own SIGINT handler is off: with it,
+    ortools 9.15 catches Ctrl-C during the solve and leaves SIGINT at the OS default after it,
+    so the caller's next Ctrl-C would kill the process with no KeyboardInterrupt and none of
+    its cleanup (a trainer's checkpoint handler, say). Without it a Ctrl-C during a solve is
+    raised as KeyboardInterrupt when the solve returns."""
+    solver = cp_model.CpSolver()
+    params = solver.parameters
+    params.catch_sigint_signal = False
+    params.num_workers = workers
+    params.random_seed = seed
+    params.log_search_progress = log
+    return solver
 
 
 ENGINES = ("auto", "heuristics", "cp-sat")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .options import SolverOptions
+from .options import SolverOptions, new_cp_solver
 from .step_model import StepInstance
 
 #: Largest total model (booleans summed over the counts still to decide) tried: beyond it the
@@ -145,12 +145,10 @@ def _solve_m(
     for a, b in zip(sums[:-1], sums[1:], strict=True):  # ranks: largest sum first
         model.add(a >= b)
     model.minimize(z)
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1  # one worker with a deterministic limit: repeatable
-    solver.parameters.random_seed = options.seed
+    # One worker with a deterministic limit: repeatable.
+    solver = new_cp_solver(workers=1, seed=options.seed, log=options.log)
     solver.parameters.max_deterministic_time = seconds
     solver.parameters.max_time_in_seconds = max(wall, 0.001)  # the clock as a safety net
-    solver.parameters.log_search_progress = options.log
     for name, value in options.cp_sat_parameters.items():
         setattr(solver.parameters, name, value)
     t0 = time.perf_counter()

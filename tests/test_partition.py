@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -285,6 +288,8 @@ def test_unknown_or_unsafe_cp_sat_parameters_are_refused() -> None:
         SolverOptions(cp_sat_parameters={"no_such_knob": 1})
     with pytest.raises(ValueError, match="repair_hint"):
         SolverOptions(cp_sat_parameters={"repair_hint": True})
+    with pytest.raises(ValueError, match="catch_sigint_signal.*Ctrl-C"):
+        SolverOptions(cp_sat_parameters={"catch_sigint_signal": True})
     with pytest.raises(ValueError, match="workers"):
         SolverOptions(workers=0)
     lengths = [7, 7, 7, 3, 5, 5, 2, 2, 9]
@@ -339,3 +344,34 @@ def test_never_above_karmarkar_karp_when_it_fits_the_budget(seed: int) -> None:
     plan = partition(lengths, k, cap, time_limit=0.02, options=SolverOptions(timing="strict"))
     check_plan(plan.bins, lengths, k, cap)
     assert plan.max_load <= max(kk_loads)
+
+
+#: In a fresh process: run CP-SAT through partition and through plan_step, then press Ctrl-C.
+_CTRL_C_AFTER_CP_SAT = """
+import os, signal
+import numpy as np
+from seqpart.solver import partition, plan_step
+lengths = np.random.default_rng(0).integers(1000, 9000, 90).tolist()
+plan = partition(lengths, 8, None, time_limit=0.3, engine="cp-sat", cost="attention")
+assert any("cp-sat" in note for note in plan.notes), plan.notes
+step = plan_step([2566, 1947, 1582, 882, 992, 218, 318, 147, 608, 2458], 2, 6000, pp=2,
+                 overhead=64, time_limit=0.5)
+assert any("cp-sat" in note for note in step.notes), step.notes
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(10**7):  # the handler runs between bytecodes
+        pass
+except KeyboardInterrupt:
+    print("KeyboardInterrupt")
+"""
+
+
+def test_ctrl_c_still_raises_after_cp_sat_solves() -> None:
+    """ortools' own SIGINT handler, left on, resets SIGINT to the OS default after a solve: the
+    caller's next Ctrl-C would kill the process outright (exit by signal, no cleanup)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AFTER_CP_SAT], capture_output=True, text=True,
+        timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    assert out.stdout.strip() == "KeyboardInterrupt"
