@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .interrupt import stop_on_ctrl_c
 from .options import BestPlan, Budget, SolverOptions, new_cp_solver
 from .plan import InfeasibleError
 from .problem import Items
@@ -163,7 +164,8 @@ def solve_items(
         setattr(params, name, value)
     t_solve = time.perf_counter()
     try:
-        status = solver.solve(model)
+        with stop_on_ctrl_c(solver, solve_seconds) as watch:  # offline budgets: Ctrl-C acts now
+            status = solver.solve(model)
     except Exception as err:  # a solver failure must never cost the caller its plan
         best.notes.append(f"cp-sat failed ({type(err).__name__}: {err}); heuristic plan kept")
         return best
@@ -171,6 +173,8 @@ def solve_items(
         _release(model)
     took = (time.perf_counter() - t_solve) * 1000
     budget.charge(took / 1000 if budget.by_clock else solve_seconds)
+    if watch.stopped:  # the caller's SIGINT handler did not raise: this plan is what we have
+        best.notes.append("cp-sat stopped by a Ctrl-C: this plan may differ from another run's")
     name = solver.status_name(status)
     if (
         det_limit is not None

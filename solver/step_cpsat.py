@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .interrupt import stop_on_ctrl_c
 from .options import SolverOptions, new_cp_solver
 from .step_model import StepInstance
 
@@ -74,7 +75,7 @@ def solve_step_exactly(
     out = ExactResult(bounds=dict(bounds))
     best = incumbent
     unsolved = 0
-    clock_cut = False
+    clock_cut = interrupted = False
     share = seconds / len(todo)
     for idx, m in enumerate(todo):
         if bounds[m] >= best:
@@ -89,7 +90,9 @@ def solve_step_exactly(
                 unsolved += len(todo) - idx
                 clock_cut = True
                 break
-        status, value, bound, mb_of, used = _solve_m(inst, m, bounds[m], best, share, wall, options)
+        status, value, bound, mb_of, used, stopped = _solve_m(
+            inst, m, bounds[m], best, share, wall, options)
+        interrupted |= stopped
         clock_cut |= wall < share and used >= 0.9 * wall and status not in (
             cp_model.OPTIMAL, cp_model.INFEASIBLE)
         if status == cp_model.OPTIMAL:
@@ -108,13 +111,17 @@ def solve_step_exactly(
     out.notes.append(f"cp-sat: {len(todo) - unsolved} of {len(todo)} counts solved exactly")
     if clock_cut:
         out.notes.append("cp-sat stopped by the clock, not its deterministic limit")
+    if interrupted:  # the caller's SIGINT handler did not raise: the schedule is what we have
+        out.notes.append("cp-sat stopped by a Ctrl-C: this schedule may differ from another run's")
     return out
 
 
 def _solve_m(
     inst: StepInstance, m: int, lower: int, incumbent: int, seconds: float, wall: float,
     options: SolverOptions,
-) -> tuple[int, int, int, np.ndarray | None, float]:
+) -> tuple[int, int, int, np.ndarray | None, float, bool]:
+    """CP-SAT at count ``m``: (status, objective, bound, micro-batch of each sequence, wall
+    seconds, whether a Ctrl-C stopped it)."""
     n, dp, k = inst.n, inst.dp_size, inst.dp_size * m
     tokens = inst.tokens.tolist()
     c, o, pp, vpp = inst.costs, inst.overhead, inst.pp, inst.vpp
@@ -152,12 +159,14 @@ def _solve_m(
     for name, value in options.cp_sat_parameters.items():
         setattr(solver.parameters, name, value)
     t0 = time.perf_counter()
-    status = solver.solve(model)
+    with stop_on_ctrl_c(solver, wall) as watch:  # offline budgets: Ctrl-C acts at once
+        status = solver.solve(model)
     used = time.perf_counter() - t0
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         mb_of = np.array(
             [next(b for b in range(k) if solver.boolean_value(x[i, b])) for i in range(n)],
             dtype=np.int64,
         )
-        return status, int(solver.objective_value), int(solver.best_objective_bound), mb_of, used
-    return status, incumbent, lower, None, used
+        return (status, int(solver.objective_value), int(solver.best_objective_bound), mb_of,
+                used, watch.stopped)
+    return status, incumbent, lower, None, used, watch.stopped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 
 from seqpart.heuristics import first_fit_decreasing
 from seqpart.heuristics.capped_balance import best_fit_with_room
@@ -23,6 +25,7 @@ from seqpart.solver import (
     partition,
 )
 from seqpart.solver import cpsat as cpsat_module
+from seqpart.solver.interrupt import stop_on_ctrl_c
 from seqpart.solver.problem import make_items, make_problem
 
 from _brute import brute_force_min_max
@@ -375,3 +378,69 @@ def test_ctrl_c_still_raises_after_cp_sat_solves() -> None:
     )
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     assert out.stdout.strip() == "KeyboardInterrupt"
+
+
+_CTRL_C_DURING_A_LONG_SOLVE = """
+import os, signal, threading, time
+import numpy as np
+from seqpart.solver import check_plan, partition
+lengths = np.random.default_rng(0).integers(1000, 9000, 90).tolist()
+
+def press_ctrl_c_in(seconds):
+    threading.Timer(seconds, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+
+# A handler of the caller's that does not raise: the search stops, the plan comes back, noted.
+signal.signal(signal.SIGINT, lambda *_: None)
+t0 = time.perf_counter()
+press_ctrl_c_in(1.0)
+plan = partition(lengths, 8, None, time_limit=60, engine="cp-sat", cost="attention")
+check_plan(plan.bins, lengths, 8, None)
+stopped = any("stopped by a Ctrl-C" in note for note in plan.notes)
+print(f"returned {time.perf_counter() - t0:.2f} {stopped}")
+# The default handler: KeyboardInterrupt, right after the Ctrl-C.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+t0 = time.perf_counter()
+press_ctrl_c_in(1.0)
+try:
+    partition(lengths, 8, None, time_limit=60, engine="cp-sat", cost="attention")
+    print("returned")
+except KeyboardInterrupt:
+    print(f"KeyboardInterrupt {time.perf_counter() - t0:.2f}")
+"""
+
+
+def test_ctrl_c_during_a_long_cp_sat_solve_acts_at_once() -> None:
+    """Without the watcher the KeyboardInterrupt waited for the solve to end (7.3 s here, up to
+    the whole budget in general); with it, it comes right after the Ctrl-C (1.5 s)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DURING_A_LONG_SOLVE], capture_output=True, text=True,
+        timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+    first, second = out.stdout.splitlines()
+    word, seconds, noted = first.split()
+    assert word == "returned" and float(seconds) < 4.0 and noted == "True", out.stdout
+    word, seconds = second.split()
+    assert word == "KeyboardInterrupt" and float(seconds) < 4.0, out.stdout
+
+
+def test_the_ctrl_c_watcher_leaves_the_wakeup_fd_as_it_was() -> None:
+    solver = cp_model.CpSolver()
+    # As in a terminal (a background test run inherits SIGINT ignored: then nothing to watch).
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        with stop_on_ctrl_c(solver, 10.0):  # nobody owned the fd: the watcher took it ...
+            assert signal.set_wakeup_fd(-1) != -1
+        assert signal.set_wakeup_fd(-1) == -1  # ... and gave it back
+        with stop_on_ctrl_c(solver, 0.5):  # a short solve: not watched
+            assert signal.set_wakeup_fd(-1) == -1
+        signal.set_wakeup_fd(write_fd)  # an event loop's, say: left alone
+        with stop_on_ctrl_c(solver, 10.0):
+            assert signal.set_wakeup_fd(write_fd) == write_fd
+        assert signal.set_wakeup_fd(-1) == write_fd
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        os.close(read_fd)
+        os.close(write_fd)
