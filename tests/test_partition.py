@@ -351,7 +351,7 @@ def test_never_above_karmarkar_karp_when_it_fits_the_budget(seed: int) -> None:
 
 #: In a fresh process: run CP-SAT through partition and through plan_step, then press Ctrl-C.
 _CTRL_C_AFTER_CP_SAT = """
-import os, signal
+import os, signal, time
 import numpy as np
 from seqpart.solver import partition, plan_step
 lengths = np.random.default_rng(0).integers(1000, 9000, 90).tolist()
@@ -362,8 +362,7 @@ step = plan_step([2566, 1947, 1582, 882, 992, 218, 318, 147, 608, 2458], 2, 6000
 assert any("cp-sat" in note for note in step.notes), step.notes
 try:
     os.kill(os.getpid(), signal.SIGINT)
-    for _ in range(10**7):  # the handler runs between bytecodes
-        pass
+    time.sleep(5)  # the handler runs at once: the sleep is interrupted
 except KeyboardInterrupt:
     print("KeyboardInterrupt")
 """
@@ -392,7 +391,7 @@ def press_ctrl_c_in(seconds):
 # A handler of the caller's that does not raise: the search stops, the plan comes back, noted.
 signal.signal(signal.SIGINT, lambda *_: None)
 t0 = time.perf_counter()
-press_ctrl_c_in(1.0)
+press_ctrl_c_in(0.3)
 plan = partition(lengths, 8, None, time_limit=60, engine="cp-sat", cost="attention")
 check_plan(plan.bins, lengths, 8, None)
 stopped = any("stopped by a Ctrl-C" in note for note in plan.notes)
@@ -400,7 +399,7 @@ print(f"returned {time.perf_counter() - t0:.2f} {stopped}")
 # The default handler: KeyboardInterrupt, right after the Ctrl-C.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 t0 = time.perf_counter()
-press_ctrl_c_in(1.0)
+press_ctrl_c_in(0.3)
 try:
     partition(lengths, 8, None, time_limit=60, engine="cp-sat", cost="attention")
     print("returned")
@@ -410,8 +409,9 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_during_a_long_cp_sat_solve_acts_at_once() -> None:
-    """Without the watcher the KeyboardInterrupt waited for the solve to end (7.3 s here, up to
-    the whole budget in general); with it, it comes right after the Ctrl-C (1.5 s)."""
+    """Without the watcher the KeyboardInterrupt waited for the solve to end (8.8 s here, up to
+    the whole budget in general); with it, it comes right after the Ctrl-C. CP-SAT starts
+    ~20 ms into these calls, so the Ctrl-C at 0.3 s lands in the solve."""
     out = subprocess.run(
         [sys.executable, "-c", _CTRL_C_DURING_A_LONG_SOLVE], capture_output=True, text=True,
         timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -419,9 +419,9 @@ def test_ctrl_c_during_a_long_cp_sat_solve_acts_at_once() -> None:
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
     first, second = out.stdout.splitlines()
     word, seconds, noted = first.split()
-    assert word == "returned" and float(seconds) < 4.0 and noted == "True", out.stdout
+    assert word == "returned" and float(seconds) < 3.0 and noted == "True", out.stdout
     word, seconds = second.split()
-    assert word == "KeyboardInterrupt" and float(seconds) < 4.0, out.stdout
+    assert word == "KeyboardInterrupt" and float(seconds) < 3.0, out.stdout
 
 
 def test_the_ctrl_c_watcher_leaves_the_wakeup_fd_as_it_was() -> None:
