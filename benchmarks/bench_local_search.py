@@ -35,11 +35,8 @@ from common import (
 )
 
 from seqpart.heuristics import load_lower_bound
-from seqpart.heuristics._common import prepare
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.capped_balance import capped_balance_lists
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.lpt import lpt_lists
+from seqpart.heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists, prepare
 
 
 def load_module(path: str) -> ModuleType:

@@ -30,7 +30,7 @@ from common import fmt_ms, machine_header, median, percentile, table, timed, ver
 
 from seqpart.heuristics import karmarkar_karp
 from seqpart.solver import InfeasibleError, find_violations, partition
-from seqpart.solver.datasets import rl_batch
+from seqpart.solver.study.datasets import rl_batch
 
 ONLINE = 0.02
 CAPS = (65536, 131072)

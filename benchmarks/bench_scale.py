@@ -200,12 +200,15 @@ def _fixed_work(lengths: np.ndarray, k: int, cap: int) -> float:
 
 
 def _calibrate_row(n: int) -> list[str]:
-    from seqpart.heuristics._common import argsort_desc
-    from seqpart.heuristics.capped_balance import best_fit_lists, fill_empty
-    from seqpart.heuristics.first_fit import first_fit_tree
-    from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-    from seqpart.heuristics.local_search import improve_lists
-    from seqpart.heuristics.lpt import lpt_lists
+    from seqpart.heuristics.kernels import (
+        argsort_desc,
+        best_fit_lists,
+        fill_empty,
+        first_fit_tree,
+        improve_lists,
+        karmarkar_karp_lists,
+        lpt_lists,
+    )
 
     cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
     tokens = long_tail(n).tolist()
@@ -238,7 +241,7 @@ def _calibrate_row(n: int) -> list[str]:
 
 def calibrate() -> None:
     """Per-item CPU costs of the steps the budget split estimates."""
-    from seqpart.heuristics.lpt import lpt_lists
+    from seqpart.heuristics.kernels import lpt_lists
 
     cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
     rows = [_calibrate_row(n) for n in (2048, 10_000, 100_000)]

@@ -2,12 +2,12 @@
 
     python benchmarks/bench_step.py [--quick] [--time-limit S] [--out results.json]
 
-Batches: seeded draws from the bundled real length files (``seqpart.solver.datasets``) and
+Batches: seeded draws from the bundled real length files (``seqpart.solver.study.datasets``) and
 generated long-tail RL batches (the three ``common.RL_SHAPES`` and GRPO groups from
 ``datasets.rl_batch``), n from 64 to 4096, dp from 2 to 64, pp from 1 to 8, cost ``(24576, 1)``
 and a per-micro-batch overhead of the linear cost of 512 tokens (24576 * 512).
 
-Every method's schedule is re-scored in this process with ``seqpart.solver.step.step_time`` and
+Every method's schedule is re-scored in this process with ``seqpart.solver.step.planner.step_time`` and
 checked with ``find_schedule_violations``; an invalid schedule (a micro-batch over the cap,
 unequal counts, an empty micro-batch) is a violation and does not count as a baseline to beat.
 Methods: every ``seqpart.heuristics.TRAINER_SCHEDULERS`` entry, ``plan_global``, "seqpart per-rank
@@ -38,10 +38,10 @@ from common import (
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
 from seqpart.solver import InfeasibleError
-from seqpart.solver import datasets as ds
-from seqpart.solver import step as step_mod
-from seqpart.solver.step import find_schedule_violations, plan_global, step_lower_bound, step_time
-from seqpart.solver.step_study import per_rank_agreement
+from seqpart.solver.step import planner as step_mod
+from seqpart.solver.step.planner import find_schedule_violations, plan_global, step_lower_bound, step_time
+from seqpart.solver.study import datasets as ds
+from seqpart.solver.study.step_study import per_rank_agreement
 
 COST = (24576, 1)
 OVERHEAD = 24576 * 512
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.time_limit}s, plan_global {GLOBAL_LIMIT}s, per-rank partition {AGREEMENT_LIMIT}s")
     calls = method_calls(args.time_limit)
     if PLAN_STEP not in calls:
-        print("plan_step is not in seqpart.solver.step yet: baselines only")
+        print("plan_step is not in seqpart.solver.step.planner yet: baselines only")
     warm = {"name": "warm", "n": 64, "dp": 2, "pp": 2, "cap": 16384,
             "lengths": rl_batch(64, RL_SHAPES[0], np.random.default_rng(0))}
     run_case(warm, calls)

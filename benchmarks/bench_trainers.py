@@ -4,7 +4,7 @@
 
 1. Balancing: ``get_seqlen_balanced_partitions`` against the trainers' Karmarkar-Karp
    (``baselines.trainer_karmarkar_karp``, this project's re-implementation) on random long-tail
-   RL batches (``seqpart.solver.datasets.rl_batch``), n in 32..1024, k in 2..32, with two kinds
+   RL batches (``seqpart.solver.study.datasets.rl_batch``), n in 32..1024, k in 2..32, with two kinds
    of weights (token lengths, and verl's workload ``24576*l + l^2``) and ``equal_size`` off and
    on: 4 calls per batch. Quality is the heaviest partition's weight; the target is never above
    the original's. Each drop-in call is also run a second time: the plans must be identical.
@@ -14,11 +14,11 @@
    the common case (p50 and the share of calls under 2 ms are printed), and how often each
    step of the counter decides.
 3. slime's ``build_dp_schedule`` (dynamic batch size, one step per call): step time
-   (``seqpart.solver.step.step_time``, pp=1, the drop-in's own cost and per-micro-batch
+   (``seqpart.solver.step.planner.step_time``, pp=1, the drop-in's own cost and per-micro-batch
    overhead) of the drop-in (``plan_step``) against its previous method (fewest micro-batches by
    ``partition``, then an equal-size rank deal; still in the module as ``_plan_fewest``) and
    against slime's own schedule (first fit, split to align, ranks strided or by Karmarkar-Karp:
-   ``seqpart.heuristics.trainer_schedules.slime_rr`` / ``slime_kk``), on ``--batches // 5``
+   ``seqpart.heuristics.trainer_baselines.slime_rr`` / ``slime_kk``), on ``--batches // 5``
    long-tail batches, n in 64..1024, dp in 2..16, cap 2x the longest, ``balance_data``
    alternating (tokens / slime's FLOPs as the cost), pp 1 and 4 (Megatron's
    ``pipeline_model_parallel_size``; the previous method ignores the bubble). Target: never
@@ -47,17 +47,17 @@ from common import (
     verdict,
 )
 
-from seqpart.heuristics.trainer_schedules import slime_kk, slime_rr
-from seqpart.solver.datasets import rl_batch
-from seqpart.solver.problem import Cost
-from seqpart.solver.step import step_time
-from seqpart.solver.trainers import (
+from seqpart.heuristics.trainer_baselines import slime_kk, slime_rr
+from seqpart.solver.dropins import (
     build_dp_schedule,
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
-from seqpart.solver.trainers.balance import _count_with_path
-from seqpart.solver.trainers.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
+from seqpart.solver.dropins.balance import _count_with_path
+from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
+from seqpart.solver.problem import Cost
+from seqpart.solver.step.planner import step_time
+from seqpart.solver.study.datasets import rl_batch
 
 SIZES = (32, 64, 128, 256, 512, 1024)
 PARTS = (2, 4, 8, 16, 32)

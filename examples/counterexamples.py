@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from seqpart.solver.datasets import list_datasets, load_dataset
-from seqpart.solver.repro import run_all
+from seqpart.solver.study.datasets import list_datasets, load_dataset
+from seqpart.solver.study.repro import run_all
 
 
 def main() -> int:

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from seqpart.solver.distributed import partition_across_ranks, plan_global_across_ranks
+from seqpart.solver.distributed.planners import partition_across_ranks, plan_global_across_ranks
 
 WORLD = 2
 MAX_TOKENS_PER_GPU = 8192  # the cap: max tokens in one micro-batch

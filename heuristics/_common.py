@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ._inputs import as_lengths, as_positive_int, check_k
+from seqpart.heuristics.inputs import as_lengths, as_positive_int, check_k
 
 Bins = list[list[int]]
 

@@ -19,9 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, apply_move_or_swap, argsort_desc, order_desc, prepare
-from .first_fit import first_fit_lists
-from .lpt import lpt_lists
+from seqpart.heuristics._common import Bins, apply_move_or_swap, argsort_desc, order_desc, prepare
+from seqpart.heuristics.first_fit import _first_fit_lists
+from seqpart.heuristics.lpt import _lpt_lists
+
+__all__ = ["capped_balance"]
 
 
 def capped_balance(
@@ -35,7 +37,7 @@ def capped_balance(
 ) -> Bins:
     """Exactly ``k`` non-empty bins, under ``cap`` whenever one of its constructions finds it."""
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    return capped_balance_lists(tokens, cost, count, k, cap, max_count)
+    return _capped_balance_lists(tokens, cost, count, k, cap, max_count)
 
 
 #: Up to this many bins best fit keeps residuals in one flat sorted list; above, in chunks
@@ -44,7 +46,7 @@ _FLAT_KEYS_UP_TO = 4096
 _CHUNK_LOAD = 256
 
 
-def best_fit_lists(
+def _best_fit_lists(
     tokens: Sequence[int],
     count: Sequence[int],
     k: int | None,
@@ -61,11 +63,11 @@ def best_fit_lists(
     """
     if max_count is not None:
         return _best_fit_counted(list(tokens), list(count), k, cap, max_count)
-    return best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
+    return _best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
 
 
-def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
-    """:func:`best_fit_lists` without a sample limit, also returning each bin's room left
+def _best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
+    """:func:`_best_fit_lists` without a sample limit, also returning each bin's room left
     (cap minus its tokens; negative for a bin a sequence that fitted nowhere went to)."""
     n = len(arr)
     if n == 0:
@@ -270,7 +272,7 @@ def _best_fit_counted_runs(
     return bins
 
 
-def fill_empty(
+def _fill_empty(
     bins: Bins,
     cost: list[int],
     count: list[int],
@@ -326,7 +328,7 @@ def _per_bin(bins: Bins, values: list[int]) -> list[int]:
     return (prefix[ends] - prefix[ends - sizes]).tolist()
 
 
-def capped_balance_lists(
+def _capped_balance_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],
@@ -343,7 +345,7 @@ def capped_balance_lists(
     Constructions run in order, balance first, and the first valid one wins; the later ones
     only pack tighter. Once ``deadline`` (a ``time.perf_counter()`` value) has passed, no new
     construction starts unless none so far is valid. When none is, the least-violating one goes
-    through :func:`repair_lists`.
+    through :func:`_repair_lists`.
     """
     orders: dict[int, list[int]] = {}  # sorted once, when a construction first needs it
 
@@ -356,20 +358,20 @@ def capped_balance_lists(
         # The same as LPT by cost when both orders agree (costs that are the tokens).
         if cost is tokens or order(tokens) == order(cost):
             return None
-        return lpt_lists(tokens, cost, count, k, cap, max_count, order(tokens))
+        return _lpt_lists(tokens, cost, count, k, cap, max_count, order(tokens))
 
     # ``lpt_bins``: the caller's LPT by cost, the first construction, when it has it already.
     constructions: list[Callable[[], Bins | None]] = [
         (lambda: lpt_bins) if lpt_bins is not None
-        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, order(cost)))
+        else (lambda: _lpt_lists(tokens, cost, count, k, cap, max_count, order(cost)))
     ]
     if cap is not None:
         constructions.append(lpt_by_tokens)
         # Best fit first: O(n log n) and at least as tight as first fit, which scans every
         # bin per sequence and only runs when best fit left the plan invalid.
-        constructions.append(lambda: best_fit_lists(tokens, count, k, cap, max_count))
+        constructions.append(lambda: _best_fit_lists(tokens, count, k, cap, max_count))
         constructions.append(
-            lambda: first_fit_lists(tokens, count, k, cap, max_count, order(tokens))
+            lambda: _first_fit_lists(tokens, count, k, cap, max_count, order(tokens))
         )
     best: Bins | None = None
     best_score: tuple[int, int, int] | None = None
@@ -377,7 +379,7 @@ def capped_balance_lists(
         built = build()
         if built is None:
             continue
-        bins = fill_empty(built, cost, count, max_count)
+        bins = _fill_empty(built, cost, count, max_count)
         score = _score(bins, tokens, cost, count, cap, max_count)
         if best_score is None or score < best_score:
             best, best_score = bins, score
@@ -385,7 +387,7 @@ def capped_balance_lists(
             break
     assert best is not None and best_score is not None
     if best_score[0] > 0 and cap is not None:
-        best = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
+        best = _repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
     return [sorted(b) for b in best]
 
 
@@ -395,13 +397,13 @@ _ALL_PARTNERS_UP_TO = 20_000
 _ROOMY_BINS = 256
 
 
-def repair_step_seconds(n: int) -> float:
+def _repair_step_seconds(n: int) -> float:
     """Estimated CPU seconds of one repair step over n items (64 heavy items against every
     partner, or the roomy bins' items above _ALL_PARTNERS_UP_TO): for a step budget."""
     return 5e-5 + 2e-7 * min(n, _ALL_PARTNERS_UP_TO)
 
 
-def repair_lists(
+def _repair_lists(
     tokens: list[int],
     count: list[int],
     bins: Bins,

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import Bins, order_desc, prepare
-from .first_fit import first_fit_lists
+from seqpart.heuristics._common import Bins, order_desc, prepare
+from seqpart.heuristics.first_fit import _first_fit_lists
+
+__all__ = ["first_fit_decreasing"]
 
 
 def first_fit_decreasing(
@@ -25,4 +27,4 @@ def first_fit_decreasing(
 ) -> Bins:
     """First-fit with the longest sequences placed first."""
     tokens, _cost, count, k, cap = prepare(lengths, k, cap, costs, counts, k_required=False)
-    return first_fit_lists(tokens, count, k, cap, max_count, order_desc(tokens))
+    return _first_fit_lists(tokens, count, k, cap, max_count, order_desc(tokens))

@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, overload
 
-from ._common import Bins, order_desc, prepare
+from seqpart.heuristics._common import Bins, order_desc, prepare
+
+__all__ = ["karmarkar_karp"]
 
 
 def karmarkar_karp(
@@ -37,22 +39,22 @@ def karmarkar_karp(
     of k consecutive sequences in cost order, so every bin ends with exactly n/k sequences.
     """
     _tokens, cost, count, k, _cap = prepare(lengths, k, cap, costs, counts)
-    return karmarkar_karp_lists(cost, count, k, max_count)
+    return _karmarkar_karp_lists(cost, count, k, max_count)
 
 
 @overload
-def karmarkar_karp_lists(
+def _karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None, deadline: None = None
 ) -> Bins: ...
 
 
 @overload
-def karmarkar_karp_lists(
+def _karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None, deadline: float
 ) -> Bins | None: ...
 
 
-def karmarkar_karp_lists(
+def _karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None,
     deadline: float | None = None,
 ) -> Bins | None:

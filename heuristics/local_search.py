@@ -33,9 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, apply_move_or_swap, prepare
-from .capped_balance import capped_balance_lists
-from .lpt import lpt_lists
+from seqpart.heuristics._common import Bins, apply_move_or_swap, prepare
+from seqpart.heuristics.capped_balance import _capped_balance_lists
+from seqpart.heuristics.lpt import _lpt_lists
+
+__all__ = ["local_search", "improve"]
 
 #: Upper limit on (heavy item, partner) pairs scored at once in a full scan: ~1 ms of numpy.
 _MAX_PAIRS = 60_000
@@ -51,7 +53,7 @@ _LIGHT_BINS = 16
 _BATCH = 16
 
 #: Work units (see _State.work): a fixed charge per step for the numpy calls it makes, and
-#: one per item for building the state. WORK_SECONDS converts work to CPU seconds on the
+#: one per item for building the state. _WORK_SECONDS converts work to CPU seconds on the
 #: reference machine (2 cores, ortools 9.15, numpy 2.4); measured with
 #: ``python benchmarks/bench_scale.py --calibrate``.
 _STEP_WORK = 25_000
@@ -70,7 +72,7 @@ _HEAVY_ITEM_WORK = 29
 #: the 90th percentile of single calls (1.25x slower inside partition than alone on the same
 #: start: caches). 6.5 ns fitted more steps but let the safety net cut 5 of 70 calls at
 #: n=1024-2048 on real batches, so the charge stays near the p90.
-WORK_SECONDS = 8e-9
+_WORK_SECONDS = 8e-9
 
 Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)
 #: Scored swaps, one per entry of five arrays: (item a, a's bin, item b, b's bin, score).
@@ -100,7 +102,7 @@ class _State:
     keyable: bool  # the keys fit in int64 (else only pairs in range and full scans are used)
     keys: np.ndarray | None = None  # sorted keys, rebuilt lazily after a change
     #: Work done so far, in elements processed by the vectorised operations plus a fixed
-    #: charge per step: a deterministic stand-in for time (see WORK_SECONDS).
+    #: charge per step: a deterministic stand-in for time (see _WORK_SECONDS).
     work: int = 0
 
     @property
@@ -214,10 +216,10 @@ def improve(
     over-cap bins down, and the caller checks whether it got them under.
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
-    return improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
+    return _improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
 
 
-def improve_lists(
+def _improve_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],
@@ -238,7 +240,7 @@ def improve_lists(
     ``repair_deadline`` / ``repair_work``: for a start that breaks the cap, the time or the
     work by which the search must have got every bin under it, or stop (so the caller keeps
     time for another construction). ``max_steps``, ``max_work`` and ``repair_work`` are the
-    deterministic budget (work in the units of :data:`WORK_SECONDS`); ``deadline`` is a
+    deterministic budget (work in the units of :data:`_WORK_SECONDS`); ``deadline`` is a
     wall-clock one. ``report``, when given, receives ``steps`` and ``work`` (done) and
     ``stopped`` ("converged", "target", "steps", "repair", "repaired" or "deadline"): the
     caller can tell whether the clock decided. ``until_repaired``: stop as soon as a start that
@@ -342,14 +344,14 @@ def local_search(
     tight packings (measured on the bundled data). Same signature as the other heuristics.
     """
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    start = [sorted(b) for b in lpt_lists(tokens, cost, count, k, cap, max_count)]
+    start = [sorted(b) for b in _lpt_lists(tokens, cost, count, k, cap, max_count)]
     fits = _fits(start, tokens, count, cap, max_count)
     if fits or (cost == tokens and all(start)):
-        out = improve_lists(tokens, cost, count, start, cap, max_count)
+        out = _improve_lists(tokens, cost, count, start, cap, max_count)
         if fits or _fits(out, tokens, count, cap, max_count):
             return out
-    start = capped_balance_lists(tokens, cost, count, k, cap, max_count)
-    return improve_lists(tokens, cost, count, start, cap, max_count)
+    start = _capped_balance_lists(tokens, cost, count, k, cap, max_count)
+    return _improve_lists(tokens, cost, count, start, cap, max_count)
 
 
 def _fits(

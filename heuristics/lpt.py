@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ._common import Bins, argsort_desc, bins_from_labels, order_desc, prepare
+from seqpart.heuristics._common import Bins, argsort_desc, bins_from_labels, order_desc, prepare
+
+__all__ = ["lpt"]
 
 #: From this many items, LPT places a whole round of k items at once (heaviest item to the
 #: lightest bin, vectorised): one heap step per item costs ~1 us in Python, too much at 10^6.
@@ -31,10 +33,10 @@ def lpt(
 ) -> Bins:
     """Greedy largest-cost-first to the least-loaded micro-batch; returns exactly ``k`` bins."""
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    return lpt_lists(tokens, cost, count, k, cap, max_count)
+    return _lpt_lists(tokens, cost, count, k, cap, max_count)
 
 
-def lpt_lists(
+def _lpt_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],

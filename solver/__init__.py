@@ -6,17 +6,11 @@ raises :class:`InfeasibleError`. See the README for the problem and the guarante
 
 from __future__ import annotations
 
-from .partition import ENGINES, SolverOptions, partition
-from .plan import (
-    InfeasibleError,
-    InvalidPlanError,
-    Plan,
-    Violations,
-    check_plan,
-    find_violations,
-)
-from .problem import Cost
-from .step import (
+from seqpart.solver.errors import InfeasibleError, InvalidPlanError
+from seqpart.solver.partition import ENGINES, SolverOptions, partition
+from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
+from seqpart.solver.problem import Cost
+from seqpart.solver.step.planner import (
     StepPlan,
     check_schedule,
     plan_step,

@@ -19,9 +19,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from .lengths_io import UsageError, load_lengths
-from .step_study import add_step_parser
-from .study import (
+from seqpart.solver.errors import UsageError
+from seqpart.solver.study.lengths_io import load_lengths
+from seqpart.solver.study.methods import (
     DEFAULT_CAPS,
     DEFAULT_K,
     DEFAULT_METHODS,
@@ -32,6 +32,7 @@ from .study import (
     format_summary,
     run_study,
 )
+from seqpart.solver.study.step_study import add_step_parser
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -143,8 +144,8 @@ def _as_flags(message: str) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from .partition import partition
-    from .plan import InfeasibleError
+    from seqpart.solver.errors import InfeasibleError
+    from seqpart.solver.partition import partition
 
     lengths = load_lengths(args.file, args.column, say=_stderr)
     solve = functools.partial(partition, lengths, cap=args.cap, time_limit=args.time_limit,
@@ -176,8 +177,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from .datasets import list_datasets, load_dataset
-    from .repro import run_all
+    from seqpart.solver.study.datasets import list_datasets, load_dataset
+    from seqpart.solver.study.repro import run_all
 
     datasets = {} if args.no_data else {n: load_dataset(n).lengths for n in list_datasets()}
     print(run_all(datasets))
@@ -307,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .plan import InfeasibleError
+    from seqpart.solver.errors import InfeasibleError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -14,24 +14,22 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics._common import argsort_desc
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.capped_balance import (
+from seqpart.heuristics.kernels import (
+    WORK_SECONDS,
+    argsort_desc,
     best_fit_lists,
     best_fit_with_room,
     capped_balance_lists,
     fill_empty,
+    first_fit_tree,
+    improve_lists,
+    karmarkar_karp_lists,
+    lpt_lists,
     repair_step_seconds,
 )
-from seqpart.heuristics.first_fit import first_fit_tree
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.local_search import WORK_SECONDS, improve_lists
-from seqpart.heuristics.lpt import lpt_lists
-from seqpart.heuristics.resplit import SUBSETS_PER_SECOND, resplit_pairs
-from seqpart.heuristics.resplit import work_for as resplit_work
-
-from .assemble import finish_plan
-from .budget_costs import (
+from seqpart.solver.assemble import finish_plan
+from seqpart.solver.engines.budget_costs import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
     CAPPED_BALANCE_UP_TO,
     FFD_SECONDS_PER_ITEM,
@@ -48,11 +46,14 @@ from .budget_costs import (
     packing_bound_seconds,
     packing_bound_steps,
 )
-from .cpsat import solve_items
-from .options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
-from .plan import InfeasibleError, Plan
-from .problem import Cost, Items, Problem, make_items, make_problem
-from .prove import DIVE_SHARE, dive_items, prove_items
+from seqpart.solver.engines.cpsat import solve_items
+from seqpart.solver.engines.prove import DIVE_SHARE, dive_items, prove_items
+from seqpart.solver.engines.resplit import SUBSETS_PER_SECOND, resplit_pairs
+from seqpart.solver.engines.resplit import work_for as resplit_work
+from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
+from seqpart.solver.plan import Plan
+from seqpart.solver.problem import Cost, Items, Problem, make_items, make_problem
 
 
 def _measure(

@@ -9,27 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._inputs import as_lengths
-
-from .problem import Cost
-
-
-class InvalidPlanError(ValueError):
-    """A plan broke a hard constraint; ``violations`` lists each one."""
-
-    def __init__(self, violations: list[str]) -> None:
-        self.violations = violations
-        super().__init__("invalid plan: " + "; ".join(violations))
-
-
-class InfeasibleError(ValueError):
-    """No plan was returned. ``proven`` says whether none exists (True) or none was found in the
-    time budget (False); the message says which, and what to change."""
-
-    def __init__(self, message: str, *, proven: bool) -> None:
-        self.proven = proven
-        prefix = "proven infeasible: " if proven else "no plan found within the budget: "
-        super().__init__(prefix + message)
+from seqpart.heuristics.inputs import as_lengths
+from seqpart.solver.errors import InvalidPlanError
+from seqpart.solver.problem import Cost
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._inputs import as_lengths, as_positive_int
+from seqpart.heuristics.inputs import as_lengths, as_positive_int
 
 #: Hidden size behind the default attention-aware cost: per-token linear-layer work is about
 #: 24*h^2 FLOPs and each attended pair about 4*h, so cost = 6*h*l + l*l in the same unit.
@@ -51,14 +51,14 @@ class Cost:
                    unit: int | None = None, **shape: Any) -> Cost:
         """Forward FLOPs per sequence from a model's shape (see :mod:`seqpart.solver.flops` for
         the formula and ``shape``'s names); ``unit=None`` scales to ``quadratic == 1``."""
-        from .flops import ModelShape, cost_coefficients
+        from seqpart.solver.flops import ModelShape, cost_coefficients
 
         return cls(*cost_coefficients(ModelShape(hidden_size, num_layers, num_heads, **shape), unit))
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], *, unit: int | None = None) -> Cost:
         """:meth:`from_model` from a Hugging Face style ``config.json`` dict."""
-        from .flops import cost_coefficients, shape_from_hf_config
+        from seqpart.solver.flops import cost_coefficients, shape_from_hf_config
 
         return cls(*cost_coefficients(shape_from_hf_config(config), unit))
 

@@ -60,7 +60,7 @@ def _error_record(err: BaseException) -> dict[str, Any]:
 
 
 def _scenarios(rank: int, world: int) -> dict[str, Any]:
-    from seqpart.solver.distributed import (
+    from seqpart.solver.distributed.planners import (
         partition_across_ranks,
         plan_global_across_ranks,
         plan_step_across_ranks,
@@ -128,7 +128,7 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
     def verl_rearrange() -> Any:
         import torch
 
-        from seqpart.solver.trainers import rearrange_micro_batches
+        from seqpart.solver.dropins import rearrange_micro_batches
 
         # Rank r holds 6 + 3r sequences; the ranks agree on one count, each under the cap.
         gen = torch.Generator().manual_seed(rank)
@@ -143,7 +143,7 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
     def verl_rearrange_bad_rank() -> Any:
         import torch
 
-        from seqpart.solver.trainers import rearrange_micro_batches
+        from seqpart.solver.dropins import rearrange_micro_batches
 
         n = 5
         mask = torch.ones(n, 100, dtype=torch.long)
@@ -212,7 +212,7 @@ def run_absent_rank_worker(rank: int, world: int, init_file: str, out_dir: str) 
 
     import torch.distributed as dist
 
-    from seqpart.solver.distributed import partition_across_ranks
+    from seqpart.solver.distributed.planners import partition_across_ranks
 
     dist.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,

@@ -489,7 +489,7 @@ def test_study_timed_runs_record_their_cpu_and_the_table_says_how_they_ran(
 
 
 def test_showcase_picks_an_over_cap_and_an_empty_instance() -> None:
-    from seqpart.solver.plots import outcome, showcase_instances
+    from seqpart.solver.study.plots import outcome, showcase_instances
 
     def rec(instance: str, over: int, empty: int, valid: bool = False) -> dict:
         return {"instance": instance, "k": 4, "over_cap_bins": over, "empty_bins": empty,
@@ -513,7 +513,7 @@ def test_gap_plot_frame_holds_every_point() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from seqpart.solver.plots import _gap
+    from seqpart.solver.study.plots import _gap
 
     def rec(method: str, load: int) -> dict:
         return {"instance": f"i{load}", "method": method, "valid": True, "max_load": load,

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import min_bins_lower_bound
-from seqpart.heuristics.count_bounds import min_bins_fekete_schepers
+from seqpart.heuristics.bounds import min_bins_fekete_schepers
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

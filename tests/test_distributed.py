@@ -1,4 +1,4 @@
-"""Real multi-process tests of seqpart.solver.distributed: 3 ranks on CPU in a gloo group.
+"""Real multi-process tests of seqpart.solver.distributed.planners: 3 ranks on CPU in a gloo group.
 
 The ranks run every scenario once (see tests/_dist_workers.py) inside a module-scoped fixture;
 each test checks one scenario's outcome on all ranks. Every spawn is joined with a timeout and

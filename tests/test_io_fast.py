@@ -21,11 +21,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.heuristics.capped_balance import best_fit_lists
-from seqpart.heuristics.first_fit import first_fit_lists
+from seqpart.heuristics.kernels import best_fit_lists, first_fit_lists
 from seqpart.solver import InvalidPlanError, check_plan, partition
-from seqpart.solver.lengths_io import UsageError, parse_lengths
+from seqpart.solver.errors import UsageError
 from seqpart.solver.problem import make_items, make_problem
+from seqpart.solver.study.lengths_io import parse_lengths
 
 
 @settings(max_examples=60, deadline=None)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import improve, karmarkar_karp, local_search, lpt
-from seqpart.heuristics.local_search import improve_lists
+from seqpart.heuristics.kernels import improve_lists
 from seqpart.solver import find_violations
 
 NO_LIMIT = 10**18
@@ -195,7 +195,7 @@ def test_costs_too_large_for_the_sorted_keys_still_search_every_pair() -> None:
 def test_until_repaired_stops_once_the_start_is_under_the_cap() -> None:
     """partition runs Karmarkar-Karp between the repair of an over-cap LPT and the rest of the
     search: the first call must stop as soon as every bin is under the cap."""
-    from seqpart.heuristics.local_search import improve_lists
+    from seqpart.heuristics.kernels import improve_lists
 
     lengths = [9, 9, 8, 7, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1]
     cap = 17

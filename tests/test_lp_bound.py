@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
 from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.solver.lp_bound import LPBudget, lp_infeasible, lp_load_bound
+from seqpart.solver.engines.lp_bound import LPBudget, lp_infeasible, lp_load_bound
 
 from _brute import brute_force_min_max
 

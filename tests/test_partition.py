@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from seqpart.heuristics import first_fit_decreasing
-from seqpart.heuristics.capped_balance import best_fit_with_room
+from seqpart.heuristics.kernels import best_fit_with_room
 from seqpart.solver import (
     Cost,
     InfeasibleError,
@@ -24,8 +24,8 @@ from seqpart.solver import (
     check_plan,
     partition,
 )
-from seqpart.solver import cpsat as cpsat_module
-from seqpart.solver.interrupt import stop_on_ctrl_c
+from seqpart.solver.engines import cpsat as cpsat_module
+from seqpart.solver.engines.interrupt import stop_on_ctrl_c
 from seqpart.solver.problem import make_items, make_problem
 
 from _brute import brute_force_min_max

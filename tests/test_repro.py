@@ -1,4 +1,4 @@
-"""The counterexamples (seqpart.solver.repro) and the bundled data they and the study use."""
+"""The counterexamples (seqpart.solver.study.repro) and the bundled data they and the study use."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from seqpart.heuristics import first_fit, karmarkar_karp
 from seqpart.solver import find_violations, partition
-from seqpart.solver.datasets import (
+from seqpart.solver.study.datasets import (
     RL_PROMPT_CAP,
     RL_RESPONSE_CAP,
     list_datasets,
@@ -15,7 +15,7 @@ from seqpart.solver.datasets import (
     rl_batch,
     sample_batch,
 )
-from seqpart.solver.repro import (
+from seqpart.solver.study.repro import (
     _optimal_max_by_k,
     _set_partitions,
     cap_case,

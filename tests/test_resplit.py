@@ -7,8 +7,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.heuristics.resplit import best_split, resplit_pairs
 from seqpart.solver import check_plan
+from seqpart.solver.engines.resplit import best_split, resplit_pairs
 
 
 def _brute_split(tokens: list[int], costs: list[int], counts: list[int], cap: int | None,

@@ -15,9 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.heuristics.capped_balance import best_fit_lists
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.lpt import lpt_lists
+from seqpart.heuristics.kernels import best_fit_lists, karmarkar_karp_lists, lpt_lists
 from seqpart.solver import SolverOptions, check_plan, partition
 
 lpt_module = importlib.import_module("seqpart.heuristics.lpt")
@@ -130,7 +128,7 @@ def naive_first_fit(tokens: list[int], order: list[int], cap: int) -> list[list[
     decreasing=st.booleans(),
 )
 def test_first_fit_tree_is_first_fit(tokens: list[int], cap: int, decreasing: bool) -> None:
-    from seqpart.heuristics.first_fit import first_fit_tree
+    from seqpart.heuristics.kernels import first_fit_tree
 
     order = sorted(range(len(tokens)), key=lambda i: (-tokens[i], i)) if decreasing else list(
         range(len(tokens)))

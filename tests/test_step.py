@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import Cost, InfeasibleError, InvalidPlanError, SolverOptions
-from seqpart.solver.step import (
+from seqpart.solver.step.model import _load_bounds, _load_bounds_many, make_instance
+from seqpart.solver.step.planner import (
     StepPlan,
     check_schedule,
     find_schedule_violations,
@@ -22,7 +23,6 @@ from seqpart.solver.step import (
     step_lower_bound,
     step_time,
 )
-from seqpart.solver.step_model import _load_bounds, _load_bounds_many, make_instance
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -360,7 +360,7 @@ def test_plan_step_is_exact_beyond_int64() -> None:
 
 
 def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
-    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
+    from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
 
     rng = np.random.default_rng(5)
     cost, overhead = (24576, 1), 24576 * 512
@@ -382,10 +382,10 @@ def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
 def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
     """step_trainer_starts computes the trainers' schedules faster: same micro-batches, same
     ranks (order within a rank aside), for every scheduler, when run to the end."""
-    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
-    from seqpart.solver.step_model import make_instance
-    from seqpart.solver.step_starts import from_schedule
-    from seqpart.solver.step_trainer_starts import trainer_starts
+    from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.starts import from_schedule
+    from seqpart.solver.step.trainer_starts import trainer_starts
 
     def canon(sched: list) -> list:
         return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in sched)
@@ -411,8 +411,8 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
-    from seqpart.solver.step_model import make_instance
-    from seqpart.solver.step_trainer_starts import cheap_trainer_starts, costly_trainer_starts
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.trainer_starts import cheap_trainer_starts, costly_trainer_starts
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
@@ -434,9 +434,9 @@ def test_trainer_starts_keep_to_their_work_budget() -> None:
 def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
     """A retry the work budget cuts keeps its state (count, splits made) and, resumed a split at
     a time, ends on the trainer's own schedule, having split no rank twice at a count."""
-    from seqpart.heuristics.trainer_schedules import TRAINER_SCHEDULERS
-    from seqpart.solver.step_model import make_instance
-    from seqpart.solver.step_trainer_starts import _kk_work, cheap_trainer_starts, verl_retry
+    from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.trainer_starts import _kk_work, cheap_trainer_starts, verl_retry
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))

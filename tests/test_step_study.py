@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from seqpart.solver.step_study import (
+from seqpart.solver.study.step_study import (
     STEP_METHODS,
     Setting,
     StepStudyConfig,

@@ -1,4 +1,4 @@
-"""The study engine (seqpart.solver.study_runner) with a toy runner: what another study relies on."""
+"""The study engine (seqpart.solver.study.runner) with a toy runner: what another study relies on."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from seqpart.solver.study_runner import ResultStore, Task, run_tasks, worker_pool
+from seqpart.solver.study.runner import ResultStore, Task, run_tasks, worker_pool
 
 
 def _square(payload: tuple[int, str]) -> dict:

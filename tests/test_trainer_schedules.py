@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import TRAINER_SCHEDULERS, get_trainer_scheduler
-from seqpart.heuristics.trainer_schedules import (
+from seqpart.heuristics.trainer_baselines import (
     _refine_by_swaps,
     megatron,
     prime_rl,
@@ -188,8 +188,8 @@ def test_unknown_name():
 
 def test_open_first_fit_matches_the_heuristic():
     from seqpart.heuristics import first_fit, first_fit_decreasing
-    from seqpart.heuristics._common import order_desc
-    from seqpart.heuristics.trainer_schedules import _first_fit_open
+    from seqpart.heuristics.kernels import order_desc
+    from seqpart.heuristics.trainer_baselines import _first_fit_open
 
     rng = np.random.default_rng(7)
     for cap in (50, 300, 1000):

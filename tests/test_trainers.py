@@ -1,4 +1,4 @@
-"""The trainer drop-ins, and the single-process forms of seqpart.solver.distributed."""
+"""The trainer drop-ins, and the single-process forms of seqpart.solver.distributed.planners."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import first_fit, first_fit_decreasing
 from seqpart.solver import InfeasibleError, Plan, find_violations
-from seqpart.solver.distributed import (
-    DistributedPlanError,
+from seqpart.solver.distributed.planners import (
     GlobalPlan,
     order_for_pipeline,
     partition_across_ranks,
     plan_global,
     plan_global_across_ranks,
 )
-from seqpart.solver.trainers import (
+from seqpart.solver.dropins import (
     get_capped_seqlen_balanced_partitions,
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
+from seqpart.solver.errors import DistributedPlanError
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -370,7 +370,7 @@ def test_counts_and_caps_as_integral_floats_and_0d_tensors() -> None:
 
 
 def test_bad_input_names_the_argument_and_is_also_an_assertion_error() -> None:
-    from seqpart.solver.trainers import TrainerInputError
+    from seqpart.solver.dropins import TrainerInputError
 
     with pytest.raises(TrainerInputError, match="k_partitions <= 2"):
         get_seqlen_balanced_partitions([1, 2], 3, False)
@@ -427,8 +427,8 @@ def _first_fit_arrival(values: list[int], cap: int) -> int:
 ])
 def test_count_paths_on_long_tail_batches(seed: int, factor: float, path: str) -> None:
     from seqpart.heuristics import min_bins_lower_bound
-    from seqpart.solver.datasets import rl_batch
-    from seqpart.solver.trainers.balance import _count_with_path
+    from seqpart.solver.dropins.balance import _count_with_path
+    from seqpart.solver.study.datasets import rl_batch
 
     lengths = rl_batch(64, np.random.default_rng(seed))
     cap = int(max(lengths) * factor)
@@ -446,7 +446,7 @@ def test_count_paths_on_long_tail_batches(seed: int, factor: float, path: str) -
 
 
 def test_openrlhf_counter_multiplies_the_cap() -> None:
-    from seqpart.solver.trainers import openrlhf
+    from seqpart.solver.dropins import openrlhf
 
     lengths = [5, 3, 7, 2, 6]
     assert openrlhf.get_minimum_num_micro_batch_size(lengths, 5, 2, 1) == 3  # cap 10
@@ -492,7 +492,7 @@ def _check_schedule(out: tuple, dp: int, kept: list[int], lengths: list[int],
        st.sampled_from([(1, 1), (2, 2)]), st.booleans(), st.booleans())
 def test_build_dp_schedule_invariants(lengths: list[int], dp: int, vpp_group: tuple[int, int],
                                       balance: bool, by_flops: bool) -> None:
-    from seqpart.solver.trainers import build_dp_schedule
+    from seqpart.solver.dropins import build_dp_schedule
 
     vpp, group = vpp_group
     cap = 150
@@ -514,7 +514,7 @@ def test_build_dp_schedule_invariants(lengths: list[int], dp: int, vpp_group: tu
 
 
 def test_build_dp_schedule_static_rollouts_and_trim() -> None:
-    from seqpart.solver.trainers import build_dp_schedule
+    from seqpart.solver.dropins import build_dp_schedule
 
     lengths = [3] * 8
     rollouts = [0, 0, 1, 2, 2, 3, 4, 4]  # rollout 4 does not fill a third step of 2
@@ -533,7 +533,7 @@ def test_build_dp_schedule_static_rollouts_and_trim() -> None:
 
 
 def test_build_dp_schedule_oversize_alone_and_cap_even_when_balancing_flops() -> None:
-    from seqpart.solver.trainers import build_dp_schedule
+    from seqpart.solver.dropins import build_dp_schedule
 
     lengths = [15, 3, 3, 3, 3, 3, 3, 3]
     args = _slime_args(use_dynamic_batch_size=True, max_tokens_per_gpu=10, balance_by_flops=True,
@@ -548,7 +548,7 @@ def test_build_dp_schedule_oversize_alone_and_cap_even_when_balancing_flops() ->
 
 def test_rearrange_micro_batches_holds_the_cap_and_restores() -> None:
     torch = _torch()
-    from seqpart.solver.trainers import rearrange_micro_batches
+    from seqpart.solver.dropins import rearrange_micro_batches
 
     gen = torch.Generator().manual_seed(0)
     valid = torch.randint(50, 91, (20,), generator=gen)
@@ -576,7 +576,7 @@ def test_patch_rebinds_every_module_holding_the_original(monkeypatch: pytest.Mon
     import sys
     import types
 
-    from seqpart.solver import trainers
+    from seqpart.solver import dropins as trainers
 
     def original(seqlen_list, k_partitions, equal_size):  # type: ignore[no-untyped-def]
         raise AssertionError("the original ran")
@@ -613,7 +613,7 @@ def test_patch_rebinds_every_module_holding_the_original(monkeypatch: pytest.Mon
 
 
 def test_float_weights_across_magnitudes_keep_float64_precision() -> None:
-    from seqpart.solver.trainers._values import as_weights
+    from seqpart.solver.dropins._values import as_weights
 
     values = [1e-9, 3.5e6, 0.25, 1234.5678, 7e5]
     w = as_weights(values, "w")
@@ -632,7 +632,7 @@ def test_float_weights_across_magnitudes_keep_float64_precision() -> None:
 def test_the_originals_karmarkar_karp_keeps_their_contract(
     values: list[int], k: int, equal_size: bool
 ) -> None:
-    from seqpart.solver.trainers._original_kk import original_karmarkar_karp
+    from seqpart.solver.dropins._original_kk import original_karmarkar_karp
 
     assume(k <= len(values) and (not equal_size or len(values) % k == 0))
     parts = original_karmarkar_karp(values, k, equal_size)
@@ -647,7 +647,7 @@ def test_rearrange_when_the_heuristics_miss_the_counted_k() -> None:
     # The counter finds 7 micro-batches of <= 300 tokens (by packing tokens); balancing the
     # workload 24576*l + l^2 at k=7 the heuristics find none. Found by verl's own test.
     torch = _torch()
-    from seqpart.solver.trainers import rearrange_micro_batches
+    from seqpart.solver.dropins import rearrange_micro_batches
 
     valid = [73, 73, 73, 85, 62, 64, 71, 70, 90, 53, 64, 54, 83, 70, 48, 53, 85, 65, 88, 49, 57,
              70, 45, 62, 67, 55, 53, 87, 89]
@@ -666,11 +666,11 @@ def test_build_dp_schedule_step_time_not_behind_the_previous_method() -> None:
     previous method's (fewest micro-batches, then a rank deal; still ``_plan_fewest``). The
     tolerance 1e-4 is for the one measured exception in these 24 (seed 1, tokens: 0.0017%
     slower); over all of them the new schedules are faster in total."""
-    from seqpart.solver.datasets import rl_batch
+    from seqpart.solver.dropins import build_dp_schedule
+    from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
     from seqpart.solver.problem import Cost
-    from seqpart.solver.step import step_time
-    from seqpart.solver.trainers import build_dp_schedule
-    from seqpart.solver.trainers.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
+    from seqpart.solver.step.planner import step_time
+    from seqpart.solver.study.datasets import rl_batch
 
     total_new = total_old = 0
     for seed in range(12):
@@ -702,8 +702,8 @@ def test_workload_cost_is_the_package_flops_formula() -> None:
     """slime's Megatron argument names mapped onto ``Cost.from_model`` (one FLOPs formula)."""
     from types import SimpleNamespace
 
+    from seqpart.solver.dropins.slime import workload_cost
     from seqpart.solver.problem import Cost
-    from seqpart.solver.trainers.slime import workload_cost
 
     dense = SimpleNamespace(hidden_size=4096, num_layers=32, num_attention_heads=32,
                             num_query_groups=8, kv_channels=128, ffn_hidden_size=11008,
@@ -723,11 +723,11 @@ def test_workload_cost_is_the_package_flops_formula() -> None:
 def test_build_dp_schedule_plans_for_the_pipeline_bubble() -> None:
     """With Megatron's ``pipeline_model_parallel_size`` the step model gains the bubble term;
     the previous method ignored it, the drop-in plans for it (smaller micro-batches)."""
-    from seqpart.solver.datasets import rl_batch
+    from seqpart.solver.dropins import build_dp_schedule
+    from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest
     from seqpart.solver.problem import Cost
-    from seqpart.solver.step import step_time
-    from seqpart.solver.trainers import build_dp_schedule
-    from seqpart.solver.trainers.slime import OVERHEAD_TOKENS, _plan_fewest
+    from seqpart.solver.step.planner import step_time
+    from seqpart.solver.study.datasets import rl_batch
 
     lengths = rl_batch(128, np.random.default_rng(3))
     cap = 2 * max(lengths)
@@ -747,8 +747,8 @@ def test_build_dp_schedule_plans_for_the_pipeline_bubble() -> None:
 
 def test_build_dp_schedule_falls_back_when_plan_step_finds_nothing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from seqpart.solver.plan import InfeasibleError
-    from seqpart.solver.trainers import build_dp_schedule, slime
+    from seqpart.solver.dropins import build_dp_schedule, slime
+    from seqpart.solver.errors import InfeasibleError
 
     def nothing(*_args: object, **_kw: object) -> None:
         raise InfeasibleError("none in the budget", proven=False)

@@ -1,6 +1,6 @@
 """The trainers' own schedules as starts for step planning, cheap enough to run at every size.
 
-:mod:`seqpart.heuristics.trainer_schedules` re-implements each trainer's scheduler as the trainer
+:mod:`seqpart.heuristics.trainer_baselines` re-implements each trainer's scheduler as the trainer
 runs it; there, slime's and prime-rl's capped first-fit scans every open micro-batch with numpy
 for every sequence and re-sums every micro-batch for every split, verl's retry re-partitions
 every rank for every count it tries, and prime-rl's swap refinement scores every pair of
@@ -40,13 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._common import order_desc
 from seqpart.heuristics.bounds import min_bins_lower_bound
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.trainer_schedules import megatron_schedule
-
-from .step_model import StepInstance
-from .step_search import CANDIDATES_PER_SECOND
+from seqpart.heuristics.kernels import karmarkar_karp_lists, order_desc
+from seqpart.heuristics.trainer_baselines import megatron_schedule
+from seqpart.solver.step.model import StepInstance
+from seqpart.solver.step.search import CANDIDATES_PER_SECOND
 
 Schedule = list[list[list[int]]]
 #: ``hopeless(m, onwards)``: no valid schedule with count m (or any count from m on) can beat
@@ -476,7 +474,7 @@ def _fit_work(inst: StepInstance) -> int:
 
 def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
     """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
-    the same schedules as ``seqpart.heuristics.trainer_schedules``, order within a rank aside)."""
+    the same schedules as ``seqpart.heuristics.trainer_baselines``, order within a rank aside)."""
     cheap, _, _, retry = cheap_trainer_starts(inst, None)
     costly, _, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
     return cheap + costly

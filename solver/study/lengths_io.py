@@ -18,9 +18,7 @@ from typing import Any
 
 import numpy as np
 
-
-class UsageError(Exception):
-    """Bad arguments or input: reported on one line, exit code 2."""
+from seqpart.solver.errors import UsageError
 
 
 def read_text(path: str | None) -> tuple[str, str]:

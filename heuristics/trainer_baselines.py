@@ -30,7 +30,7 @@ The output is *raw*, as the trainer would run it: a micro-batch may be over the 
 trainer cannot reach equal counts (too few sequences to split, or an all-reduced count above
 what a rank can fill) the rank simply gets fewer micro-batches (where the trainer would crash,
 hang or pad with a dummy). Those are what the study counts; score schedules with
-:func:`seqpart.solver.step.step_time` and check them with the validator.
+:func:`seqpart.solver.step.planner.step_time` and check them with the validator.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from ._common import order_desc
-from ._inputs import as_lengths, as_positive_int
-from .karmarkar_karp import karmarkar_karp_lists
+from seqpart.heuristics._common import order_desc
+from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.heuristics.karmarkar_karp import _karmarkar_karp_lists
 
 __all__ = [
     "TRAINER_SCHEDULERS",
@@ -139,7 +139,7 @@ def _equal_count_kk(weights: list[int], k: int) -> list[list[int]]:
     """Equal-count Karmarkar-Karp: ``len(weights)`` (a multiple of k) items into k groups of
     the same size, balancing group sums; groups hold item positions, ascending."""
     n = len(weights)
-    return karmarkar_karp_lists(list(weights), [1] * n, k, n // k)
+    return _karmarkar_karp_lists(list(weights), [1] * n, k, n // k)
 
 
 def _deal_equal_count(weights: list[int], dp_size: int, pad_weight: int) -> list[list[int]]:
@@ -309,7 +309,7 @@ def _verl_rank_micro_batches(members: list[int], cost: list[int], k: int) -> lis
     looked at), heaviest first, then reordered so the light ones sit at both ends (verl's
     choice, to shorten the pipeline warm-up and cool-down)."""
     sub = [cost[i] for i in members]
-    bins = karmarkar_karp_lists(sub, [1] * len(sub), k, None)
+    bins = _karmarkar_karp_lists(sub, [1] * len(sub), k, None)
     micro = [sorted(members[j] for j in b) for b in bins if b]  # k > sequences: fewer, raw
     loads = [sum(cost[i] for i in b) for b in micro]
     order = sorted(range(len(micro)), key=lambda b: (loads[b], micro[b][0]), reverse=True)

@@ -6,7 +6,7 @@ bytes) in one ``all_gather``, so all ranks see the same facts and raise the same
 :class:`DistributedPlanError`. The operation tag makes ranks that called different collectives
 fail together at that first exchange instead of mismatching later. Values that do not fit the
 int64 row are reported as bad input through the same exchange. Planning lives elsewhere
-(:mod:`seqpart.solver.distributed` calls the planners); this module only moves rows and
+(:mod:`seqpart.solver.distributed.planners` calls the planners); this module only moves rows and
 tensors between ranks.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .plan import InfeasibleError
+from seqpart.solver.errors import DistributedPlanError, InfeasibleError
 
 # Status codes exchanged between ranks (ints, so they travel in an int64 tensor).
 _OK = 0
@@ -55,26 +55,6 @@ _OPS = {
     _OP_MARK + 3: "plan_step_across_ranks",
 }
 _OP_PARTITION, _OP_GLOBAL, _OP_STEP = (_OP_MARK + i for i in (1, 2, 3))
-
-
-class DistributedPlanError(ValueError):
-    """Raised with the same message on every rank of the group when any rank cannot plan.
-
-    ``code`` names the problem: "too_few_samples", "mismatched_args", "mismatched_call" (ranks
-    called different seqpart collectives), "over_cap", "infeasible", "not_found" (no plan within
-    the time limit), "bad_input", "plan_failed", "global_failed", "timeout" (a rank did not join
-    within ``timeout``; raised on the ranks that waited), "comm_failed" or "internal". ``rank``
-    is the global rank at fault (None when no single rank is), ``numbers`` the figures quoted
-    in the message (sample count, needed and agreed counts, caps).
-    """
-
-    def __init__(
-        self, message: str, *, code: str, rank: int | None = None, numbers: dict[str, Any] | None = None
-    ) -> None:
-        self.code = code
-        self.rank = rank
-        self.numbers = dict(numbers or {})
-        super().__init__(message)
 
 
 # --------------------------------------------------------------------------- communication

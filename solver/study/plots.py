@@ -1,6 +1,6 @@
 """The study's plots (matplotlib is the ``plot`` extra, imported inside the functions).
 
-Input is the study's records (dicts from ``results.jsonl``, see :mod:`seqpart.solver.study`);
+Input is the study's records (dicts from ``results.jsonl``, see :mod:`seqpart.solver.study.methods`);
 output is PNG files. Nothing here solves or measures anything.
 
 - ``gap.png``: every valid plan's gap to the best proven bound, per method (all points shown).

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import balance, openrlhf, slime, verl
+from seqpart.solver.dropins import balance, openrlhf, slime, verl
 
 __all__ = [
     "KNOWN_IMPORTERS",

@@ -15,7 +15,7 @@ small status row (rank, error code, operation tag, sample count, needed count, c
 message bytes) in one ``all_gather``, so all ranks see the same facts and raise the same
 :class:`DistributedPlanError`; no rank is left waiting in a collective. Every collective here
 opens with that same fixed-size exchange, so ranks that called different ones (the tag differs)
-fail together there (the protocol itself is :mod:`seqpart.solver.collective`). A rank that
+fail together there (the protocol itself is :mod:`seqpart.solver.distributed.collective`). A rank that
 never calls cannot be seen: the others wait for ``timeout``
 (each collective is waited on with it) or else the process group's own timeout.
 
@@ -32,9 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._inputs import as_lengths, as_positive_int
-
-from .collective import (
+from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.solver.distributed.collective import (
     _CAP,
     _K_NEEDED,
     _MIN_K,
@@ -48,7 +47,6 @@ from .collective import (
     _OVER_CAP,
     _PLAN_FAILED,
     _RANK,
-    DistributedPlanError,
     _call_mismatch_error,
     _cap_code,
     _check_fits,
@@ -61,9 +59,10 @@ from .collective import (
     _raise_same,
     _row,
 )
-from .partition import partition
-from .plan import Plan
-from .step import order_for_pipeline, plan_global, round_up
+from seqpart.solver.errors import DistributedPlanError
+from seqpart.solver.partition import partition
+from seqpart.solver.plan import Plan
+from seqpart.solver.step.planner import order_for_pipeline, plan_global, round_up
 
 __all__ = [
     "DistributedPlanError",
@@ -393,11 +392,11 @@ def plan_step_across_ranks(
     the identical schedule (or the identical error), with the same collective-failure guarantees
     as :func:`partition_across_ranks` (bad input, mismatched arguments or calls, ``timeout``).
 
-    The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
+    The planner is :func:`seqpart.solver.step.planner.plan_step` when this seqpart has it, else
     :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
     ``time_limit`` and ``step_kwargs`` are used.
     """
-    from . import step as step_module
+    from seqpart.solver.step import planner as step_module
 
     plan_step = getattr(step_module, "plan_step", None)
 

@@ -1,7 +1,7 @@
 """A small engine for studies: run keyed tasks on a process pool, append each record to
 ``results.jsonl`` as it finishes, resume from it, and show progress.
 
-It knows nothing about partitioning; :mod:`seqpart.solver.study` (the method study) is built on
+It knows nothing about partitioning; :mod:`seqpart.solver.study.methods` (the method study) is built on
 it, and another kind of study can be too:
 
 - :class:`Task` -- ``key`` (unique and stable across runs: it is how a resumed study knows what

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .interrupt import stop_on_ctrl_c
-from .options import BestPlan, Budget, SolverOptions, new_cp_solver
-from .plan import InfeasibleError
-from .problem import Items
+from seqpart.solver.engines.interrupt import stop_on_ctrl_c
+from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import BestPlan, Budget, SolverOptions, new_cp_solver
+from seqpart.solver.problem import Items
 
 #: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
 #: constraints), 2.8 ms (one worker) to 5.3 ms (two) to start a solve. Used to decide whether a

@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._inputs import as_lengths, as_positive_int
 from seqpart.heuristics.bounds import min_bins_lower_bound
-
-from .plan import InfeasibleError, InvalidPlanError, find_violations
-from .problem import Cost
+from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.solver.errors import InfeasibleError, InvalidPlanError
+from seqpart.solver.plan import find_violations
+from seqpart.solver.problem import Cost
 
 __all__ = [
     "StepPlan",
@@ -189,7 +189,7 @@ def make_instance(
 ) -> StepInstance:
     """Validate every argument (the same messages as ``partition`` for what it shares) and
     raise :class:`InfeasibleError` when no count per rank can work."""
-    from .problem import make_problem  # the shared validation of lengths, cap, cost, oversize
+    from seqpart.solver.problem import make_problem  # the shared validation of lengths, cap, cost, oversize
 
     problem = make_problem(lengths, None, cap, cost=cost, oversize=oversize)
     dp_size = as_positive_int(dp_size, "dp_size")

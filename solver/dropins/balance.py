@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics import improve, karmarkar_karp, min_bins_lower_bound
-from seqpart.heuristics.count_bounds import min_bins_fekete_schepers
-
-from ..options import SolverOptions
-from ..partition import partition
-from ..plan import InfeasibleError, find_violations
-from ..problem import Cost
-from ._original_kk import original_karmarkar_karp
-from ._values import Weights, as_count, as_flag, as_tokens, as_weights
+from seqpart.heuristics.bounds import min_bins_fekete_schepers
+from seqpart.solver.dropins._original_kk import original_karmarkar_karp
+from seqpart.solver.dropins._values import Weights, as_count, as_flag, as_tokens, as_weights
+from seqpart.solver.errors import InfeasibleError, TrainerInputError
+from seqpart.solver.options import SolverOptions
+from seqpart.solver.partition import partition
+from seqpart.solver.plan import find_violations
+from seqpart.solver.problem import Cost
 
 __all__ = [
     "OPTIONS",
@@ -53,12 +53,6 @@ OPTIONS = SolverOptions(deterministic=True, workers=1)
 ENGINE = "heuristics"
 
 
-class TrainerInputError(ValueError, AssertionError):
-    """Bad input to a drop-in. A ``ValueError`` like every seqpart input error, and also an
-    ``AssertionError``, which is what the originals raise (they ``assert``), so a trainer's
-    ``except AssertionError`` or its tests' ``pytest.raises(AssertionError)`` still catch it."""
-
-
 def _by_weight_desc(bins: list[list[int]], weights: np.ndarray) -> list[list[int]]:
     # The originals hand partitions back heaviest first (ties: lowest first index); slime's
     # classic path runs them in that order.
@@ -70,7 +64,7 @@ def _need_k_items(n: int, k: int, what: str = "partitions") -> None:
         raise TrainerInputError(
             f"{n} sequences cannot fill k_partitions={k} non-empty {what}: use k_partitions <= {n} "
             "(if k came from an all-reduce MAX across ranks, give this rank more samples or use "
-            "seqpart.solver.distributed)"
+            "seqpart.solver.distributed.planners)"
         )
 
 
@@ -204,7 +198,7 @@ def get_seqlen_balanced_partitions(
     Accepts what the originals accept: ints or floats >= 0 in a list, numpy array or tensor
     (0-d tensors as elements too); ``k_partitions`` as an int, a float with an integral value or
     a 0-d tensor. Integral values are balanced exactly; other floats are scaled by one power of
-    two and rounded at float64 precision (see ``seqpart.solver.trainers._values``).
+    two and rounded at float64 precision (see ``seqpart.solver.dropins._values``).
 
     Never heavier than the originals' plan: unless ``partition`` proved its plan optimal, the
     originals' Karmarkar-Karp runs too (:mod:`._original_kk`, same plans as theirs) and the
@@ -294,7 +288,7 @@ def _first_fit_count(tokens: np.ndarray, cap: int, stop_at: int | None = None) -
 def _bounds_prove(count: int, fits: np.ndarray, cap: int) -> bool:
     """Whether no packing of ``fits`` (each in (0, cap]) uses fewer than ``count`` bins: L1 and
     Martello-Toth L2 first, then the Fekete-Schepers functions up to k=2
-    (:mod:`seqpart.heuristics.count_bounds`), only when L2 falls short."""
+    (:mod:`seqpart.heuristics.bounds`), only when L2 falls short."""
     return count <= min_bins_lower_bound(fits, cap) or count <= min_bins_fekete_schepers(fits, cap)
 
 
@@ -320,7 +314,7 @@ def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any
     micro-batch of its own (no error), and an empty list needs 0. Zero-length sequences fit
     anywhere. Lengths may be ints or floats with integral values (lists, arrays, tensors); the
     cap an int, integral float or 0-d tensor. Pass ``max_tokens_per_gpu * cp_size`` as slime's
-    caller does; for OpenRLHF's 4-argument form see :mod:`seqpart.solver.trainers.openrlhf`.
+    caller does; for OpenRLHF's 4-argument form see :mod:`seqpart.solver.dropins.openrlhf`.
     """
     return _count_with_path(total_lengths, max_tokens_per_gpu)[0]
 

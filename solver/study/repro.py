@@ -8,7 +8,7 @@
    data-parallel ranks, a rank that needed fewer packs first-fit into more bins than it fills,
    and the trainer's ``torch.cat([])`` fails (:func:`dp_empty_counterexample`).
 
-Nothing here reads files: callers pass the lengths (see ``seqpart.solver.datasets``).
+Nothing here reads files: callers pass the lengths (see ``seqpart.solver.study.datasets``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from seqpart.heuristics import first_fit, karmarkar_karp
-
-from .partition import partition
-from .plan import find_violations
+from seqpart.solver.partition import partition
+from seqpart.solver.plan import find_violations
 
 #: The issue's example.
 ISSUE_LENGTHS = (8, 7, 6, 5, 4)

@@ -3,8 +3,8 @@
 For bundled datasets and generated long-tail RL batches, across data-parallel sizes ``dp``,
 pipeline depths ``pp``, caps and costs, it runs every method of :data:`STEP_METHODS`, checks
 each schedule with the step validator and scores it with the step model
-(:func:`seqpart.solver.step.step_time`) against the step lower bound
-(:func:`~seqpart.solver.step.step_lower_bound`). Methods:
+(:func:`seqpart.solver.step.planner.step_time`) against the step lower bound
+(:func:`~seqpart.solver.step.planner.step_lower_bound`). Methods:
 
 - the trainers' own schedulers, re-implemented in
   :data:`seqpart.heuristics.TRAINER_SCHEDULERS` (slime, prime-rl, verl, Megatron), run raw: an
@@ -15,7 +15,7 @@ each schedule with the step validator and scores it with the step model
 
 Only ``plan_step`` looks at ``pp``, so every other method runs once per setting and its schedule
 is scored for every ``pp``; ``plan_step`` runs once per ``pp``. Built on
-:mod:`seqpart.solver.study_runner`: results go to ``OUT/results.jsonl`` as they finish (running
+:mod:`seqpart.solver.study.runner`: results go to ``OUT/results.jsonl`` as they finish (running
 the same command again resumes), then ``OUT/step_summary.csv`` and ``OUT/step_vs_pp.png``.
 """
 
@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from .lengths_io import UsageError
-from .study import (
+from seqpart.solver.errors import UsageError
+from seqpart.solver.study.methods import (
     STARVED,
     Source,
     cpu_contention,
@@ -46,7 +46,7 @@ from .study import (
     split_list,
     stable_seed,
 )
-from .study_runner import ResultStore, Task, run_tasks, worker_pool
+from seqpart.solver.study.runner import ResultStore, Task, run_tasks, worker_pool
 
 TRAINERS = ("slime_rr", "slime_kk", "prime_rl", "verl", "verl_retry", "megatron")
 STEP_METHODS = (*TRAINERS, "plan_global", "per_rank", "plan_step")
@@ -140,7 +140,7 @@ def parse_costs(text: str) -> list[str]:
 
 
 def _sources(config: StepStudyConfig) -> list[Source]:
-    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+    from seqpart.solver.study.datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
     known = list_datasets()
     names = [] if config.datasets == "none" else known if config.datasets == "all" else split_list(
@@ -162,7 +162,7 @@ def _sources(config: StepStudyConfig) -> list[Source]:
 def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
     """Every (source, n, rep, cap, cost, dp) of the grid, and how many were skipped (fewer
     sequences than ``2 * dp``, or a cap below the batch's longest sequence)."""
-    from .problem import Cost
+    from seqpart.solver.problem import Cost
 
     ns = [n for n in parse_ns(config.n) if n is not None]
     if not ns:
@@ -221,7 +221,7 @@ def per_rank_agreement(
     (the dispatch order), plans ``partition(k=None)`` on it, the ranks agree on the MAX count
     (rounded up to ``multiple_of``: the all-reduce) and each re-plans its chunk with that count.
     Raises :class:`~seqpart.solver.plan.InfeasibleError` when a rank cannot fill the count."""
-    from .partition import partition
+    from seqpart.solver.partition import partition
 
     chunks = np.array_split(np.arange(len(lengths)), dp)
     local = [[int(lengths[i]) for i in c] for c in chunks]
@@ -239,10 +239,9 @@ def _schedule(
     s: Setting, method: str, pp: int, time_limit: float, workers: int
 ) -> list[list[list[int]]]:
     from seqpart.heuristics import TRAINER_SCHEDULERS
-
-    from .options import SolverOptions
-    from .problem import Cost
-    from .step import plan_global, plan_step
+    from seqpart.solver.options import SolverOptions
+    from seqpart.solver.problem import Cost
+    from seqpart.solver.step.planner import plan_global, plan_step
 
     options = SolverOptions(workers=workers)
     lengths = list(s.lengths)
@@ -262,8 +261,8 @@ def _schedule(
 
 def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
-    from .plan import InfeasibleError
-    from .step import find_schedule_violations, step_lower_bound, step_time
+    from seqpart.solver.errors import InfeasibleError
+    from seqpart.solver.step.planner import find_schedule_violations, step_lower_bound, step_time
 
     s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .exact import (
+from seqpart.solver.engines.exact import (
     DIVE_POOL,
     DIVE_WORDS_PER_ITEM_LEFT,
     DIVE_WORDS_PER_POOL_ITEM,
@@ -25,10 +25,10 @@ from .exact import (
     dive,
     minimise_max_load,
 )
-from .lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
-from .options import BestPlan, Budget
-from .plan import InfeasibleError
-from .problem import Items
+from seqpart.solver.engines.lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
+from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import BestPlan, Budget
+from seqpart.solver.problem import Items
 
 #: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
 #: charge per LP solve) and exact-search nodes per second.

@@ -1,6 +1,6 @@
 """``seqpart study``: heuristics and ``partition`` measured over datasets and generated batches.
 
-Built on :mod:`seqpart.solver.study_runner` (tasks, resumable ``results.jsonl``, the pool).
+Built on :mod:`seqpart.solver.study.runner` (tasks, resumable ``results.jsonl``, the pool).
 :class:`StudyConfig` holds the CLI's flags as a typed config; :func:`build_instances` makes the
 grid (source x n x rep x cap x k); :func:`run_method` runs one method on one instance, measured,
 its bins validated rather than trusted; :func:`summarize`, :func:`format_summary` and
@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from .lengths_io import UsageError, load_lengths
-from .study_runner import ResultStore, Task, keep_sigint, pool_map, run_tasks, worker_pool
+from seqpart.solver.errors import UsageError
+from seqpart.solver.study.lengths_io import load_lengths
+from seqpart.solver.study.runner import ResultStore, Task, keep_sigint, pool_map, run_tasks, worker_pool
 
 DEFAULT_METHODS = (
     "karmarkar_karp,lpt,first_fit,first_fit_decreasing,capped_balance,local_search,"
@@ -77,7 +78,7 @@ class Source:
     whole: bool = False  # a user's file taken as one batch
 
     def batch(self, n: int, rng: np.random.Generator) -> list[int]:
-        from .datasets import rl_batch, sample_batch
+        from seqpart.solver.study.datasets import rl_batch, sample_batch
 
         if self.lengths is None:
             return rl_batch(n, rng)
@@ -176,9 +177,8 @@ def parse_ns(text: str) -> list[int | None]:
 
 
 def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> list[Source]:
-    from seqpart.heuristics._inputs import as_lengths
-
-    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+    from seqpart.heuristics.inputs import as_lengths
+    from seqpart.solver.study.datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
     sources = []
     names = config.datasets
@@ -218,8 +218,7 @@ def resolve_min_k(lengths: Sequence[int], cap: int, seconds: float) -> tuple[int
     """Smallest feasible k: the bin-packing bound when first-fit decreasing meets it, else
     partition(k=None). Returns (k, "optimal" | "upper_bound")."""
     from seqpart.heuristics import first_fit_decreasing, min_bins_lower_bound
-
-    from .partition import SolverOptions, partition
+    from seqpart.solver.partition import SolverOptions, partition
 
     floor = min_bins_lower_bound(lengths, cap)
     if len(first_fit_decreasing(lengths, None, cap)) == floor:
@@ -298,10 +297,10 @@ def run_method(
 ) -> dict[str, Any]:
     """One method on one instance, measured; the raw bins are validated, not trusted."""
     from seqpart.heuristics import HEURISTICS, load_lower_bound
-
-    from .partition import SolverOptions, partition
-    from .plan import InfeasibleError, find_violations
-    from .problem import Cost
+    from seqpart.solver.errors import InfeasibleError
+    from seqpart.solver.partition import SolverOptions, partition
+    from seqpart.solver.plan import find_violations
+    from seqpart.solver.problem import Cost
 
     spec = Cost.parse(cost)
     costs = spec.of(np.asarray(lengths, dtype=np.int64))
@@ -584,7 +583,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     outcome.earlier = sum(1 for r in records if r["key"] not in wanted)
     if config.plots:
         try:
-            from .plots import write_plots
+            from seqpart.solver.study.plots import write_plots
 
             outcome.plots = write_plots(records, shown, out)
         except ImportError:

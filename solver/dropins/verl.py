@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ..problem import Cost
-from ..step import order_for_pipeline, round_up
-from ._values import as_count, as_flag, as_tokens
-from .balance import TrainerInputError, _balance, get_minimum_num_micro_batch_size
+from seqpart.solver.dropins._values import as_count, as_flag, as_tokens
+from seqpart.solver.dropins.balance import _balance, get_minimum_num_micro_batch_size
+from seqpart.solver.errors import TrainerInputError
+from seqpart.solver.problem import Cost
+from seqpart.solver.step.planner import order_for_pipeline, round_up
 
 __all__ = ["WORKLOAD", "rearrange_micro_batches"]
 
@@ -63,7 +64,7 @@ def _agree(count: int, failed: bool, dp_group: Any, device_hint: Any) -> tuple[i
     import torch
     import torch.distributed as dist
 
-    from ..collective import _group_device
+    from seqpart.solver.distributed.collective import _group_device
 
     device = _group_device(dp_group) if device_hint is None else device_hint
     both = torch.tensor([count, int(failed)], dtype=torch.int64, device=device)

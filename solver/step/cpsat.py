@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .interrupt import stop_on_ctrl_c
-from .options import SolverOptions, new_cp_solver
-from .step_model import StepInstance
+from seqpart.solver.engines.interrupt import stop_on_ctrl_c
+from seqpart.solver.options import SolverOptions, new_cp_solver
+from seqpart.solver.step.model import StepInstance
 
 #: Largest total model (booleans summed over the counts still to decide) tried: beyond it the
 #: build alone eats an online budget and proofs rarely finish.

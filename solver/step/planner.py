@@ -1,14 +1,14 @@
 """Planning a whole training step across data-parallel (and pipeline) ranks, in one process.
 
 :func:`plan_step` chooses the count per rank, the micro-batches and the ranks together for the
-smallest step time under the model of :mod:`seqpart.solver.step_model` (re-exported here:
+smallest step time under the model of :mod:`seqpart.solver.step.model` (re-exported here:
 :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`, :func:`check_schedule`,
-:class:`StepPlan`). Its parts: starts in :mod:`~seqpart.solver.step_starts`, local search in
-:mod:`~seqpart.solver.step_search`, CP-SAT in :mod:`~seqpart.solver.step_cpsat`.
+:class:`StepPlan`). Its parts: starts in :mod:`~seqpart.solver.step.starts`, local search in
+:mod:`~seqpart.solver.step.search`, CP-SAT in :mod:`~seqpart.solver.step.cpsat`.
 
 :func:`plan_global` (the earlier two-level proxy: the lightest heaviest micro-batch at the
 smallest count, then rank totals) and :func:`order_for_pipeline` stay here. The collective forms
-live in :mod:`seqpart.solver.distributed`, which only moves data between ranks and calls these.
+live in :mod:`seqpart.solver.distributed.planners`, which only moves data between ranks and calls these.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._inputs import as_lengths, as_positive_int
-
-from .options import SolverOptions, pauses_gc
-from .partition import partition
-from .plan import InfeasibleError, InvalidPlanError, Plan, find_violations
-from .problem import Cost
-from .step_cpsat import exact_fits, solve_step_exactly
-from .step_model import (
+from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.solver.errors import InfeasibleError, InvalidPlanError
+from seqpart.solver.options import SolverOptions, pauses_gc
+from seqpart.solver.partition import partition
+from seqpart.solver.plan import Plan, find_violations
+from seqpart.solver.problem import Cost
+from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
+from seqpart.solver.step.model import (
     StepInstance,
     StepPlan,
     check_schedule,
@@ -39,10 +39,10 @@ from .step_model import (
     step_lower_bound,
     step_time,
 )
-from .step_model import exact as exact_time
-from .step_search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from .step_starts import CONSTRUCTIONS, from_schedule, micro_first
-from .step_trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
+from seqpart.solver.step.model import exact as exact_time
+from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
+from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
+from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
 
 __all__ = [
     "StepPlan",
@@ -292,13 +292,13 @@ def plan_step(
     options: SolverOptions | None = None,
 ) -> StepPlan:
     """Plan a whole training step: the count ``m`` per rank, the micro-batches and the ranks
-    together, minimising the step time of the model in :mod:`seqpart.solver.step_model`.
+    together, minimising the step time of the model in :mod:`seqpart.solver.step.model`.
 
     How: every feasible ``m`` gets a lower bound (the per-``m`` terms of
     :func:`step_lower_bound`); counts are tried best bound first, and only while their bound is
     below the best step time found; starts at several counts are built before any search
     (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
-    constructions of :mod:`~seqpart.solver.step_starts` run: ranks first by a greedy on the
+    constructions of :mod:`~seqpart.solver.step.starts` run: ranks first by a greedy on the
     estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
     into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), ranks
     packed for a target step time found by bisection (``pp > 1``: long sequences together on
@@ -306,7 +306,7 @@ def plan_step(
     (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
     Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
     schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
-    pool is improved by local search on the step objective (:mod:`seqpart.solver.step_search`),
+    pool is improved by local search on the step objective (:mod:`seqpart.solver.step.search`),
     and one more count is built after each search while the budget lasts. On tiny instances (every count's
     model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
     open exactly, with half the budget, which can prove the plan optimal
@@ -334,8 +334,8 @@ def plan_step(
         starts: schedules (``[rank][micro-batch] = indices``) to start from, e.g. your trainer's;
             invalid ones are skipped (noted). The plan is never worse than a valid start.
         trainer_starts: also start from the trainers' schedulers
-            (``seqpart.heuristics.trainer_schedules``, computed by
-            :mod:`~seqpart.solver.step_trainer_starts`: the same schedules, faster). None
+            (``seqpart.heuristics.trainer_baselines``, computed by
+            :mod:`~seqpart.solver.step.trainer_starts`: the same schedules, faster). None
             (default): within 40% of the work budget, cheapest first: Megatron-LM's, slime's
             two and verl's before the constructions; prime-rl's (its swap refinement cut by the
             budget) and verl's retry once the first count is built, skipped when their count

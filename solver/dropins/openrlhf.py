@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import balance
-from ._values import as_count
-from .balance import get_seqlen_balanced_partitions
+from seqpart.solver.dropins import balance
+from seqpart.solver.dropins._values import as_count
+from seqpart.solver.dropins.balance import get_seqlen_balanced_partitions
 
 __all__ = ["get_minimum_num_micro_batch_size", "get_seqlen_balanced_partitions"]
 
@@ -20,7 +20,7 @@ def get_minimum_num_micro_batch_size(
 ) -> int:
     """OpenRLHF's 4-argument counter: the cap is ``max_tokens_per_gpu * ring_attn_size *
     ds_tensor_parallel_size`` (exact integers), then
-    :func:`seqpart.solver.trainers.get_minimum_num_micro_batch_size`."""
+    :func:`seqpart.solver.dropins.get_minimum_num_micro_batch_size`."""
     cap = (
         as_count(max_tokens_per_gpu, "max_tokens_per_gpu")
         * as_count(ring_attn_size, "ring_attn_size")

@@ -17,17 +17,17 @@ no wall clock decides a plan (see :mod:`.balance`).
 
 from __future__ import annotations
 
-from .balance import (
+from seqpart.solver.dropins.balance import (
     OPTIONS,
     TIME_LIMIT,
-    TrainerInputError,
     get_capped_seqlen_balanced_partitions,
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
-from .patch import Patched, patch, patch_areal, patch_openrlhf, patch_slime, patch_verl
-from .slime import build_dp_schedule, workload_cost
-from .verl import rearrange_micro_batches
+from seqpart.solver.dropins.patch import Patched, patch, patch_areal, patch_openrlhf, patch_slime, patch_verl
+from seqpart.solver.dropins.slime import build_dp_schedule, workload_cost
+from seqpart.solver.dropins.verl import rearrange_micro_batches
+from seqpart.solver.errors import TrainerInputError
 
 __all__ = [
     "OPTIONS",

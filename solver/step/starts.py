@@ -12,12 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._common import order_desc
-from seqpart.heuristics.capped_balance import capped_balance_lists
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp_lists
-from seqpart.heuristics.lpt import lpt_lists
-
-from .step_model import StepInstance, find_schedule_violations
+from seqpart.heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists, order_desc
+from seqpart.solver.step.model import StepInstance, find_schedule_violations
 
 #: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
 #: position) rather than by one LPT per rank.
@@ -345,7 +341,7 @@ def rank_first_packed(
     smallest target whose packing and split succeed). Where :func:`ranks_by_step_time` deals
     the longest sequences one per rank (every rank then pays a long bubble), this packs them
     together on few ranks that take little else, the way the rank-maxima bound of
-    :mod:`~seqpart.solver.step_model` says the best case does: far better on long-tail batches.
+    :mod:`~seqpart.solver.step.model` says the best case does: far better on long-tail batches.
     Skipped when its estimated time does not fit a fifth of the budget."""
     if inst.pp == 1 or _PACK_SECONDS_PER_SEQUENCE * inst.n * _PACK_STEPS > 0.2 * seconds:
         return []

@@ -1,0 +1,10 @@
+"""Offline studies: I/O and tooling around the solver (never imported by it).
+
+* :mod:`~seqpart.solver.study.runner`: the resumable, parallel task engine (``results.jsonl``).
+* :mod:`~seqpart.solver.study.methods`: the method study (``seqpart study``).
+* :mod:`~seqpart.solver.study.step_study`: the step study (``seqpart step``).
+* :mod:`~seqpart.solver.study.datasets`: the bundled real lengths and generated RL batches.
+* :mod:`~seqpart.solver.study.lengths_io`: reading lengths from files.
+* :mod:`~seqpart.solver.study.plots`: the studies' figures (matplotlib, the ``plot`` extra).
+* :mod:`~seqpart.solver.study.repro`: the trainers' failures, reproduced (``seqpart repro``).
+"""
