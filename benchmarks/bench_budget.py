@@ -37,11 +37,12 @@ from common import (
 
 options_module = importlib.import_module("seqpart.solver.options")
 partition_module = importlib.import_module("seqpart.solver.partition")
+phase_module = importlib.import_module("seqpart.solver.engines.heuristic_phase")
 
 #: partition's step functions (as partition.py names them) -> the step they are.
 STEPS = {
     "karmarkar_karp_lists": "kk", "lpt_lists": "lpt", "improve_lists": "local search",
-    "capped_balance_lists": "fallback", "_pack": "fallback", "first_fit_tree": "fallback",
+    "capped_balance_lists": "fallback", "pack_fallback": "fallback", "first_fit_tree": "fallback",
     "resplit_pairs": "resplit", "load_lower_bound_packing": "packing bound",
     "dive_items": "dive", "prove_items": "proof phase", "solve_items": "cp-sat",
 }
@@ -68,9 +69,10 @@ class Recorder:
         self.charged.clear()
 
     def install(self) -> None:
-        for name, step in STEPS.items():
-            if hasattr(partition_module, name):
-                setattr(partition_module, name, self._timed(getattr(partition_module, name), step))
+        for module in (partition_module, phase_module):
+            for name, step in STEPS.items():
+                if hasattr(module, name):
+                    setattr(module, name, self._timed(getattr(module, name), step))
         budget_cls = options_module.Budget
         init, charge = budget_cls.__init__, budget_cls.charge
         recorder = self
@@ -82,7 +84,7 @@ class Recorder:
         def recording_charge(budget: Any, seconds: float) -> None:
             frame = sys._getframe(1)
             site = frame.f_code.co_name
-            if site == "_heuristic_plan":  # LPT is charged inline, the re-split too
+            if site == "heuristic_plan":  # LPT is charged inline, the re-split too
                 step = "lpt" if "lpt_cost" in frame.f_locals and seconds == frame.f_locals[
                     "lpt_cost"] else "resplit"
             elif site == "dive_items" and frame.f_back and frame.f_back.f_code.co_name == (

@@ -186,8 +186,9 @@ def _fixed_work(lengths: np.ndarray, k: int, cap: int) -> float:
     """CPU seconds of what FIXED_SECONDS_PER_ITEM stands for: checking the input, the items,
     the load bound, and checking and assembling a plan (best fit's, packed untimed)."""
     from seqpart.solver.assemble import finish_plan as _finish
+    from seqpart.solver.engines.heuristic_phase import pack_fallback as _pack
     from seqpart.solver.options import BestPlan
-    from seqpart.solver.partition import _load_bound, _pack
+    from seqpart.solver.partition import _load_bound
     from seqpart.solver.problem import make_items, make_problem
 
     bins = _pack(make_items(make_problem(lengths, k, cap)), k, cap, None)

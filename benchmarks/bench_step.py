@@ -7,7 +7,7 @@ generated long-tail RL batches (the three ``common.RL_SHAPES`` and GRPO groups f
 ``datasets.rl_batch``), n from 64 to 4096, dp from 2 to 64, pp from 1 to 8, cost ``(24576, 1)``
 and a per-micro-batch overhead of the linear cost of 512 tokens (24576 * 512).
 
-Every method's schedule is re-scored in this process with ``seqpart.solver.step.planner.step_time`` and
+Every method's schedule is re-scored in this process with ``seqpart.solver.step.step_time`` and
 checked with ``find_schedule_violations``; an invalid schedule (a micro-batch over the cap,
 unequal counts, an empty micro-batch) is a violation and does not count as a baseline to beat.
 Methods: every ``seqpart.heuristics.TRAINER_SCHEDULERS`` entry, ``plan_global``, "seqpart per-rank
@@ -38,8 +38,9 @@ from common import (
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
 from seqpart.solver import InfeasibleError
+from seqpart.solver.step import plan_global, step_lower_bound, step_time
 from seqpart.solver.step import planner as step_mod
-from seqpart.solver.step.planner import find_schedule_violations, plan_global, step_lower_bound, step_time
+from seqpart.solver.step.model import find_schedule_violations
 from seqpart.solver.study import datasets as ds
 from seqpart.solver.study.step_study import per_rank_agreement
 

@@ -14,7 +14,7 @@
    the common case (p50 and the share of calls under 2 ms are printed), and how often each
    step of the counter decides.
 3. slime's ``build_dp_schedule`` (dynamic batch size, one step per call): step time
-   (``seqpart.solver.step.planner.step_time``, pp=1, the drop-in's own cost and per-micro-batch
+   (``seqpart.solver.step.step_time``, pp=1, the drop-in's own cost and per-micro-batch
    overhead) of the drop-in (``plan_step``) against its previous method (fewest micro-batches by
    ``partition``, then an equal-size rank deal; still in the module as ``_plan_fewest``) and
    against slime's own schedule (first fit, split to align, ranks strided or by Karmarkar-Karp:
@@ -56,7 +56,7 @@ from seqpart.solver.dropins import (
 from seqpart.solver.dropins.balance import _count_with_path
 from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.planner import step_time
+from seqpart.solver.step import step_time
 from seqpart.solver.study.datasets import rl_batch
 
 SIZES = (32, 64, 128, 256, 512, 1024)

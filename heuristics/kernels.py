@@ -11,6 +11,7 @@ and return raw bins; nothing here checks a cap or a count for the caller.
 from __future__ import annotations
 
 from seqpart.heuristics._common import argsort_desc, order_desc, prepare
+from seqpart.heuristics._search_state import _WORK_SECONDS as WORK_SECONDS
 from seqpart.heuristics.capped_balance import _best_fit_lists as best_fit_lists
 from seqpart.heuristics.capped_balance import _best_fit_with_room as best_fit_with_room
 from seqpart.heuristics.capped_balance import _capped_balance_lists as capped_balance_lists
@@ -20,7 +21,6 @@ from seqpart.heuristics.capped_balance import _repair_step_seconds as repair_ste
 from seqpart.heuristics.first_fit import _first_fit_lists as first_fit_lists
 from seqpart.heuristics.first_fit import _first_fit_tree as first_fit_tree
 from seqpart.heuristics.karmarkar_karp import _karmarkar_karp_lists as karmarkar_karp_lists
-from seqpart.heuristics.local_search import _WORK_SECONDS as WORK_SECONDS
 from seqpart.heuristics.local_search import _improve_lists as improve_lists
 from seqpart.heuristics.lpt import _lpt_lists as lpt_lists
 

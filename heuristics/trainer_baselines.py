@@ -30,7 +30,7 @@ The output is *raw*, as the trainer would run it: a micro-batch may be over the 
 trainer cannot reach equal counts (too few sequences to split, or an all-reduced count above
 what a rank can fill) the rank simply gets fewer micro-batches (where the trainer would crash,
 hang or pad with a dummy). Those are what the study counts; score schedules with
-:func:`seqpart.solver.step.planner.step_time` and check them with the validator.
+:func:`seqpart.solver.step.step_time` and check them with the validator.
 """
 
 from __future__ import annotations

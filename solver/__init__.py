@@ -10,14 +10,7 @@ from seqpart.solver.errors import InfeasibleError, InvalidPlanError
 from seqpart.solver.partition import ENGINES, SolverOptions, partition
 from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.planner import (
-    StepPlan,
-    check_schedule,
-    plan_step,
-    rank_times,
-    step_lower_bound,
-    step_time,
-)
+from seqpart.solver.step import StepPlan, check_schedule, plan_step, rank_times, step_lower_bound, step_time
 
 __all__ = [
     "ENGINES",

@@ -29,9 +29,9 @@ from seqpart.solver.study.methods import (
     GENERATED_SOURCE,
     WHOLE_FILE_MAX,
     StudyConfig,
-    format_summary,
     run_study,
 )
+from seqpart.solver.study.methods_report import format_summary
 from seqpart.solver.study.step_study import add_step_parser
 
 EXIT_OK = 0

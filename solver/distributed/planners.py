@@ -62,7 +62,7 @@ from seqpart.solver.distributed.collective import (
 from seqpart.solver.errors import DistributedPlanError
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan
-from seqpart.solver.step.planner import order_for_pipeline, plan_global, round_up
+from seqpart.solver.step import order_for_pipeline, plan_global, round_up
 
 __all__ = [
     "DistributedPlanError",
@@ -392,7 +392,7 @@ def plan_step_across_ranks(
     the identical schedule (or the identical error), with the same collective-failure guarantees
     as :func:`partition_across_ranks` (bad input, mismatched arguments or calls, ``timeout``).
 
-    The planner is :func:`seqpart.solver.step.planner.plan_step` when this seqpart has it, else
+    The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
     :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
     ``time_limit`` and ``step_kwargs`` are used.
     """

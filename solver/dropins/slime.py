@@ -15,7 +15,7 @@ value and its invariants:
 * ``micro_batch_indices[r]`` tiles ``range(len(partitions[r]))`` in order.
 
 What it plans instead of first fit. Dynamic batch size (``use_dynamic_batch_size``): each step
-is planned by :func:`seqpart.solver.step.planner.plan_step`, which chooses the count per rank, the
+is planned by :func:`seqpart.solver.step.plan_step`, which chooses the count per rank, the
 micro-batches and the ranks together for the smallest step time of its model (per rank: the sum
 of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
 
@@ -40,7 +40,7 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
 * ``oversize="alone"``: a sample over the cap gets a micro-batch of its own.
 
 ``plan_step`` starts from slime's own schedules too (``trainer_starts``, when they fit the
-budget), and its result passes :func:`~seqpart.solver.step.planner.check_schedule`; the assembled step
+budget), and its result passes :func:`~seqpart.solver.step.check_schedule`; the assembled step
 passes :func:`~seqpart.solver.plan.find_violations` again. Each rank's micro-batches are in
 ``plan_step``'s 1F1B order (lightest first and last). If ``plan_step`` finds no schedule in its
 budget (never seen), the previous method plans the step: the fewest micro-batches the cap allows
@@ -80,7 +80,7 @@ from seqpart.solver.errors import InfeasibleError, TrainerInputError
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import find_violations
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.planner import plan_step, round_up
+from seqpart.solver.step import plan_step, round_up
 
 __all__ = ["OVERHEAD_TOKENS", "STEP_TIME_LIMIT", "build_dp_schedule", "workload_cost"]
 

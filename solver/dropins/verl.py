@@ -27,7 +27,7 @@ from seqpart.solver.dropins._values import as_count, as_flag, as_tokens
 from seqpart.solver.dropins.balance import _balance, get_minimum_num_micro_batch_size
 from seqpart.solver.errors import TrainerInputError
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.planner import order_for_pipeline, round_up
+from seqpart.solver.step import order_for_pipeline, round_up
 
 __all__ = ["WORKLOAD", "rearrange_micro_batches"]
 

@@ -1,9 +1,10 @@
 """Step planning: the micro-batch count, the rank assignment and the order, against the step time.
 
-* :mod:`~seqpart.solver.step.planner`: :func:`plan_step` (the orchestrator), :func:`plan_global`,
-  :func:`order_for_pipeline`.
-* :mod:`~seqpart.solver.step.model`: the step-time model, its lower bound, the schedule validator
-  and :class:`StepPlan`.
+* :mod:`~seqpart.solver.step.planner`: :func:`plan_step`, the orchestrator.
+* :mod:`~seqpart.solver.step.global_plan`: :func:`plan_global`, the cheap two-level proxy.
+* :mod:`~seqpart.solver.step.order`: :func:`order_for_pipeline`, micro-batch order under pp > 1.
+* :mod:`~seqpart.solver.step.model`: the step-time model, the schedule validator and :class:`StepPlan`.
+* :mod:`~seqpart.solver.step.bound`: :func:`step_lower_bound`, below every valid schedule's step time.
 * :mod:`~seqpart.solver.step.starts`, :mod:`~seqpart.solver.step.trainer_starts`: starting
   schedules (seqpart's constructions, and the trainers' schedulers as fast starts).
 * :mod:`~seqpart.solver.step.search`, :mod:`~seqpart.solver.step.cpsat`: local search on the step
@@ -12,14 +13,11 @@
 
 from __future__ import annotations
 
-from seqpart.solver.step.model import (
-    StepPlan,
-    check_schedule,
-    rank_times,
-    step_lower_bound,
-    step_time,
-)
-from seqpart.solver.step.planner import order_for_pipeline, plan_global, plan_step, round_up
+from seqpart.solver.step.bound import step_lower_bound
+from seqpart.solver.step.global_plan import plan_global, round_up
+from seqpart.solver.step.model import StepPlan, check_schedule, rank_times, step_time
+from seqpart.solver.step.order import order_for_pipeline
+from seqpart.solver.step.planner import plan_step
 
 __all__ = [
     "StepPlan",

@@ -6,7 +6,7 @@ for every sequence and re-sums every micro-batch for every split, verl's retry r
 every rank for every count it tries, and prime-rl's swap refinement scores every pair of
 micro-batches on every swap. At n=4096 that is up to ~4 s (prime-rl) and ~2 s (verl's retry).
 
-Here the same schedules are computed faster, with the same result (``tests/test_step.py`` checks
+Here the same schedules are computed faster, with the same result (``tests/solver/step/test_step.py`` checks
 them against the originals on every count they produce):
 
 - first-fit by a max-tree over the open micro-batches' room (O(log k) per sequence), computed

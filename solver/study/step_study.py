@@ -3,8 +3,8 @@
 For bundled datasets and generated long-tail RL batches, across data-parallel sizes ``dp``,
 pipeline depths ``pp``, caps and costs, it runs every method of :data:`STEP_METHODS`, checks
 each schedule with the step validator and scores it with the step model
-(:func:`seqpart.solver.step.planner.step_time`) against the step lower bound
-(:func:`~seqpart.solver.step.planner.step_lower_bound`). Methods:
+(:func:`seqpart.solver.step.step_time`) against the step lower bound
+(:func:`~seqpart.solver.step.step_lower_bound`). Methods:
 
 - the trainers' own schedulers, re-implemented in
   :data:`seqpart.heuristics.TRAINER_SCHEDULERS` (slime, prime-rl, verl, Megatron), run raw: an
@@ -22,7 +22,6 @@ the same command again resumes), then ``OUT/step_summary.csv`` and ``OUT/step_vs
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import sys
@@ -37,18 +36,22 @@ import numpy as np
 
 from seqpart.solver.errors import UsageError
 from seqpart.solver.study.methods import (
-    STARVED,
     Source,
-    cpu_contention,
-    format_timing_note,
     parse_caps,
     parse_ns,
     split_list,
     stable_seed,
 )
+from seqpart.solver.study.methods_report import format_timing_note
 from seqpart.solver.study.runner import ResultStore, Task, run_tasks, worker_pool
+from seqpart.solver.study.step_report import (
+    TRAINERS,
+    format_summary,
+    summarize,
+    write_plot,
+    write_summary_csv,
+)
 
-TRAINERS = ("slime_rr", "slime_kk", "prime_rl", "verl", "verl_retry", "megatron")
 STEP_METHODS = (*TRAINERS, "plan_global", "per_rank", "plan_step")
 #: Methods with a time budget: run after the others, apart (``exclusive``), like the study's.
 TIMED = ("plan_global", "per_rank", "plan_step")
@@ -241,7 +244,7 @@ def _schedule(
     from seqpart.heuristics import TRAINER_SCHEDULERS
     from seqpart.solver.options import SolverOptions
     from seqpart.solver.problem import Cost
-    from seqpart.solver.step.planner import plan_global, plan_step
+    from seqpart.solver.step import plan_global, plan_step
 
     options = SolverOptions(workers=workers)
     lengths = list(s.lengths)
@@ -262,7 +265,8 @@ def _schedule(
 def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
     from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.step.planner import find_schedule_violations, step_lower_bound, step_time
+    from seqpart.solver.step import step_lower_bound, step_time
+    from seqpart.solver.step.model import find_schedule_violations
 
     s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {
@@ -296,120 +300,6 @@ def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> 
 
 
 # --------------------------------------------------------------------------- summary
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return float(np.mean(xs)) if xs else float("nan")
-
-
-def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Sequence[int]
-              ) -> list[dict[str, Any]]:
-    """Per method: validity, violations, mean step time over the bound per pp (valid schedules),
-    mean count per rank, plan time; and plan_step against the best valid trainer schedule."""
-    best: dict[tuple[str, str], float] = {}  # (setting, pp) -> best valid trainer step time
-    for r in records:
-        if r["method"] in TRAINERS and r["valid"]:
-            for pp, v in r["pp"].items():
-                k = (r["setting"], pp)
-                best[k] = min(best.get(k, math.inf), v["step"])
-    rows = []
-    for m in methods:
-        mine = [r for r in records if r["method"] == m]
-        if not mine:
-            continue
-        row: dict[str, Any] = {
-            "method": m,
-            "runs": len(mine),
-            "valid_rate": sum(1 for r in mine if r["valid"]) / len(mine),
-            "over_cap_runs": sum(1 for r in mine if r["over_cap"]),
-            "unequal_runs": sum(1 for r in mine if r["unequal"]),
-            "failed": sum(1 for r in mine if r["error"]),
-            "mean_m": _mean([r["m"] for r in mine if r["m"]]),
-            "time_p50_s": float(np.percentile([r["seconds"] for r in mine], 50)),
-            "time_p95_s": float(np.percentile([r["seconds"] for r in mine], 95)),
-            **cpu_contention(mine),
-        }
-        for pp in pps:
-            vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]
-                    and r["pp"][str(pp)]["ratio"] is not None]
-            row[f"step_over_lb_pp{pp}"] = _mean(vals)
-        vs = [v["step"] / best[(r["setting"], pp)] for r in mine if r["valid"]
-              for pp, v in r["pp"].items() if (r["setting"], pp) in best]
-        row["vs_best_trainer"] = _mean(vs)
-        row["behind_best_trainer"] = sum(1 for x in vs if x > 1 + 1e-12)
-        rows.append(row)
-    return rows
-
-
-def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
-    """The table: "vs best trainer" is the mean step time over the best valid trainer
-    schedule's on the same (setting, pp), "behind" how many times it was slower."""
-    head = ["method", "runs", "valid", "over-cap runs", "unequal m", "failed",
-            *[f"step/LB pp={pp}" for pp in pps], "vs best trainer", "behind", "mean m", "time p50",
-            "time p95"]
-    table = [head]
-    for r in rows:
-        table.append([
-            r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["over_cap_runs"]),
-            str(r["unequal_runs"]), str(r["failed"]),
-            *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
-            _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
-            _fmt(r["mean_m"], "{:.1f}"),
-            *(_fmt_seconds(r[c]) + ("*" if r["timed_runs"] and r["cpu_per_wall_p50"] < STARVED
-                                    else "") for c in ("time_p50_s", "time_p95_s")),
-        ])
-    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-    lines = []
-    for i, row in enumerate(table):
-        lines.append("  ".join([row[0].ljust(widths[0])]
-                               + [row[c].rjust(widths[c]) for c in range(1, len(head))]))
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt(x: float, spec: str) -> str:
-    return "-" if x is None or math.isnan(x) else spec.format(x)
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
-def write_summary_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    if not rows:
-        return
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def write_plot(rows: Sequence[dict[str, Any]], pps: Sequence[int], out: Path) -> Path:
-    """step_vs_pp.png: mean step time over the lower bound against pp, one line per method
-    (valid schedules only). matplotlib is the ``plot`` extra, imported here only."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8.5, 4.5))
-    for r in rows:
-        ys = [r[f"step_over_lb_pp{pp}"] for pp in pps]
-        style = "-" if r["method"] in ("plan_step", "plan_global", "per_rank") else "--"
-        ax.plot(list(pps), ys, style, marker="o", label=f"{r['method']} (valid {r['valid_rate']:.0%})")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(list(pps), [str(p) for p in pps])
-    ax.set_xlabel("pipeline stages (pp)")
-    ax.set_ylabel("step time / step lower bound (mean, valid schedules)")
-    ax.set_title("Step time above the lower bound")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    path = out / "step_vs_pp.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 # --------------------------------------------------------------------------- run

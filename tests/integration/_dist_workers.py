@@ -1,4 +1,4 @@
-"""Worker side of tests/test_distributed.py: runs in spawned processes, one per rank.
+"""Worker side of tests/integration/test_distributed.py: runs in spawned processes, one per rank.
 
 Each rank joins a gloo group, runs every scenario in order and writes what happened (the plan's
 fields, or the error's type, code and message) to ``<out_dir>/rank<r>.json`` after each one, so

@@ -21,6 +21,17 @@ from seqpart.solver import SolverOptions, check_plan, partition
 lpt_module = importlib.import_module("seqpart.heuristics.lpt")
 
 
+def _patch_solver(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:
+    """Replace ``name`` wherever partition's phases look it up (partition and its heuristic phase)."""
+    found = False
+    for module_name in ("seqpart.solver.partition", "seqpart.solver.engines.heuristic_phase"):
+        module = importlib.import_module(module_name)
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
+            found = True
+    assert found, f"neither partition nor its heuristic phase uses {name}"
+
+
 def naive_best_fit(tokens: list[int], k: int | None, cap: int) -> list[list[int]]:
     """Best fit decreasing, one sequence at a time, straight from its definition."""
     order = sorted(range(len(tokens)), key=lambda i: (-tokens[i], i))
@@ -182,13 +193,12 @@ def test_partition_keeps_a_plan_when_the_net_stops_karmarkar_karp(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The safety net stopping KK (a slow machine) leaves a valid plan, noted as cut."""
-    partition_module = importlib.import_module("seqpart.solver.partition")
 
     def stopped(*args: Any) -> list[list[int]] | None:
         deadline = args[4]  # None in "strict" timing: no net, KK runs whole
         return None if deadline is not None else karmarkar_karp_lists(*args)
 
-    monkeypatch.setattr(partition_module, "karmarkar_karp_lists", stopped)
+    _patch_solver(monkeypatch, "karmarkar_karp_lists", stopped)
     lengths = np.random.default_rng(4).integers(50, 500, 600).tolist()  # 50 per micro-batch:
     plan = partition(lengths, 12, None, time_limit=0.05)  # KK runs first (no cap)
     check_plan(plan.bins, lengths, 12, None)

@@ -1,6 +1,6 @@
 """Real multi-process tests of seqpart.solver.distributed.planners: 3 ranks on CPU in a gloo group.
 
-The ranks run every scenario once (see tests/_dist_workers.py) inside a module-scoped fixture;
+The ranks run every scenario once (see tests/integration/_dist_workers.py) inside a module-scoped fixture;
 each test checks one scenario's outcome on all ranks. Every spawn is joined with a timeout and
 killed on expiry, so a hang fails the test instead of stalling the suite.
 """
@@ -29,7 +29,7 @@ from seqpart.solver import find_violations  # noqa: E402
 
 WORLD = 3
 SPAWN_TIMEOUT = 60.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _spawn(world: int, init_file: Path, out_dir: Path, timeout: float,

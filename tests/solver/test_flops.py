@@ -14,7 +14,7 @@ from seqpart.solver.flops import (
     forward_flops_coefficients,
     shape_from_hf_config,
 )
-from seqpart.solver.step.planner import plan_step
+from seqpart.solver.step import plan_step
 
 LLAMA3_8B = {
     "hidden_size": 4096,

@@ -22,7 +22,7 @@ from seqpart.solver.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("gap.png", "failures.png", "time_vs_n.png", "loads.png")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 CLI = (sys.executable, "-m", "seqpart.solver.cli")
@@ -301,7 +301,7 @@ def test_repro_prints_both_counterexamples() -> None:
 
 
 def test_example_script_runs() -> None:
-    script = Path(__file__).resolve().parents[1] / "examples" / "counterexamples.py"
+    script = Path(__file__).resolve().parents[2] / "examples" / "counterexamples.py"
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr

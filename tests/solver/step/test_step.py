@@ -13,16 +13,9 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import Cost, InfeasibleError, InvalidPlanError, SolverOptions
-from seqpart.solver.step.model import _load_bounds, _load_bounds_many, make_instance
-from seqpart.solver.step.planner import (
-    StepPlan,
-    check_schedule,
-    find_schedule_violations,
-    plan_step,
-    rank_times,
-    step_lower_bound,
-    step_time,
-)
+from seqpart.solver.step import StepPlan, check_schedule, plan_step, rank_times, step_lower_bound, step_time
+from seqpart.solver.step.bound import _load_bounds, _load_bounds_many
+from seqpart.solver.step.model import find_schedule_violations, make_instance
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

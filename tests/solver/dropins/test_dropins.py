@@ -669,7 +669,7 @@ def test_build_dp_schedule_step_time_not_behind_the_previous_method() -> None:
     from seqpart.solver.dropins import build_dp_schedule
     from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest, workload_cost
     from seqpart.solver.problem import Cost
-    from seqpart.solver.step.planner import step_time
+    from seqpart.solver.step import step_time
     from seqpart.solver.study.datasets import rl_batch
 
     total_new = total_old = 0
@@ -726,7 +726,7 @@ def test_build_dp_schedule_plans_for_the_pipeline_bubble() -> None:
     from seqpart.solver.dropins import build_dp_schedule
     from seqpart.solver.dropins.slime import OVERHEAD_TOKENS, _plan_fewest
     from seqpart.solver.problem import Cost
-    from seqpart.solver.step.planner import step_time
+    from seqpart.solver.step import step_time
     from seqpart.solver.study.datasets import rl_batch
 
     lengths = rl_batch(128, np.random.default_rng(3))

@@ -1,0 +1,187 @@
+"""The step lower bound: no valid schedule's step time is below it.
+
+Per count m, the bound is the largest of the load terms (the heaviest rank's share of the total
+and the heaviest micro-batches) and the pipeline bubble, searched over the counts the cap allows.
+A schedule whose step time meets it is optimal under the model of :mod:`seqpart.solver.step.model`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from seqpart.solver.step.model import StepInstance, exact, make_instance
+
+__all__ = ["scaled_bounds", "step_lower_bound"]
+
+
+def _load_bounds(costs_desc: np.ndarray, prefix: np.ndarray, k: int) -> int:
+    """``load_lower_bound(costs, k)`` on costs sorted descending with their prefix sums (object
+    arrays, exact): max(ceil(S/k), c_1, max_t sum of c_{tk-t+1..tk+1}). Same formula, computed
+    for many k without re-sorting (checked against it in the tests)."""
+    n = len(costs_desc)
+    bound = max(-(-int(prefix[n]) // k), int(costs_desc[0]))
+    if n > k:
+        t = np.arange(1, (n - 1) // k + 1)
+        hi = t * k + 1
+        bound = max(bound, int((prefix[hi] - prefix[hi - t - 1]).max()))
+    return bound
+
+
+def _load_bounds_many(c: np.ndarray, prefix: np.ndarray, ks: list[int]) -> list[int]:
+    """:func:`_load_bounds` for many k at once: the windows of every k in one numpy pass
+    (sum over k of n/k windows, about n log n)."""
+    n = len(c)
+    total, top = int(prefix[n]), int(c[0])
+    out = [max(-(-total // k), top) for k in ks]
+    k_arr = np.asarray(ks, dtype=np.int64)
+    counts = np.maximum((n - 1) // k_arr, 0)
+    if not counts.sum():
+        return out
+    dt: Any = np.int64 if total < 2**62 else object
+    pre = prefix.astype(dt)
+    kk = np.repeat(k_arr, counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    t = np.arange(len(kk)) - first + 1
+    hi = t * kk + 1
+    windows = pre[hi] - pre[hi - t - 1]
+    starts = (np.cumsum(counts) - counts)[counts > 0]
+    best = np.maximum.reduceat(windows, starts)
+    for idx, value in zip(np.flatnonzero(counts > 0).tolist(), best.tolist(), strict=True):
+        out[idx] = max(out[idx], int(value))
+    return out
+
+
+def scaled_bounds(inst: StepInstance) -> dict[int, int]:
+    """For each feasible ``m``, a lower bound on ``vpp`` x the step time with that ``m``.
+
+    With ``o`` the overhead, ``P`` = load_lower_bound(costs, dp) (a rank total, at least
+    ceil(C/dp), c_max, ...) and ``L`` = load_lower_bound(costs, dp*m) (the heaviest
+    micro-batch's cost):
+
+    * the rank with the largest cost total has sum >= ``A = P + m*o`` and, holding m micro-batches,
+      max >= ``ceil(A/m)``: ``vpp*A + (pp-1)*ceil(A/m)``;
+    * the rank holding the heaviest micro-batch (time >= ``L + o``) has sum >= ``L + o`` plus
+      ``m - 1`` other non-empty micro-batches (each ``o`` plus at least the smallest costs):
+      ``vpp*(L + m*o + s_{m-1}) + (pp-1)*(L + o)``, ``s_{m-1}`` the m-1 smallest costs' sum.
+
+    Both terms dominate the issue's ``(C/dp + m*o)(1 + (pp-1)/(m*vpp))`` and
+    ``c_max + m*o + (pp-1)(c_max + o)/vpp``. With ``pp > 1`` and several ranks, the
+    rank-maxima bound of :func:`_rank_maxima_bounds` raises them further.
+    """
+    c = np.array(sorted(inst.costs, reverse=True), dtype=object)
+    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
+    asc_prefix = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
+    o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
+    p_rank = _load_bounds(c, prefix, dp)
+    ms = inst.feasible_ms()
+    heavies = _load_bounds_many(c, prefix, [dp * m for m in ms])
+    out = {}
+    for m, heavy in zip(ms, heavies, strict=True):
+        a_tot = p_rank + m * o
+        term1 = vpp * a_tot + (pp - 1) * (-(-a_tot // m))
+        term2 = vpp * (heavy + m * o + int(asc_prefix[m - 1])) + (pp - 1) * (heavy + o)
+        out[m] = max(term1, term2)
+    if pp > 1 and dp > 1:
+        out = _rank_maxima_bounds(inst, c, prefix, out)
+    return out
+
+
+#: The rank-maxima bound's search: _GRID_ROUNDS rounds of _GRID candidates each narrow
+#: [bound, 2*bound + 1] to 1/9**3 of its width. The bound stays valid whatever the precision:
+#: only values proven impossible are passed.
+_GRID = 8
+
+
+_GRID_ROUNDS = 3
+
+
+def _rank_maxima_bounds(
+    inst: StepInstance, c: np.ndarray, prefix: np.ndarray, lower: dict[int, int]
+) -> dict[int, int]:
+    """Raise each count's bound with every rank's bubble, not just the heaviest one's.
+
+    A rank whose costliest sequence is ``h`` and whose sequences cost ``P`` in all runs in at
+    least ``vpp*(P + m*o) + (pp-1)*max(h + o, (P + m*o)/m)``; for a step ``Z`` (times ``vpp``)
+    that caps ``P`` at ``cap(h) = min((Z - (pp-1)(h + o))/vpp, Z*m/(vpp*m + pp - 1)) - m*o``.
+    Order the ranks by their costliest sequence: every sequence costlier than rank r+1's
+    must sit on ranks 1..r. Relaxing the sequences to be divisible, the best case is greedy:
+    rank 1's costliest is ``c_1``, and rank r+1's is the first sequence that does not fit in
+    the capacity of ranks 1..r (later is better: a cheaper maximum leaves more room). ``Z`` is
+    impossible when the ranks' capacities cannot hold every sequence that way, and the
+    smallest possible ``Z`` is found by bisection, for all counts at once (numpy over m).
+    With many long sequences every rank pays a large bubble, which the other terms miss.
+    """
+    ms = np.array(sorted(lower), dtype=np.int64)
+    o, beta, vpp, dp, n = inst.overhead, inst.pp - 1, inst.vpp, inst.dp_size, inst.n
+    lo_py = [lower[int(m)] for m in ms]
+    hi_py = [2 * x + 1 for x in lo_py]
+    # int64 when no intermediate (Z*m, prefix sums) can reach 2**62, else exact Python ints.
+    big = max(hi_py) * (int(ms.max()) + _GRID + 1) + int(prefix[-1]) + (vpp + beta) * (o + 1) * int(ms.max())
+    dt: Any = np.int64 if big < 2**62 else object
+    lo = np.array(lo_py, dtype=dt)
+    hi = np.array(hi_py, dtype=dt)
+    m_all = ms.astype(dt)
+    cs = c.astype(dt)
+    pre = prefix.astype(dt)
+
+    def feasible(z: np.ndarray, m_arr: np.ndarray) -> np.ndarray:
+        j = np.zeros(len(z), dtype=np.int64)  # index of the current rank's costliest sequence
+        room = np.zeros(len(z), dtype=dt)  # capacity of the ranks so far
+        ok = np.ones(len(z), dtype=bool)
+        done = np.zeros(len(z), dtype=bool)
+        for _ in range(dp):
+            h = cs[np.minimum(j, n - 1)]
+            cap_r = np.minimum((z - beta * (h + o)) // vpp, (z * m_arr) // (vpp * m_arr + beta))
+            cap_r = cap_r - m_arr * o
+            ok &= done | (cap_r >= h)
+            room = room + np.where(done, 0, cap_r)
+            j = np.searchsorted(pre, room, side="right") - 1  # sequences that fit so far
+            done |= j >= n
+            if done.all():
+                break
+        return ok & done
+
+    # Bisection on a grid: each round tests _GRID values per count at once (one pass over the
+    # ranks for all of them), so the Python loop runs dp times per round, not per halving.
+    steps = np.arange(1, _GRID + 1, dtype=np.int64)
+    for _ in range(_GRID_ROUNDS):
+        width = hi - lo
+        if not (width > 0).any():
+            break
+        # Candidates lo + width*i/(GRID+1), i = 1..GRID (exact integer arithmetic).
+        z = lo[:, None] + (width[:, None] * steps[None, :].astype(dt)) // (_GRID + 1)
+        fits = feasible(z.reshape(-1), np.repeat(m_all, _GRID)).reshape(len(ms), _GRID)
+        # First feasible candidate (else hi) and the last infeasible one below it.
+        first = np.where(fits.any(axis=1), fits.argmax(axis=1), _GRID)
+        new_hi = np.where(first < _GRID, z[np.arange(len(ms)), np.minimum(first, _GRID - 1)], hi)
+        below = first - 1
+        new_lo = np.where(below >= 0, z[np.arange(len(ms)), np.maximum(below, 0)] + 1, lo)
+        lo, hi = new_lo, np.maximum(new_hi, new_lo)
+    return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
+
+
+def step_lower_bound(
+    lengths: Any,
+    dp_size: int,
+    cap: int | None,
+    *,
+    cost: Any = "tokens",
+    overhead: int = 0,
+    pp: int = 1,
+    vpp: int = 1,
+    multiple_of: int = 1,
+    oversize: str = "error",
+) -> int | Fraction:
+    """A lower bound on the step time of every valid schedule: the minimum over feasible ``m``
+    (multiples of ``multiple_of``, ``dp_size*m`` at least the bin-packing floor on the count and
+    at most ``n``) of the per-``m`` bound described in :func:`scaled_bounds`. It is never below
+    the issue's ``max((C/dp + m*o)(1 + (pp-1)/(m*vpp)), c_max + m*o + (pp-1)(c_max + o)/vpp)``.
+    """
+    inst = make_instance(
+        lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
+        multiple_of=multiple_of, oversize=oversize,
+    )
+    return exact(min(scaled_bounds(inst).values()), inst.vpp)
