@@ -162,14 +162,65 @@ def partition_across_ranks(
     """
     comm = _make_comm(group, _OP_PARTITION, timeout)
     cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
+    local = _smallest_local_plan(local_lengths, cap, multiple_of, min_k, time_limit, timeout,
+                                 partition_kwargs)
+    rows = comm.gather_rows(_row(comm, local.code, local.n, local.k_needed, cap_code, mult_code,
+                                 min_k_code, local.text))
+    agree_error = (
+        _call_mismatch_error(rows)
+        or _mismatch_error(rows)
+        or _failure_error(rows, comm.size, "find its smallest micro-batch count")
+    )
+    _raise_same(agree_error, local.error)
+    # Every rank now holds the same rows, so the same count and the same verdict.
+    k_agreed, note = _agreed_count(rows, comm.size)
+
+    plan: Plan | None = None
+    local_error, code, text = None, _OK, ""
+    try:
+        assert local.plan is not None and local.tokens is not None
+        plan = local.plan
+        if plan.k != k_agreed:
+            plan = partition(local.tokens, k_agreed, cap, time_limit=time_limit, **partition_kwargs)
+        plan = dataclasses.replace(
+            plan, k_status="given", k_lower_bound=None,
+            notes=[*plan.notes, f"{note}; this rank alone needed {local.plan.k}"],
+        )
+    except Exception as err:  # reported collectively, as above
+        local_error, code, text = err, _PLAN_FAILED, str(err)
+    rows = comm.gather_rows(_row(comm, code, local.n, k_agreed, cap_code, mult_code, min_k_code, text))
+    _raise_same(
+        _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
+        local_error,
+    )
+    assert plan is not None
+    return plan
+
+
+@dataclass
+class _LocalOutcome:
+    """One rank's first step, success or failure, as the status exchange reports it."""
+
     tokens: np.ndarray | None = None
-    local_plan: Plan | None = None
-    local_error: Exception | None = None
-    code, n, k_needed, text = _OK, 0, 0, ""
+    plan: Plan | None = None
+    error: Exception | None = None
+    code: int = _OK
+    n: int = 0
+    k_needed: int = 0
+    text: str = ""
+
+
+def _smallest_local_plan(
+    local_lengths: Any, cap: Any, multiple_of: Any, min_k: Any, time_limit: float, timeout: Any,
+    partition_kwargs: dict[str, Any],
+) -> _LocalOutcome:
+    """This rank's checks and its smallest count; any failure is caught, since it must reach the
+    status exchange or the other ranks would wait for this one."""
+    out = _LocalOutcome()
     try:
         _check_timeout(timeout)
-        tokens = as_lengths(local_lengths, "local_lengths")
-        n = len(tokens)
+        out.tokens = tokens = as_lengths(local_lengths, "local_lengths")
+        out.n = len(tokens)
         for value, name in ((cap, "cap"), (multiple_of, "multiple_of"), (min_k, "min_k")):
             _check_fits(value, name)
         cap_value = as_positive_int(cap, "cap", allow_none=True)
@@ -181,28 +232,26 @@ def partition_across_ranks(
             too_long = np.flatnonzero(tokens > cap_value)
             if too_long.size:
                 i = int(too_long[0])
-                code = _OVER_CAP
+                out.code = _OVER_CAP
                 more = f" (and {too_long.size - 1} more)" if too_long.size > 1 else ""
                 raise ValueError(
                     f"sequence {i} has {int(tokens[i])} tokens, over cap={cap_value}{more}: raise "
                     "the cap, truncate or drop it, or pass oversize='alone' to give each such "
                     "sequence a micro-batch of its own"
                 )
-        local_plan = partition(tokens, None, cap_value, time_limit=time_limit, **partition_kwargs)
-        k_needed = local_plan.k
-    except Exception as err:  # any failure must reach the collective below, or peers hang
-        local_error = err
-        code = code if code != _OK else _classify(err)
-        text = str(err)
-    rows = comm.gather_rows(_row(comm, code, n, k_needed, cap_code, mult_code, min_k_code, text))
-    agree_error = (
-        _call_mismatch_error(rows)
-        or _mismatch_error(rows)
-        or _failure_error(rows, comm.size, "find its smallest micro-batch count")
-    )
-    _raise_same(agree_error, local_error)
+        out.plan = partition(tokens, None, cap_value, time_limit=time_limit, **partition_kwargs)
+        out.k_needed = out.plan.k
+    except Exception as err:  # any failure must reach the collective, or peers hang
+        out.error = err
+        out.code = out.code if out.code != _OK else _classify(err)
+        out.text = str(err)
+    return out
 
-    # Every rank now holds the same rows, so the same count and the same verdict.
+
+def _agreed_count(rows: list[list[int]], size: int) -> tuple[int, str]:
+    """The count every rank splits into (the largest need, at least min_k, rounded up to
+    multiple_of) and the note that says how it was agreed; raises on every rank alike when a
+    rank has fewer sequences than that count."""
     needs = [r[_K_NEEDED] for r in rows]
     top = rows[needs.index(max(needs))]
     mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
@@ -215,7 +264,7 @@ def partition_across_ranks(
         first = short[0]
         others = f" ({len(short) - 1} other ranks too)" if len(short) > 1 else ""
         raise DistributedPlanError(
-            f"rank {first[_RANK]} has {first[_N]} sequences but the {comm.size} ranks agreed on "
+            f"rank {first[_RANK]} has {first[_N]} sequences but the {size} ranks agreed on "
             f"k={k_agreed} micro-batches (rank {top[_RANK]} needs {max(needs)} under "
             f"cap={rows[0][_CAP] or None}{rounding}){others}; each micro-batch must be non-empty. "
             f"Fix: give every rank at least {k_agreed} sequences (split the step's samples evenly "
@@ -226,37 +275,9 @@ def partition_across_ranks(
             numbers={"n_local": first[_N], "k_agreed": k_agreed, "k_needed_max": max(needs),
                      "rank_needing_most": top[_RANK], "cap": rows[0][_CAP]},
         )
-
-    plan: Plan | None = None
-    local_error, code, text = None, _OK, ""
-    try:
-        assert local_plan is not None and tokens is not None
-        if local_plan.k == k_agreed:
-            plan = local_plan
-        else:
-            plan = partition(
-                tokens, k_agreed, cap, time_limit=time_limit, **partition_kwargs
-            )
-        own = local_plan.k
-        plan = dataclasses.replace(
-            plan,
-            k_status="given",
-            k_lower_bound=None,
-            notes=[
-                *plan.notes,
-                f"k={k_agreed} agreed across {comm.size} ranks (max needed {max(needs)} by rank "
-                f"{top[_RANK]}{rounding}); this rank alone needed {own}",
-            ],
-        )
-    except Exception as err:  # reported collectively, as above
-        local_error, code, text = err, _PLAN_FAILED, str(err)
-    rows = comm.gather_rows(_row(comm, code, n, k_agreed, cap_code, mult_code, min_k_code, text))
-    _raise_same(
-        _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
-        local_error,
-    )
-    assert plan is not None
-    return plan
+    note = (f"k={k_agreed} agreed across {size} ranks (max needed {max(needs)} by rank "
+            f"{top[_RANK]}{rounding})")
+    return k_agreed, note
 
 
 def _plan_once_across_ranks(
