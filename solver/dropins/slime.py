@@ -70,6 +70,7 @@ on 2 cores), step time of the model with the same cost and overhead, ratio other
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,6 +332,12 @@ class _Layout:
 
 
 def _layout(args: Any, train_parallel_config: dict) -> _Layout:
+    _assert(isinstance(train_parallel_config, Mapping), (
+        "train_parallel_config must be a dict with dp_size (and cp_size, vpp_size, "
+        f"microbatch_group_size_per_vp_stage), got {type(train_parallel_config).__name__}"
+    ))
+    _assert("dp_size" in train_parallel_config,
+            "train_parallel_config has no dp_size: pass the data-parallel size, e.g. {'dp_size': 8}")
     dp_size = as_count(train_parallel_config["dp_size"], "dp_size")
     cp_size = as_count(train_parallel_config.get("cp_size", 1), "cp_size")
     vpp_size = as_count(train_parallel_config.get("vpp_size", 1) or 1, "vpp_size")
@@ -378,7 +385,13 @@ def _rollouts(
     ))
     samples_of: dict[Any, list[int]] = {}
     for pos, rid in enumerate(rollout_ids):
-        samples_of.setdefault(rid, []).append(pos)
+        try:
+            samples_of.setdefault(rid, []).append(pos)
+        except TypeError:
+            raise TrainerInputError(
+                f"rollout_indices[{pos}] is {rid!r} ({type(rid).__name__}), which cannot identify a "
+                "rollout: pass one hashable id (an int) per sample"
+            ) from None
     rollouts = list(samples_of)
     _assert(len(rollouts) // gbs >= 1, (
         f"num_{unit} ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "

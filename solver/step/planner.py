@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import InfeasibleError, InvalidPlanError
-from seqpart.solver.options import SolverOptions, pauses_gc
+from seqpart.solver.options import SolverOptions, as_options, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.bound import scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
@@ -155,7 +155,7 @@ def plan_step(
         raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
     if trainer_starts not in (None, True, False):
         raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
-    options = options or SolverOptions()
+    options = as_options(options)
     inst = make_instance(
         lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
         multiple_of=multiple_of, oversize=oversize,
