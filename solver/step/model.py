@@ -1,6 +1,6 @@
 """The step-time model, the schedule validator and the result type (the bound: bound.py).
 
-The model (the README states it the same way):
+The model (docs/step-planning.md states it the same way):
 
 * a micro-batch's time is ``t = overhead + sum over its sequences of (a*l + b*l^2)``, with
   ``(a, b)`` the :class:`~seqpart.solver.problem.Cost` and ``overhead`` in the same units;

@@ -190,8 +190,8 @@ def _loads(plt: Any, records: Sequence[Record], methods: Sequence[str]) -> Any:
 
 def showcase_instances(records: Sequence[Record]) -> list[tuple[str, str]]:
     """Up to two instances to draw: where most methods break the cap, and where most leave a
-    micro-batch empty (the two failures the README leads with), with few enough micro-batches
-    for the bars to stay readable. Returns (instance, why) pairs."""
+    micro-batch empty (the two failures of the trainers' methods, docs/partition.md), with few
+    enough micro-batches for the bars to stay readable. Returns (instance, why) pairs."""
     score: dict[str, list[int]] = {}  # instance -> [runs over cap, runs with empty, k]
     for r in records:
         s = score.setdefault(r["instance"], [0, 0, int(r["k"])])
