@@ -32,6 +32,7 @@ from seqpart.solver.study.methods import (
     run_study,
 )
 from seqpart.solver.study.methods_report import format_summary
+from seqpart.solver.study.runner import add_executor_arguments
 from seqpart.solver.study.step_study import add_step_parser
 
 EXIT_OK = 0
@@ -195,7 +196,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         cost=args.cost, reps=args.reps, seed=args.seed, min_k_time=args.min_k_time,
         jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
         plots=not args.no_plots,
-        progress=not args.quiet,
+        progress=not args.quiet, executor=args.executor, address=args.address,
     )
     outcome = run_study(config, say=lambda message: _say(args, message))
     if outcome.interrupted:
@@ -296,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run at most this many new (instance, method) results")
     study.add_argument("--no-plots", action="store_true")
     study.add_argument("--quiet", action="store_true", help="no progress output")
+    add_executor_arguments(study)
     study.set_defaults(func=cmd_study)
 
     add_step_parser(sub)

@@ -30,7 +30,15 @@ from seqpart.solver.study.methods_report import (
     summarize,
     write_summary_csv,
 )
-from seqpart.solver.study.runner import ResultStore, Task, keep_sigint, pool_map, run_tasks, worker_pool
+from seqpart.solver.study.runner import (
+    ResultStore,
+    Task,
+    TaskExecutor,
+    keep_sigint,
+    open_executor,
+    pool_map,
+    run_tasks,
+)
 
 DEFAULT_METHODS = (
     "karmarkar_karp,lpt,first_fit,first_fit_decreasing,capped_balance,local_search,"
@@ -69,6 +77,8 @@ class StudyConfig:
     limit: int | None = None  # at most this many new results
     plots: bool = True
     progress: bool = True
+    executor: str = "local"  # or "ray" (the ray extra)
+    address: str | None = None  # the Ray cluster; None: a local Ray
 
 
 @dataclass(frozen=True)
@@ -239,7 +249,7 @@ def _resolve_task(task: tuple[tuple[int, ...], int, float]) -> tuple[int, str]:
 
 def build_instances(
     config: StudyConfig,
-    pool: ProcessPoolExecutor | None = None,
+    pool: ProcessPoolExecutor | TaskExecutor | None = None,
     min_k_cache: dict[str, list[Any]] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> tuple[list[Instance], int]:
@@ -361,8 +371,9 @@ def run_method(
 
 def method_task(inst: Instance, method: str, cost: str, workers: int) -> Task:
     """The engine's task for one method on one instance; time-budgeted methods are exclusive."""
-    return Task(f"{inst.key}|{method}", (inst, method, cost, workers),
-                exclusive=method.startswith("partition@"))
+    timed = method.startswith("partition@")
+    return Task(f"{inst.key}|{method}", (inst, method, cost, workers), exclusive=timed,
+                cpus=workers if timed else 1)
 
 
 def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
@@ -428,7 +439,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
         cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     except json.JSONDecodeError:
         cache = {}
-    with worker_pool(max(jobs, timed_jobs)) as pool:
+    with open_executor(config.executor, max(jobs, timed_jobs), address=config.address) as pool:
         instances, skipped = build_instances(config, pool, cache, say)
         cache_path.write_text(json.dumps(cache, indent=0, sort_keys=True) + "\n")
         all_tasks = [method_task(inst, m, config.cost, workers) for inst in instances

@@ -22,11 +22,16 @@ it, and another kind of study can be too:
   ``RunOutcome(interrupted=True)``; running again with ``store.pending(tasks)`` resumes.
 - :func:`worker_pool` / :func:`pool_map` -- one process pool for the tasks and for side
   computations, so workers start once.
+- :func:`open_executor` ``(kind, jobs, address=)`` -- where the tasks run: ``"local"`` (this
+  machine's process pool, :class:`LocalExecutor`) or ``"ray"`` (a Ray cluster, or a local Ray:
+  :mod:`seqpart.solver.study.ray_executor`). ``run_tasks(pool=...)`` and ``pool_map`` take either;
+  the store, resume and summary do not change. A task whose worker died (after the executor's
+  retries) gets a failure record (``task_failed``): it is not done, so the next run retries it.
 
 A new study writes its task list with stable keys and a module-level runner, then::
 
     store = ResultStore(out / "results.jsonl")
-    with worker_pool(jobs) as pool:
+    with open_executor("local", jobs) as pool:  # or open_executor("ray", jobs, address=...)
         outcome = run_tasks(store.pending(tasks), runner, store, jobs=jobs, pool=pool)
     records = store.records()  # this run's and earlier runs' records, to summarise
 """
@@ -40,12 +45,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tqdm import tqdm
+
+from seqpart.solver.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,13 @@ class Task:
     #: Its measured time is a result (e.g. a time-budgeted solver): run apart from the other
     #: tasks, at most ``exclusive_jobs`` at a time (see :func:`run_tasks`).
     exclusive: bool = False
+    #: Cores the runner keeps busy (a solver's threads): what a cluster executor reserves for it.
+    cpus: int = 1
+
+
+#: The field of a failure record: the task's worker died (after the executor's retries), so the
+#: record says why and the task counts as not done (resume runs it again).
+FAILED = "task_failed"
 
 
 class ResultStore:
@@ -66,11 +80,19 @@ class ResultStore:
         self.path = Path(path)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every record, one per key (the last one written wins); torn lines are skipped."""
-        return list({r["key"]: r for r in read_results(self.path)}.values())
+        """Every result, one per key (the last one written wins); torn lines and failure records
+        (:data:`FAILED`) are skipped."""
+        return list({r["key"]: r for r in read_results(self.path) if FAILED not in r}.values())
 
     def keys(self) -> set[str]:
-        return {r["key"] for r in read_results(self.path)}
+        """The keys with a result: the tasks that are done."""
+        return {r["key"] for r in read_results(self.path) if FAILED not in r}
+
+    def failures(self) -> list[dict[str, Any]]:
+        """The failure records of tasks that have no result (yet): what a resume will retry."""
+        records = read_results(self.path)
+        done = {r["key"] for r in records if FAILED not in r}
+        return list({r["key"]: r for r in records if FAILED in r and r["key"] not in done}.values())
 
     def pending(self, tasks: Iterable[Task]) -> list[Task]:
         done = self.keys()
@@ -126,9 +148,11 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor | None]:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-def pool_map(pool: ProcessPoolExecutor | None, fn: Callable[[Any], Any], items: Iterable[Any]
-             ) -> list[Any]:
-    """``[fn(x) for x in items]``, on the pool when there is one (order kept)."""
+def pool_map(pool: ProcessPoolExecutor | TaskExecutor | None, fn: Callable[[Any], Any],
+             items: Iterable[Any]) -> list[Any]:
+    """``[fn(x) for x in items]``, on the pool or executor when there is one (order kept)."""
+    if isinstance(pool, TaskExecutor):
+        return pool.map(fn, items)
     return list(pool.map(fn, items) if pool is not None else map(fn, items))
 
 
@@ -165,12 +189,111 @@ class _Call:
         return {"key": task.key, **record}
 
 
+@runtime_checkable
+class TaskExecutor(Protocol):
+    """Where a study's tasks run: :class:`LocalExecutor` (this machine's process pool) or
+    :class:`~seqpart.solver.study.ray_executor.RayExecutor` (a Ray cluster)."""
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        """``[fn(x) for x in items]`` (order kept): side computations, like the smallest k."""
+        ...
+
+    def stream(self, call: Callable[[Task], dict[str, Any]], tasks: Sequence[Task], width: int,
+               failed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``call(task)`` of every task, yielded as each finishes, at most ``width`` at a time
+        (a cluster may run more: its CPUs decide). A task whose worker died, after the
+        executor's retries, yields ``failed(task, why)``. Closing the iterator (Ctrl-C)
+        cancels the tasks still out."""
+        ...
+
+    def at_a_time(self, width: int, cpus: int) -> int:
+        """How many tasks of ``cpus`` cores :meth:`stream` runs at once for this ``width``."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalExecutor:
+    """This machine's process pool (None: everything in this process, one task at a time)."""
+
+    pool: ProcessPoolExecutor | None = None
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        return pool_map(self.pool, fn, items)
+
+    def at_a_time(self, width: int, cpus: int) -> int:
+        return width if self.pool is not None and width > 1 else 1
+
+    def stream(self, call: Callable[[Task], dict[str, Any]], tasks: Sequence[Task], width: int,
+               failed: Callable[[Task, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        # A pool worker that dies breaks the pool (BrokenProcessPool): the run stops, every
+        # record written so far is kept, and the next run resumes; ``failed`` is not needed.
+        if self.pool is None or width <= 1:
+            for task in tasks:
+                yield call(task)
+            return
+        pending: set[Future[dict[str, Any]]] = set()
+        try:
+            # At most ``width`` in flight: a bound on concurrency (timed tasks), and memory kept
+            # flat with Ctrl-C stopping promptly.
+            for task in tasks:
+                pending.add(self.pool.submit(call, task))
+                if len(pending) >= width:
+                    finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    yield from (future.result() for future in finished)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                yield from (future.result() for future in finished)
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+@contextmanager
+def open_executor(kind: str = "local", jobs: int = 1, *, address: str | None = None
+                  ) -> Iterator[TaskExecutor]:
+    """The executor a study runs on, started here and stopped on exit.
+
+    ``"local"``: a process pool of ``jobs`` workers (none for ``jobs == 1``). ``"ray"``: the Ray
+    cluster at ``address`` (``"auto"``: the one this machine belongs to), or with no address a
+    local Ray of ``jobs`` CPUs started here; Ray is the ``ray`` extra (see
+    :mod:`~seqpart.solver.study.ray_executor`).
+    """
+    if kind == "local":
+        if address is not None:
+            raise UsageError("--address is for --executor ray: drop it, or add --executor ray")
+        with worker_pool(jobs) as pool:
+            yield LocalExecutor(pool)
+    elif kind == "ray":
+        from seqpart.solver.study.ray_executor import ray_executor
+
+        with ray_executor(address=address, num_cpus=jobs) as executor:
+            yield executor
+    else:
+        raise UsageError(f"--executor {kind!r}: use 'local' or 'ray'")
+
+
+def add_executor_arguments(parser: Any) -> None:
+    """``--executor`` and ``--address`` on a study's command (``seqpart study``, ``seqpart step``)."""
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where the runs go: this machine's processes (default) or Ray "
+                             "(pip install 'seqpart[ray]')")
+    parser.add_argument("--address", default=None, metavar="ADDR",
+                        help="with --executor ray: the Ray cluster to join (host:port, ray://..., "
+                             "or 'auto'); without it a local Ray of --jobs CPUs is started")
+
+
 @dataclass(frozen=True)
 class RunOutcome:
-    """What :func:`run_tasks` did: records written, and whether Ctrl-C cut it short."""
+    """What :func:`run_tasks` did: records written (``failed`` of them failure records), and
+    whether Ctrl-C cut it short."""
 
     ran: int
     interrupted: bool
+    failed: int = 0
+
+
+def _failure(task: Task, why: str) -> dict[str, Any]:
+    return {"key": task.key, FAILED: why}
 
 
 def run_tasks(
@@ -180,73 +303,59 @@ def run_tasks(
     *,
     jobs: int = 1,
     exclusive_jobs: int = 1,
-    pool: ProcessPoolExecutor | None = None,
+    pool: ProcessPoolExecutor | TaskExecutor | None = None,
     progress: bool = True,
     desc: str = "tasks",
 ) -> RunOutcome:
     """Run each task and append its record to ``store`` as it completes (see the module doc).
 
-    Other tasks run first, ``jobs`` at a time on ``pool`` (or on a pool made here; none for
-    ``jobs == 1``). Exclusive (timed) tasks run after them, ``exclusive_jobs`` at a time (1: in
-    this process, one after another), so nothing else of the study shares the cores with them;
-    each exclusive record gets ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}``:
-    the CPU the process had during the task and the machine's load, which say whether something
-    else competed.
+    Other tasks run first, ``jobs`` at a time on ``pool`` (a process pool or a
+    :class:`TaskExecutor`; with None a pool is made here, none for ``jobs == 1``). Exclusive
+    (timed) tasks run after them, ``exclusive_jobs`` at a time (1: in this process, one after
+    another; on Ray, as many as the cluster has CPUs for, each holding ``task.cpus``), so
+    nothing else of the study shares the cores with them; each exclusive record gets
+    ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}``: the CPU the process had
+    during the task and the machine's load, which say whether something else competed.
     ``runner`` must be picklable (a module-level function) when a pool is used.
     """
-    call = _Call(runner, exclusive_jobs)
     untimed = [t for t in tasks if not t.exclusive]
     timed = [t for t in tasks if t.exclusive]
     needs_pool = (jobs > 1 and untimed) or (exclusive_jobs > 1 and timed)
-    ran = 0
-    with store.appender() as append, (
-        worker_pool(max(jobs, exclusive_jobs)) if pool is None and needs_pool else _given(pool)
-    ) as executor, tqdm(total=len(tasks), desc=desc, unit="run", disable=not progress,
-                        file=sys.stderr, dynamic_ncols=True,
-                        mininterval=0.2 if sys.stderr.isatty() else 10.0) as bar:
-
-        def save(record: dict[str, Any]) -> None:
-            nonlocal ran
-            append(record)
-            ran += 1
-            bar.update()
-
+    ran = failed = 0
+    with store.appender() as append, _executor(pool, max(jobs, exclusive_jobs) if needs_pool else 1
+                                               ) as executor, tqdm(
+        total=len(tasks), desc=desc, unit="run", disable=not progress, file=sys.stderr,
+        dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 10.0,
+    ) as bar:
         try:
             for group, width in ((untimed, jobs), (timed, exclusive_jobs)):
-                if executor is None or width <= 1:
-                    for task in group:
-                        save(call(task))
-                else:
-                    _run_on_pool(group, call, executor, save, width)
+                if not group:
+                    continue
+                call = _Call(runner, executor.at_a_time(width, max(t.cpus for t in group)))
+                with closing(executor.stream(call, group, width, _failure)) as records:
+                    for record in records:
+                        append(record)
+                        ran += 1
+                        failed += FAILED in record
+                        bar.update()
         except KeyboardInterrupt:
             # One Ctrl-C is enough: a second one must not cut the wrap-up short.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            return RunOutcome(ran, True)
-    return RunOutcome(ran, False)
+            return RunOutcome(ran, True, failed)
+    if failed:
+        why = next((r[FAILED] for r in store.failures()), "")
+        sys.stderr.write(f"seqpart: {failed} task(s) failed and are recorded as failed in "
+                         f"{store.path} ({why}); run again to retry them\n")
+    return RunOutcome(ran, False, failed)
 
 
 @contextmanager
-def _given(pool: ProcessPoolExecutor | None) -> Iterator[ProcessPoolExecutor | None]:
-    yield pool
-
-
-def _run_on_pool(
-    tasks: Sequence[Task],
-    call: _Call,
-    executor: ProcessPoolExecutor,
-    save: Callable[[dict[str, Any]], None],
-    width: int,
-) -> None:
-    """At most ``width`` tasks in flight: a bound on concurrency (timed tasks), and memory kept
-    flat with Ctrl-C stopping promptly."""
-    pending: set[Future[dict[str, Any]]] = set()
-    for task in tasks:
-        pending.add(executor.submit(call, task))
-        if len(pending) >= width:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
-                save(future.result())
-    while pending:
-        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-        for future in finished:
-            save(future.result())
+def _executor(pool: ProcessPoolExecutor | TaskExecutor | None, jobs: int) -> Iterator[TaskExecutor]:
+    """The given executor, the given pool as one, or a pool of ``jobs`` made (and stopped) here."""
+    if isinstance(pool, TaskExecutor):
+        yield pool
+    elif pool is None and jobs > 1:
+        with worker_pool(jobs) as made:
+            yield LocalExecutor(made)
+    else:
+        yield LocalExecutor(pool)

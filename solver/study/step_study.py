@@ -43,7 +43,7 @@ from seqpart.solver.study.methods import (
     stable_seed,
 )
 from seqpart.solver.study.methods_report import format_timing_note
-from seqpart.solver.study.runner import ResultStore, Task, run_tasks, worker_pool
+from seqpart.solver.study.runner import ResultStore, Task, add_executor_arguments, open_executor, run_tasks
 from seqpart.solver.study.step_report import (
     TRAINERS,
     format_summary,
@@ -91,6 +91,8 @@ class StepStudyConfig:
     limit: int | None = None  # at most this many new results
     plots: bool = True
     progress: bool = True
+    executor: str = "local"  # or "ray" (the ray extra)
+    address: str | None = None  # the Ray cluster; None: a local Ray
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,8 @@ def step_tasks(
             timed = m in TIMED
             for pps in ([(pp,) for pp in s.pps] if m == "plan_step" else [s.pps]):
                 key = f"{s.key}|pp={','.join(map(str, pps))}|{m}@{time_limit:g}"
-                tasks.append(Task(key, (s, m, pps, time_limit, workers), exclusive=timed))
+                tasks.append(Task(key, (s, m, pps, time_limit, workers), exclusive=timed,
+                                  cpus=workers if timed else 1))
     return tasks
 
 
@@ -351,7 +354,7 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
         f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
         f"time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT worker(s)"
         + (f"; {skipped} grid points skipped (n < 2*dp or cap < longest)" if skipped else ""))
-    with worker_pool(max(jobs, timed_jobs)) as pool:
+    with open_executor(config.executor, max(jobs, timed_jobs), address=config.address) as pool:
         run = run_tasks(tasks, run_step_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
                         pool=pool, progress=config.progress, desc="step")
     if run.interrupted:
@@ -426,6 +429,7 @@ def add_step_parser(sub: Any) -> None:
                    help="run at most this many new results")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    add_executor_arguments(p)
     p.set_defaults(func=cmd_step)
 
 
@@ -435,7 +439,7 @@ def cmd_step(args: argparse.Namespace) -> int:
         dp=args.dp, pp=args.pp, vpp=args.vpp, caps=args.caps, costs=args.costs,
         overhead_tokens=args.overhead_tokens, time_limit=args.time_limit, reps=args.reps,
         seed=args.seed, jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
-        plots=not args.no_plots, progress=not args.quiet,
+        plots=not args.no_plots, progress=not args.quiet, executor=args.executor, address=args.address,
     )
 
     def say(message: str) -> None:

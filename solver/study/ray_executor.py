@@ -1,0 +1,238 @@
+"""The study engine on Ray: a study's tasks run on a Ray cluster, or on a local Ray.
+
+:func:`ray_executor` joins the cluster at ``address`` (``"auto"``: the one this machine belongs
+to) or starts a local Ray of ``num_cpus`` CPUs, and gives a :class:`RayExecutor`, which
+:func:`seqpart.solver.study.runner.run_tasks` drives like the local process pool:
+
+- each task asks Ray for ``task.cpus`` CPUs (the solver threads it runs), so a timed task gets
+  its cores to itself on whichever node it lands on, and the untimed tasks are done before the
+  timed ones start (the runner's rule);
+- a payload's parts go into the object store once each, by identity: the batch a study's
+  methods share (a dataclass's long sequence field, such as an instance's lengths) is stored once
+  however many tasks and instances use it, not once per task;
+- results come back to the driver as each task finishes; the driver alone writes
+  ``results.jsonl``, so resume, merge, summary and plots are the same as with the local pool;
+- a worker (or node) that dies is retried by Ray up to ``retries`` times; after that the task
+  gets a failure record, which the next run retries. A task is never silently lost. An error
+  raised by the runner itself stops the study, as it does on the local pool;
+- Ctrl-C stops the run: nothing more is submitted, the driver disconnects, and Ray stops the
+  job's outstanding tasks (a local Ray is shut down). The store keeps every record written so
+  far, whole. ``ray.cancel`` is not used: in Ray 2.x a cancel that races with the task's
+  completion can abort the driver ("Tried to complete task that was not pending"). When the
+  caller connected to Ray before (the connection is theirs and stays open), the tasks already
+  submitted, at most twice the cluster's CPUs, run to their end and their records are dropped.
+
+Ray is an optional extra, imported only here and only when asked for: ``pip install
+'seqpart[ray]'``. On a cluster every node needs seqpart installed (the same version as the
+driver), like any library the tasks import.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from seqpart.solver.errors import UsageError
+
+#: Ray's retries of a task whose worker process or node died, before it is recorded as failed.
+DEFAULT_RETRIES = 2
+#: Sequences shorter than this travel inline with the task; longer ones go to the object store.
+SHARE_MIN = 16
+_SCALARS = (bool, int, float, str, bytes, type(None))
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a :class:`UsageError` that names the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("the Ray executor needs Ray, which is not installed: "
+                         "pip install 'seqpart[ray]'") from None
+    return ray
+
+
+@contextmanager
+def ray_executor(address: str | None = None, num_cpus: int | None = None,
+                 retries: int = DEFAULT_RETRIES) -> Iterator[RayExecutor]:
+    """A :class:`RayExecutor` on the cluster at ``address``, or on a local Ray of ``num_cpus``
+    CPUs (None: all cores) started here and shut down on exit. When this process is already
+    connected to Ray (``ray.init`` was called), that connection is used and left open."""
+    ray = import_ray()
+    started = not ray.is_initialized()
+    if started:
+        quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
+        if address is None:
+            with _sigint_ignored():
+                ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
+        else:
+            try:
+                ray.init(address=address, **quiet)
+            except (ConnectionError, RuntimeError, ValueError) as err:
+                raise UsageError(f"--address {address}: no Ray cluster to join there "
+                                 f"({' '.join(str(err).split())[:200]})") from None
+    try:
+        yield RayExecutor(ray, retries)
+    finally:
+        if started:
+            # Ends this driver's job: Ray stops its tasks still queued or running (Ctrl-C).
+            ray.shutdown()
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ctrl-C at a terminal reaches every process of its group, and a local Ray's processes
+    are in the driver's: started while SIGINT is ignored, they (and the workers they start)
+    keep ignoring it, as the local pool's workers do, and the driver alone stops the run."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+
+
+class RayExecutor:
+    """Runs tasks as Ray tasks (see the module doc); made by :func:`ray_executor`."""
+
+    def __init__(self, ray: Any, retries: int = DEFAULT_RETRIES) -> None:
+        self._ray = ray
+        self.retries = retries
+        self._execute = ray.remote(_execute)
+        self._apply = ray.remote(_apply)
+        self._options: dict[int, Any] = {}
+        #: id(part) -> (part, its object ref): the part is kept alive so its id stays its own.
+        self._shared: dict[int, tuple[Any, Any]] = {}
+        #: Objects this executor put into the object store (each shared part once).
+        self.puts = 0
+
+    def at_a_time(self, width: int, cpus: int) -> int:
+        """Tasks of ``cpus`` CPUs the cluster runs at once: each node's CPUs // cpus, summed."""
+        nodes = [n for n in self._ray.nodes() if n.get("Alive")]
+        return max(1, sum(int(n["Resources"].get("CPU", 0)) // max(1, cpus) for n in nodes))
+
+    def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> list[Any]:
+        """``[fn(x) for x in items]`` as Ray tasks of one CPU each (order kept)."""
+        ray = self._ray
+        fn_ref = ray.put(fn)
+        refs = [self._apply.options(max_retries=self.retries).remote(fn_ref, x) for x in items]
+        try:
+            return list(ray.get(refs))
+        except ray.exceptions.RayTaskError as err:
+            raise err.as_instanceof_cause() from None
+
+    def stream(self, call: Callable[[Any], dict[str, Any]], tasks: Sequence[Any], width: int,
+               failed: Callable[[Any, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``call(task)`` of every task on Ray, each record yielded as it finishes.
+
+        The cluster's CPUs set how many run at once; twice as many are submitted, so no CPU
+        waits for the driver, and no more, so Ctrl-C leaves little behind. ``width`` (the local
+        pool's process count) does not bound a cluster."""
+        ray = self._ray
+        if not tasks:
+            return
+        call_ref = ray.put(call)
+        self.puts += 1
+        window = 2 * self.at_a_time(width, min(t.cpus for t in tasks)) + 2
+        todo = iter(tasks)
+        out: dict[Any, Any] = {}  # object ref -> its task
+        while True:
+            for task in itertools.islice(todo, window - len(out)):
+                out[self._submit(call_ref, task)] = task
+            if not out:
+                return
+            ray.wait(list(out), num_returns=1)
+            ready, _ = ray.wait(list(out), num_returns=len(out), timeout=0)
+            for ref in ready:
+                yield self._outcome(ref, out.pop(ref), failed)
+
+    def _submit(self, call_ref: Any, task: Any) -> Any:
+        options = self._options.get(task.cpus)
+        if options is None:
+            # retry_exceptions=False: Ray retries a dead worker, never the runner's own error.
+            options = self._options[task.cpus] = self._execute.options(
+                num_cpus=task.cpus, max_retries=self.retries, retry_exceptions=False)
+        spread = isinstance(task.payload, tuple)
+        parts = task.payload if spread else (task.payload,)
+        shell = dataclasses.replace(task, payload=None)
+        return options.remote(call_ref, shell, spread, *(self._part(p) for p in parts))
+
+    def _outcome(self, ref: Any, task: Any, failed: Callable[[Any, str], dict[str, Any]]
+                 ) -> dict[str, Any]:
+        ray = self._ray
+        try:
+            return dict(ray.get(ref))
+        except ray.exceptions.RayTaskError as err:
+            # The runner raised: stop as the local pool does, with the runner's own error.
+            raise err.as_instanceof_cause() from None
+        except ray.exceptions.TaskCancelledError:
+            raise
+        except ray.exceptions.RayError as err:  # the worker or its node died, an object was lost
+            first = " ".join(str(err).split())[:300]
+            return failed(task, f"{type(err).__name__} after {self.retries} retries: {first}")
+
+    def _part(self, obj: Any) -> Any:
+        """``obj`` itself when small, else its object ref (put once per object): Ray resolves
+        a top-level ref before the task runs. A dataclass goes in as a shell whose long
+        sequence fields are refs of their own, so a batch shared by several dataclasses
+        (instances of one batch at several k) is stored once too."""
+        if _small(obj):
+            return obj
+        hit = self._shared.get(id(obj))
+        if hit is None:
+            value = obj
+            if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+                value = copy.copy(obj)
+                for f in dataclasses.fields(obj):
+                    field_value = getattr(obj, f.name)
+                    if _long(field_value):
+                        object.__setattr__(value, f.name, self._part(field_value))
+            hit = self._shared[id(obj)] = (obj, self._ray.put(value))
+            self.puts += 1
+        return hit[1]
+
+
+def _small(obj: Any) -> bool:
+    if isinstance(obj, _SCALARS):
+        return True
+    return isinstance(obj, (tuple, list)) and len(obj) < SHARE_MIN and all(
+        isinstance(x, _SCALARS) for x in obj)
+
+
+def _long(obj: Any) -> bool:
+    return hasattr(obj, "__len__") and not isinstance(obj, (str, bytes, dict)) and len(obj) >= SHARE_MIN
+
+
+def _restore(part: Any) -> Any:
+    """A shared dataclass's fields fetched back from the object store (in the worker)."""
+    if not (dataclasses.is_dataclass(part) and not isinstance(part, type)):
+        return part
+    import ray
+
+    refs = {f.name: getattr(part, f.name) for f in dataclasses.fields(part)
+            if isinstance(getattr(part, f.name), ray.ObjectRef)}
+    if not refs:
+        return part
+    whole = copy.copy(part)
+    for name, value in zip(refs, ray.get(list(refs.values())), strict=True):
+        object.__setattr__(whole, name, _restore(value))
+    return whole
+
+
+def _execute(call: Callable[[Any], dict[str, Any]], shell: Any, spread: bool, *parts: Any
+             ) -> dict[str, Any]:
+    """One task, in a Ray worker: the payload put back together, then the runner's call."""
+    restored = tuple(_restore(p) for p in parts)
+    return call(dataclasses.replace(shell, payload=restored if spread else restored[0]))
+
+
+def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
+    return fn(item)
