@@ -45,6 +45,9 @@ from seqpart.solver.errors import UsageError
 DEFAULT_RETRIES = 2
 #: Sequences shorter than this travel inline with the task; longer ones go to the object store.
 SHARE_MIN = 16
+#: Untimed one-CPU tasks per Ray task, at most (an untimed study's tasks take milliseconds,
+#: about what Ray's own per-task work costs).
+CHUNK_MAX = 16
 _SCALARS = (bool, int, float, str, bytes, type(None))
 
 
@@ -131,53 +134,63 @@ class RayExecutor:
 
     def stream(self, call: Callable[[Any], dict[str, Any]], tasks: Sequence[Any], width: int,
                failed: Callable[[Any, str], dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        """``call(task)`` of every task on Ray, each record yielded as it finishes.
+        """``call(task)`` of every task on Ray, the records yielded as they finish.
 
         The cluster's CPUs set how many run at once; twice as many are submitted, so no CPU
         waits for the driver, and no more, so Ctrl-C leaves little behind. ``width`` (the local
-        pool's process count) does not bound a cluster."""
+        pool's process count) does not bound a cluster. Untimed one-CPU tasks go in chunks of
+        up to :data:`CHUNK_MAX` per Ray task (a few per CPU in all), which spreads Ray's
+        per-task cost; a timed task is always a Ray task of its own."""
         ray = self._ray
         if not tasks:
             return
         call_ref = ray.put(call)
         self.puts += 1
-        window = 2 * self.at_a_time(width, min(t.cpus for t in tasks)) + 2
-        todo = iter(tasks)
-        out: dict[Any, Any] = {}  # object ref -> its task
+        slots = self.at_a_time(width, min(t.cpus for t in tasks))
+        size = 1
+        if not any(t.exclusive or t.cpus != 1 for t in tasks):
+            size = max(1, min(CHUNK_MAX, len(tasks) // (4 * slots)))
+        chunks = (list(tasks[i:i + size]) for i in range(0, len(tasks), size))
+        out: dict[Any, list[Any]] = {}  # object ref -> its chunk of tasks
         while True:
-            for task in itertools.islice(todo, window - len(out)):
-                out[self._submit(call_ref, task)] = task
+            for chunk in itertools.islice(chunks, 2 * slots + 2 - len(out)):
+                out[self._submit(call_ref, chunk)] = chunk
             if not out:
                 return
             ray.wait(list(out), num_returns=1)
             ready, _ = ray.wait(list(out), num_returns=len(out), timeout=0)
             for ref in ready:
-                yield self._outcome(ref, out.pop(ref), failed)
+                yield from self._outcome(ref, out.pop(ref), failed)
 
-    def _submit(self, call_ref: Any, task: Any) -> Any:
-        options = self._options.get(task.cpus)
+    def _submit(self, call_ref: Any, chunk: list[Any]) -> Any:
+        cpus = chunk[0].cpus
+        options = self._options.get(cpus)
         if options is None:
             # retry_exceptions=False: Ray retries a dead worker, never the runner's own error.
-            options = self._options[task.cpus] = self._execute.options(
-                num_cpus=task.cpus, max_retries=self.retries, retry_exceptions=False)
-        spread = isinstance(task.payload, tuple)
-        parts = task.payload if spread else (task.payload,)
-        shell = dataclasses.replace(task, payload=None)
-        return options.remote(call_ref, shell, spread, *(self._part(p) for p in parts))
+            options = self._options[cpus] = self._execute.options(
+                num_cpus=cpus, max_retries=self.retries, retry_exceptions=False)
+        layout, parts = [], []
+        for task in chunk:
+            spread = isinstance(task.payload, tuple)
+            mine = task.payload if spread else (task.payload,)
+            layout.append((dataclasses.replace(task, payload=None), spread, len(mine)))
+            parts.extend(self._part(p) for p in mine)
+        return options.remote(call_ref, layout, *parts)
 
-    def _outcome(self, ref: Any, task: Any, failed: Callable[[Any, str], dict[str, Any]]
-                 ) -> dict[str, Any]:
+    def _outcome(self, ref: Any, chunk: list[Any], failed: Callable[[Any, str], dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
         ray = self._ray
         try:
-            return dict(ray.get(ref))
+            return [dict(r) for r in ray.get(ref)]
         except ray.exceptions.RayTaskError as err:
             # The runner raised: stop as the local pool does, with the runner's own error.
             raise err.as_instanceof_cause() from None
         except ray.exceptions.TaskCancelledError:
             raise
         except ray.exceptions.RayError as err:  # the worker or its node died, an object was lost
-            first = " ".join(str(err).split())[:300]
-            return failed(task, f"{type(err).__name__} after {self.retries} retries: {first}")
+            why = f"{type(err).__name__} after {self.retries} retries: "
+            why += " ".join(str(err).split())[:300]
+            return [failed(task, why) for task in chunk]
 
     def _part(self, obj: Any) -> Any:
         """``obj`` itself when small, else its object ref (put once per object): Ray resolves
@@ -227,11 +240,17 @@ def _restore(part: Any) -> Any:
     return whole
 
 
-def _execute(call: Callable[[Any], dict[str, Any]], shell: Any, spread: bool, *parts: Any
-             ) -> dict[str, Any]:
-    """One task, in a Ray worker: the payload put back together, then the runner's call."""
-    restored = tuple(_restore(p) for p in parts)
-    return call(dataclasses.replace(shell, payload=restored if spread else restored[0]))
+def _execute(call: Callable[[Any], dict[str, Any]], layout: list[tuple[Any, bool, int]],
+             *parts: Any) -> list[dict[str, Any]]:
+    """A chunk of tasks, in a Ray worker: each payload put back together, then the runner's
+    call. ``layout`` holds each task without its payload, whether the payload is a tuple, and
+    how many of ``parts`` are its own."""
+    records, at = [], 0
+    for shell, spread, count in layout:
+        restored = tuple(_restore(p) for p in parts[at:at + count])
+        at += count
+        records.append(call(dataclasses.replace(shell, payload=restored if spread else restored[0])))
+    return records
 
 
 def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
