@@ -34,6 +34,7 @@ import dataclasses
 import itertools
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -71,10 +72,11 @@ def ray_executor(address: str | None = None, num_cpus: int | None = None,
     started = not ray.is_initialized()
     if started:
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
-        if address is None:
+        if address in (None, "local"):
             with _sigint_ignored():
                 ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, **quiet)
         else:
+            _check_reachable(address)
             try:
                 ray.init(address=address, **quiet)
             except (ConnectionError, RuntimeError, ValueError) as err:
@@ -86,6 +88,21 @@ def ray_executor(address: str | None = None, num_cpus: int | None = None,
         if started:
             # Ends this driver's job: Ray stops its tasks still queued or running (Ctrl-C).
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """A UsageError unless something accepts connections at ``address``'s host and port: Ray
+    itself keeps retrying an address nothing answers for minutes."""
+    if address == "auto":  # the cluster this machine belongs to: Ray finds it, or says so
+        return
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"--address {address}: use HOST:PORT, ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as err:
+        raise UsageError(f"--address {address}: no Ray cluster answers there "
+                         f"({err.strerror or type(err).__name__})") from None
 
 
 @contextmanager

@@ -4,6 +4,7 @@ message a missing Ray gives (the Ray executor itself: tests/integration/test_ray
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -107,4 +108,16 @@ def test_executor_flags_on_study_and_step() -> None:
             "local", 1, address="auto"):
         pass
     with pytest.raises(UsageError, match="use 'local' or 'ray'"), open_executor("dask", 1):
+        pass
+
+
+def test_an_address_nothing_answers_at_fails_at_once() -> None:
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'seqpart[ray]'")
+    with socket.socket() as sock:  # a loopback port nothing listens on once this closes
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(UsageError, match="no Ray cluster answers there"), open_executor(
+            "ray", 1, address=f"127.0.0.1:{port}"):
+        pass
+    with pytest.raises(UsageError, match="use HOST:PORT"), open_executor("ray", 1, address="x"):
         pass
