@@ -7,9 +7,10 @@ to) or starts a local Ray of ``num_cpus`` CPUs, and gives a :class:`RayExecutor`
 - each task asks Ray for ``task.cpus`` CPUs (the solver threads it runs), so a timed task gets
   its cores to itself on whichever node it lands on, and the untimed tasks are done before the
   timed ones start (the runner's rule);
-- a payload's parts go into the object store once each, by identity: the batch a study's
-  methods share (a dataclass's long sequence field, such as an instance's lengths) is stored once
-  however many tasks and instances use it, not once per task;
+- a payload's large parts go into the object store once each, by identity: the batch a
+  study's methods share (a dataclass's long sequence field, such as an instance's lengths) is
+  stored once however many tasks and instances use it, not once per task, and each worker
+  fetches it once for the tasks it runs;
 - results come back to the driver as each task finishes; the driver alone writes
   ``results.jsonl``, so resume, merge, summary and plots are the same as with the local pool;
 - a worker (or node) that dies is retried by Ray up to ``retries`` times; after that the task
@@ -36,6 +37,7 @@ import logging
 import signal
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -210,22 +212,30 @@ class RayExecutor:
             return [failed(task, why) for task in chunk]
 
     def _part(self, obj: Any) -> Any:
-        """``obj`` itself when small, else its object ref (put once per object): Ray resolves
-        a top-level ref before the task runs. A dataclass goes in as a shell whose long
-        sequence fields are refs of their own, so a batch shared by several dataclasses
-        (instances of one batch at several k) is stored once too."""
+        """What travels for one payload part. Small values go inline. A dataclass goes inline
+        as a shell whose long sequence fields are object refs, each put once: a batch shared
+        by several instances (one per cap and k) and all their methods' tasks is stored once,
+        and a worker fetches it once (:func:`_fetch`). Anything else is put once and passed
+        as a ref, which Ray resolves before the task runs."""
         if _small(obj):
             return obj
         hit = self._shared.get(id(obj))
         if hit is None:
-            value = obj
             if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-                value = copy.copy(obj)
+                shell = copy.copy(obj)
                 for f in dataclasses.fields(obj):
-                    field_value = getattr(obj, f.name)
-                    if _long(field_value):
-                        object.__setattr__(value, f.name, self._part(field_value))
-            hit = self._shared[id(obj)] = (obj, self._ray.put(value))
+                    value = getattr(obj, f.name)
+                    if _long(value):
+                        object.__setattr__(shell, f.name, self._put(value))
+            else:
+                shell = self._put(obj)
+            hit = self._shared[id(obj)] = (obj, shell)
+        return hit[1]
+
+    def _put(self, obj: Any) -> Any:
+        hit = self._shared.get(id(obj))
+        if hit is None:
+            hit = self._shared[id(obj)] = (obj, self._ray.put(obj))
             self.puts += 1
         return hit[1]
 
@@ -241,20 +251,38 @@ def _long(obj: Any) -> bool:
     return hasattr(obj, "__len__") and not isinstance(obj, (str, bytes, dict)) and len(obj) >= SHARE_MIN
 
 
+#: In a worker: the shared fields it fetched lately, by object id (a study's tasks come
+#: instance by instance, so one batch serves several tasks in a row). Never mutated.
+_FETCHED: OrderedDict[str, Any] = OrderedDict()
+_FETCHED_MAX = 64
+
+
+def _fetch(ref: Any) -> Any:
+    import ray
+
+    key = ref.hex()
+    if key in _FETCHED:
+        _FETCHED.move_to_end(key)
+        return _FETCHED[key]
+    value = _FETCHED[key] = _restore(ray.get(ref))
+    if len(_FETCHED) > _FETCHED_MAX:
+        _FETCHED.popitem(last=False)
+    return value
+
+
 def _restore(part: Any) -> Any:
     """A shared dataclass's fields fetched back from the object store (in the worker)."""
     if not (dataclasses.is_dataclass(part) and not isinstance(part, type)):
         return part
     import ray
 
-    refs = {f.name: getattr(part, f.name) for f in dataclasses.fields(part)
-            if isinstance(getattr(part, f.name), ray.ObjectRef)}
-    if not refs:
-        return part
-    whole = copy.copy(part)
-    for name, value in zip(refs, ray.get(list(refs.values())), strict=True):
-        object.__setattr__(whole, name, _restore(value))
-    return whole
+    whole = None
+    for f in dataclasses.fields(part):
+        value = getattr(part, f.name)
+        if isinstance(value, ray.ObjectRef):
+            whole = whole or copy.copy(part)
+            object.__setattr__(whole, f.name, _fetch(value))
+    return whole or part
 
 
 def _execute(call: Callable[[Any], dict[str, Any]], layout: list[tuple[Any, bool, int]],

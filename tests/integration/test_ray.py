@@ -141,8 +141,9 @@ def test_untimed_step_study_gives_the_local_pools_records(local_ray: Any, tmp_pa
 
 
 def test_a_batch_goes_to_the_object_store_once(local_ray: Any, tmp_path: Path) -> None:
-    """Four methods x two caps x three counts of one batch: the lengths are stored once, each
-    instance once (a small shell referring to them), and the runner once per group of tasks."""
+    """Four methods x two caps x three counts of each batch: the lengths are stored once (an
+    instance travels as a small shell referring to them), and the runner once per group of
+    tasks."""
     config = StudyConfig(methods=UNTIMED, datasets="math_sft_gsm8k_train", generated=False, n="512",
                          k="3,5,min", caps="1x,2x", reps=2, out=str(tmp_path))
     instances, _ = build_instances(config)
@@ -154,7 +155,7 @@ def test_a_batch_goes_to_the_object_store_once(local_ray: Any, tmp_path: Path) -
 
     with ray_executor() as executor:
         run_tasks(tasks, run_method_task, store, jobs=CPUS, pool=executor, progress=False)
-    assert executor.puts == len(batches) + len(instances) + 1
+    assert executor.puts == len(batches) + 1
     assert len(store.records()) == len(tasks)
 
 
