@@ -41,7 +41,7 @@ Arithmetic is exact: times are kept multiplied by :func:`scale` (``vpp*(F+B)``),
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -54,6 +54,7 @@ __all__ = [
     "PipelineModel",
     "device_orders",
     "improve_order",
+    "light_ends_order",
     "makespan",
     "makespan_lower_bound",
     "scale",
@@ -387,20 +388,31 @@ def makespan_lower_bound(
 # ----------------------------------------------------------------------------- order search
 
 
-def _candidates(order: list[int]) -> list[list[int]]:
-    """Every swap of two positions and every move of one micro-batch to another position."""
+def light_ends_order(loads: Sequence[Any]) -> list[int]:
+    """Positions of ``loads`` lightest at both ends, heaviest in the middle: the warm-up exposes
+    the first micro-batch's forward on every stage and the cool-down the last one's backward,
+    while the steady middle overlaps stages. Ties keep the lower position first."""
+    ascending = sorted(range(len(loads)), key=lambda b: (loads[b], b))
+    return ascending[0::2] + ascending[1::2][::-1]
+
+
+#: Candidate orders scored per vectorised pass of the order search.
+_BATCH = 256
+
+
+def _candidates(order: list[int]) -> Iterator[list[int]]:
+    """Every move of one micro-batch to another position, then every swap of two: a move to
+    either end or to the middle is the usual fix of a 1F1B order's warm-up or cool-down."""
     m = len(order)
-    out = []
-    for a, b in itertools.combinations(range(m), 2):
-        c = order.copy()
-        c[a], c[b] = c[b], c[a]
-        out.append(c)
     for a in range(m):
         rest = order[:a] + order[a + 1 :]
         for b in range(m):
             if b != a and b != a + 1:  # a+1 duplicates a swap of neighbours
-                out.append(rest[:b] + [order[a]] + rest[b:])
-    return out
+                yield rest[:b] + [order[a]] + rest[b:]
+    for a, b in itertools.combinations(range(m), 2):
+        c = order.copy()
+        c[a], c[b] = c[b], c[a]
+        yield c
 
 
 def improve_order(
@@ -412,9 +424,10 @@ def improve_order(
     starts: Sequence[Sequence[int]] = (),
     work_budget: int = 2_000_000,
 ) -> tuple[list[int], int, int]:
-    """Best-improvement local search on the exact makespan over orders of ``times``: swaps and
-    moves, all scored in one vectorised pass per step; stops at a local optimum, at the lower
-    bound, or when ``work_budget`` (operations evaluated, deterministic) is spent.
+    """Local search on the exact makespan over orders of ``times``: moves and swaps, scored
+    ``_BATCH`` at a time in one vectorised pass, taking the best of the first batch that
+    improves; stops at a local optimum, at the lower bound, or when ``work_budget``
+    (operations evaluated: deterministic) is spent.
 
     Starts from each order in ``starts`` (positions into ``times``; default: as given) and keeps
     the best. Returns (order, scaled makespan, work spent)."""
@@ -423,21 +436,27 @@ def improve_order(
     for s in starts:
         if sorted(s) != list(range(m)):
             raise ValueError(f"each start must be a permutation of range({m}), got {s}")
+    if m == 0:
+        return [], 0, 0
     t = [int(x) for x in times]
-    ops = 2 * pp * vpp * max(m, 1)
-    evals = scaled_makespans([[t[i] for i in s] for s in starts], pp, vpp, model) if m else [0]
+    ops = 2 * pp * vpp * m
+    evals = scaled_makespans([[t[i] for i in s] for s in starts], pp, vpp, model)
     work = ops * len(starts)
     best_i = min(range(len(starts)), key=lambda i: (evals[i], i))
     order, value = starts[best_i], evals[best_i]
     floor = scaled_lower_bound(t, pp, vpp, model)
-    while m > 1 and pp > 1 and value > floor:
+    improved = m > 1 and pp > 1
+    while improved and value > floor:
+        improved = False
         cands = _candidates(order)
-        if work + ops * len(cands) > work_budget:
-            break
-        work += ops * len(cands)
-        vals = scaled_makespans([[t[i] for i in c] for c in cands], pp, vpp, model)
-        i = min(range(len(cands)), key=lambda i: (vals[i], i))
-        if vals[i] >= value:
-            break
-        order, value = cands[i], vals[i]
+        while work + ops * _BATCH <= work_budget:
+            batch = list(itertools.islice(cands, _BATCH))
+            if not batch:
+                break
+            work += ops * len(batch)
+            vals = scaled_makespans([[t[i] for i in c] for c in batch], pp, vpp, model)
+            i = min(range(len(batch)), key=lambda i: (vals[i], i))
+            if vals[i] < value:
+                order, value, improved = batch[i], vals[i], True
+                break
     return order, value, work
