@@ -20,15 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import InfeasibleError, InvalidPlanError
+from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions, pauses_gc
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.bound import scaled_bounds
+from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds, usable_counts
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
+from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact
 from seqpart.solver.step.global_plan import positive_seconds
-from seqpart.solver.step.model import StepInstance, StepPlan, check_schedule, make_instance, scaled_rank_time
+from seqpart.solver.step.model import StepPlan, make_instance
 from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.order import order_for_pipeline
+from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, scale
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
@@ -48,6 +49,12 @@ _BUILD_SHARE = 0.4
 _TRAINER_SHARE = 0.4
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
+#: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
+#: and the trainers' exactly, and the order search on the slowest rank.
+_EXACT_SHARE = 0.25
+#: ...and the unsearched starts evaluated exactly besides the searched ones, the trainers' and
+#: the given ones (best proxy first).
+_EXTRA_CANDIDATES = 4
 
 
 @dataclass
@@ -75,6 +82,7 @@ def plan_step(
     trainer_starts: bool | None = None,
     engine: str = "auto",
     options: SolverOptions | None = None,
+    pipeline: PipelineModel | None = None,
 ) -> StepPlan:
     """Plan a whole training step: the count ``m`` per rank, the micro-batches and the ranks
     together, minimising the step time of the model in :mod:`seqpart.solver.step.model`.
@@ -167,7 +175,26 @@ def plan_step(
     deadline = None if options.deterministic else t0 + seconds - reserve
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
-    bounds = scaled_bounds(inst)
+    bounds = scaled_bounds(inst)  # of the formula: the search's proxy (exact at pp = 1)
+    model = pipeline or DEFAULT_MODEL
+    if not isinstance(model, PipelineModel):
+        raise TypeError(f"pipeline must be a PipelineModel or None, got {type(model).__name__}")
+    exact_work = 0
+    if inst.pp > 1:
+        usable = usable_counts(inst, list(bounds), model)
+        if len(usable) < len(bounds):
+            notes.append(f"counts the {model.resolved(inst.vpp)} schedule cannot run, skipped: "
+                         f"{sorted(set(bounds) - set(usable))}")
+        bounds = {m: bounds[m] for m in usable}
+        if not bounds:
+            raise InfeasibleError(
+                f"no feasible count per rank can run the {model.resolved(inst.vpp)} schedule "
+                f"with pp={inst.pp}, vpp={inst.vpp}: use a count of at least pp "
+                "(multiple_of=pp), fewer ranks or a smaller cap's floor",
+                proven=True,
+            )
+        exact_work = int(_EXACT_SHARE * budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
+        budget -= int(_EXACT_SHARE * budget)
     # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
     # so that the split does not depend on the clock.
     use_exact = engine == "auto" and exact_fits(inst, list(bounds))
@@ -213,6 +240,7 @@ def plan_step(
     best = _Best()
     clock_cut = False
     searched: set[int] = set()
+    finals: list[tuple[int, int, str, int, np.ndarray]] = []  # every search's result
 
     def search_next(share: int) -> None:
         """Local search from the best start not searched yet."""
@@ -230,8 +258,9 @@ def plan_step(
         clock_cut |= result.stopped_by == "clock"
         if result.objective > obj:  # never: the search only takes improving changes
             raise RuntimeError("step local search made a schedule worse (please report)")
+        name = method + ("+local_search" if result.steps else "")
+        finals.append((result.objective, arrival, name, m, result.mb_of))
         if best.objective is None or result.objective < best.objective:
-            name = method + ("+local_search" if result.steps else "")
             best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
 
     def incumbent() -> int | None:
@@ -369,71 +398,39 @@ def plan_step(
         f"{len(searched)} of {len(pool)}; work {spent} of {budget}"
     )
 
-    # CP-SAT on tiny instances: improves and proves, count by count.
+    # CP-SAT on tiny instances: improves and proves, count by count (the formula's optimum:
+    # with pp > 1 a candidate for the exact choice, and its bounds bound the formula only).
     proven = dict(bounds)
     if use_exact and not out_of_clock():
         exact = solve_step_exactly(inst, bounds, best.objective, deadline, seconds / 2, options)
         if exact is not None:
-            proven = exact.bounds
+            if inst.pp == 1:
+                proven = exact.bounds
             notes += exact.notes
-            if exact.mb_of is not None and exact.objective is not None and (
-                exact.objective < best.objective
-            ):
-                best.objective, best.m, best.mb_of, best.method = (
-                    exact.objective, exact.m, exact.mb_of, "cp-sat"
-                )
+            if exact.mb_of is not None and exact.objective is not None:
+                finals.append((exact.objective, len(pool), "cp-sat", exact.m, exact.mb_of))
+                if exact.objective < best.objective:
+                    best.objective, best.m, best.mb_of, best.method = (
+                        exact.objective, exact.m, exact.mb_of, "cp-sat"
+                    )
     if clock_cut:
         notes.append("stopped by the clock, not the work budget: the plan may differ between runs")
-    return _assemble(inst, best, min(proven.values()), notes, t0)
-
-
-def _assemble(inst: StepInstance, best: _Best, scaled_bound: int, notes: list[str], t0: float) -> StepPlan:
-    """Micro-batches per rank in 1F1B order, checked, with exact times."""
-    assert best.mb_of is not None and best.objective is not None
-    m, k = best.m, inst.dp_size * best.m
-    # Sequences grouped by micro-batch, ascending within each (a stable sort by micro-batch).
-    order = np.argsort(best.mb_of, kind="stable")
-    cuts = np.cumsum(np.bincount(best.mb_of, minlength=k))[:-1]
-    members = [part.tolist() for part in np.split(order, cuts)]
-    if sum(inst.costs) < 2**62:  # exact in int64
-        loads = np.zeros(k, dtype=np.int64)
-        np.add.at(loads, best.mb_of, np.asarray(inst.costs, dtype=np.int64))
-        times = [inst.overhead + x for x in loads.tolist()]
-    else:
-        times = [inst.overhead + sum(inst.costs[i] for i in mb) for mb in members]
-    ranks = []
-    for r in range(inst.dp_size):
-        mine = list(range(r * m, (r + 1) * m))
-        order = order_for_pipeline([times[b] for b in mine])
-        ranks.append([members[mine[j]] for j in order])
-    over = "alone" if inst.oversize else "error"
-    try:
-        check_schedule(ranks, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of, oversize=over)
-    except InvalidPlanError as err:
-        raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {err}") from err
-    scaled = [
-        scaled_rank_time([times[b] for b in range(r * m, (r + 1) * m)], inst.pp, inst.vpp)
-        for r in range(inst.dp_size)
-    ]
-    if max(scaled) != best.objective:
-        raise RuntimeError("step time bookkeeping disagrees with the model (please report)")
-    bound = min(scaled_bound, best.objective)
-    return StepPlan(
-        ranks=ranks,
-        m=m,
-        step_time=exact_time(best.objective, inst.vpp),
-        rank_times=[exact_time(x, inst.vpp) for x in scaled],
-        lower_bound=exact_time(bound, inst.vpp),
-        status="optimal" if best.objective <= bound else "feasible",
-        method=best.method,
-        seconds=time.perf_counter() - t0,
-        dp_size=inst.dp_size,
-        cap=inst.cap,
-        cost=inst.cost,
-        overhead=inst.overhead,
-        pp=inst.pp,
-        vpp=inst.vpp,
-        multiple_of=inst.multiple_of,
-        oversize=list(inst.oversize),
-        notes=notes,
-    )
+    if inst.pp == 1:
+        return assemble(inst, model, best.m, best.mb_of, best.method, None,
+                        exact_time(best.objective, inst.vpp),
+                        exact_time(min(proven.values()), inst.vpp), notes, t0)
+    # pp > 1: the exact makespan decides between the searches' results, the trainers' and the
+    # given schedules and the best unsearched starts, each rank ordered for it.
+    given_rows = [row for row in pool if row[2].startswith(("start ", "trainer:"))]
+    given_ids = {row[1] for row in given_rows}
+    others = sorted((row for row in pool if row[1] not in searched and row[1] not in given_ids),
+                    key=lambda row: (row[0], row[1]))[:_EXTRA_CANDIDATES]
+    cands = sorted(finals + given_rows + others, key=lambda row: (row[0], row[1]))
+    choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, exact_work)
+    _, _, method, m, mb_of = cands[choice.index]
+    notes.append(f"exact makespan: {len(cands)} schedules evaluated, {choice.evaluated} "
+                 f"order-searched; work {choice.work} of {exact_work}")
+    sc = scale(inst.vpp, model)
+    return assemble(inst, model, m, mb_of, method, choice.ordered.orders,
+                    exact_time(choice.ordered.step, sc),
+                    exact_time(min(exact_scaled_bounds(inst, model).values()), sc), notes, t0)

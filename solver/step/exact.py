@@ -1,5 +1,5 @@
-"""The step under the exact pipeline makespan: a lower bound valid for every schedule, and the
-choice of a schedule and of each rank's order by exact evaluation.
+"""The step under the exact pipeline makespan: the choice of a schedule and of each rank's order
+by exact evaluation (its lower bound: :mod:`~seqpart.solver.step.bound`).
 
 Why apart from the search: the exact makespan (:mod:`seqpart.solver.step.pipeline`) costs
 O(pp*vpp*m) per rank, too much for every move the local search scores. The search therefore
@@ -11,113 +11,44 @@ a rank runs its micro-batches back to back, so the formula is exact and none of 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
+from seqpart.solver.errors import InvalidPlanError
 from seqpart.solver.step.model import (
     StepInstance,
-    _load_bounds,
-    _load_bounds_many,
-    make_instance,
-    scaled_bounds,
+    StepPlan,
+    check_schedule,
+    formula_step_time,
+    rank_times,
 )
-from seqpart.solver.step.model import exact as unscale
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
     PipelineModel,
     improve_order,
     light_ends_order,
-    scale,
     scaled_lower_bound,
     scaled_makespans,
-    schedule_error,
 )
 
-__all__ = ["ExactChoice", "choose_exact", "exact_scaled_bounds", "order_ranks", "step_lower_bound"]
+__all__ = [
+    "OPS_PER_SECOND",
+    "ExactChoice",
+    "assemble",
+    "choose_exact",
+    "order_ranks",
+    "rank_time_rows",
+]
 
 #: Operations of the exact evaluation per second (one op: one micro-batch's forward or backward
 #: on one chunk, for one rank or candidate order). Measured 170 million on the 2-core machine
 #: under a load of 2-3 (vectorised over 256 orders); a conservative figure turns a time budget
 #: into a deterministic work budget.
 OPS_PER_SECOND = 60_000_000
-
-
-def usable_counts(inst: StepInstance, counts: Sequence[int], model: PipelineModel) -> list[int]:
-    """The counts the schedule can run (Megatron's interleaved schedule needs at least ``pp``
-    micro-batches and deadlocks on some counts that are not a multiple of ``pp``)."""
-    if inst.pp == 1:
-        return list(counts)
-    return [m for m in counts if schedule_error(inst.pp, inst.vpp, m, model) is None]
-
-
-def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL) -> dict[int, int]:
-    """For each usable count, a lower bound on the step time times :func:`scale` valid for every
-    schedule with that count, in every order, under every pipeline schedule.
-
-    With ``pp == 1`` the formula is exact, so its bounds (:func:`scaled_bounds`) carry over.
-    Else, per count ``m`` (``o`` the overhead, ``P`` the heaviest rank's cost floor, ``L`` the
-    heaviest micro-batch's, ``c_min`` the cheapest sequence), from
-    :func:`~seqpart.solver.step.pipeline.scaled_lower_bound` of one rank:
-
-    * the heaviest rank's load ``P + m*o`` plus the bubble ``(pp-1)*(o + c_min)/vpp`` (every
-      micro-batch takes at least ``o + c_min``), and the same for the rank holding the heaviest
-      micro-batch (``L + m*o`` plus the ``m-1`` cheapest sequences);
-    * the heaviest micro-batch's whole path through every virtual stage, ``pp*(L + o)``;
-
-    each with the p2p latencies those terms cross.
-    """
-    sc = scale(inst.vpp, model)
-    if inst.pp == 1:
-        return {m: x * sc // inst.vpp for m, x in scaled_bounds(inst).items()}
-    c = np.array(sorted(inst.costs, reverse=True), dtype=object)
-    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
-    asc = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
-    o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
-    lat = model.p2p_latency * sc
-    bubble = (pp - 1) * ((model.forward + model.backward) * (o + int(c[-1])) + 2 * lat)
-    p_rank = _load_bounds(c, prefix, dp)
-    ms = usable_counts(inst, inst.feasible_ms(), model)
-    out = {}
-    for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
-        load = sc * max(p_rank + m * o, heavy + m * o + int(asc[m - 1])) + bubble
-        path = pp * sc * (heavy + o) + 2 * (pp * vpp - 1) * lat
-        out[m] = max(load, path)
-    return out
-
-
-def step_lower_bound(
-    lengths: Any,
-    dp_size: int,
-    cap: int | None,
-    *,
-    cost: Any = "tokens",
-    overhead: int = 0,
-    pp: int = 1,
-    vpp: int = 1,
-    multiple_of: int = 1,
-    oversize: str = "error",
-    pipeline: PipelineModel | None = None,
-) -> int | Fraction:
-    """A lower bound on the step time of every valid schedule under the pipeline schedule
-    ``pipeline`` (default: Megatron-LM's, forward:backward 1:2, no p2p latency): the minimum
-    over usable counts of :func:`exact_scaled_bounds`. With ``pp == 1`` it is the bound of the
-    sum of micro-batch times (raised by the rank-maxima and bin-packing arguments)."""
-    model = pipeline or DEFAULT_MODEL
-    inst = make_instance(
-        lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
-        multiple_of=multiple_of, oversize=oversize,
-    )
-    bounds = exact_scaled_bounds(inst, model)
-    if not bounds:
-        raise ValueError(
-            f"no feasible count per rank can run the {model.resolved(inst.vpp)} schedule with "
-            f"pp={inst.pp}, vpp={inst.vpp}: use multiple_of=pp or fewer ranks"
-        )
-    return unscale(min(bounds.values()), scale(inst.vpp, model))
 
 
 # ----------------------------------------------------------------------------- orders
@@ -232,3 +163,61 @@ def choose_exact(
         if ordered.step < best.step or (ordered.step == best.step and i == best_i):
             best_i, best = i, ordered
     return ExactChoice(best_i, best, work, evaluated)
+
+
+def assemble(
+    inst: StepInstance,
+    model: PipelineModel,
+    m: int,
+    mb_of: np.ndarray,
+    method: str,
+    orders: list[list[int]] | None,
+    step: int | Fraction,
+    bound: int | Fraction,
+    notes: list[str],
+    t0: float,
+) -> StepPlan:
+    """The plan: each rank's micro-batches in ``orders`` (None: :func:`light_ends_order`),
+    checked by the validator, and its times re-scored by the public
+    :func:`~seqpart.solver.step.model.rank_times`, which must give ``step``."""
+    k = inst.dp_size * m
+    by_mb = np.argsort(mb_of, kind="stable")  # sequences ascending within each micro-batch
+    cuts = np.cumsum(np.bincount(mb_of, minlength=k))[:-1]
+    members = [part.tolist() for part in np.split(by_mb, cuts)]
+    rows = rank_time_rows(inst, mb_of, m)
+    ranks = []
+    for r in range(inst.dp_size):
+        order = light_ends_order(rows[r]) if orders is None else orders[r]
+        ranks.append([members[r * m + j] for j in order])
+    over = "alone" if inst.oversize else "error"
+    try:
+        check_schedule(ranks, inst.tokens, inst.dp_size, m, inst.cap, inst.multiple_of,
+                       oversize=over)
+    except InvalidPlanError as err:
+        raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {err}") from err
+    kw = {"cost": inst.cost, "overhead": inst.overhead, "pp": inst.pp, "vpp": inst.vpp}
+    times = rank_times(ranks, inst.tokens, pipeline=model, **kw)
+    if max(times) != step:
+        raise RuntimeError("step time bookkeeping disagrees with the model (please report)")
+    bound = min(bound, step)
+    return StepPlan(
+        ranks=ranks,
+        m=m,
+        step_time=step,
+        rank_times=times,
+        lower_bound=bound,
+        status="optimal" if step <= bound else "feasible",
+        method=method,
+        seconds=time.perf_counter() - t0,
+        dp_size=inst.dp_size,
+        cap=inst.cap,
+        cost=inst.cost,
+        overhead=inst.overhead,
+        pp=inst.pp,
+        vpp=inst.vpp,
+        multiple_of=inst.multiple_of,
+        oversize=list(inst.oversize),
+        notes=notes,
+        pipeline=model,
+        formula_step_time=formula_step_time(ranks, inst.tokens, **kw),
+    )

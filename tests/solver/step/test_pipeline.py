@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seqpart.solver.pipeline_schedule import (
+from seqpart.solver.step.pipeline import (
     BWD,
     FWD,
     PipelineModel,
