@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from seqpart.solver.step.bound import step_lower_bound
+from seqpart.solver.step.exact import order_schedule
 from seqpart.solver.step.global_plan import plan_global, round_up
 from seqpart.solver.step.model import (
     StepPlan,
@@ -35,6 +36,7 @@ __all__ = [
     "check_schedule",
     "formula_step_time",
     "order_for_pipeline",
+    "order_schedule",
     "plan_global",
     "plan_step",
     "rank_times",

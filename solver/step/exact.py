@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -22,12 +23,15 @@ from seqpart.solver.errors import InvalidPlanError
 from seqpart.solver.step.model import (
     StepInstance,
     StepPlan,
+    _micro_batch_times,
     check_schedule,
     formula_step_time,
     rank_times,
+    step_time,
 )
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
+    ORDER_WORK,
     PipelineModel,
     improve_order,
     light_ends_order,
@@ -40,6 +44,7 @@ __all__ = [
     "ExactChoice",
     "assemble",
     "choose_exact",
+    "order_schedule",
     "order_ranks",
     "rank_time_rows",
 ]
@@ -48,7 +53,7 @@ __all__ = [
 #: on one chunk, for one rank or candidate order). Measured 170 million on the 2-core machine
 #: under a load of 2-3 (vectorised over 256 orders); a conservative figure turns a time budget
 #: into a deterministic work budget.
-OPS_PER_SECOND = 60_000_000
+OPS_PER_SECOND = 80_000_000
 
 
 # ----------------------------------------------------------------------------- orders
@@ -91,23 +96,18 @@ def order_ranks(
     work_budget: int = 0,
     keep_given: bool = True,
 ) -> Ordered:
-    """Orders for every rank: the better of the order given (``keep_given``) and
-    :func:`light_ends_order`, evaluated for all ranks in one vectorised pass each; then, while
-    ``work_budget`` (operations evaluated) lasts, local search on the exact makespan of the
-    slowest rank (only it sets the step), until that rank cannot be improved."""
+    """Orders for every rank. The search path depends only on each rank's micro-batch times,
+    not on the order they come in: :func:`light_ends_order` for every rank (one vectorised
+    pass), then, while ``work_budget`` (operations evaluated by the search) lasts, local search
+    on the exact makespan of the slowest rank (only it sets the step), until that rank cannot
+    be improved. With ``keep_given``, a rank keeps the order given where that is faster."""
     rows = [list(r) for r in times]
     m = len(rows[0])
     ops = 2 * pp * vpp * m
-    light = [light_ends_order(r) for r in rows]
-    vals = scaled_makespans([[r[i] for i in o] for r, o in zip(rows, light, strict=True)], pp, vpp,
-                            model)
-    orders, work = light, ops * len(rows)
-    if keep_given:
-        given = scaled_makespans(rows, pp, vpp, model)
-        work += ops * len(rows)
-        for r, v in enumerate(given):
-            if v <= vals[r]:
-                orders[r], vals[r] = list(range(m)), v
+    orders = [light_ends_order(r) for r in rows]
+    vals = scaled_makespans([[r[i] for i in o] for r, o in zip(rows, orders, strict=True)], pp,
+                            vpp, model)
+    work = 0
     tried: set[int] = set()
     while pp > 1 and m > 1 and work < work_budget:
         r = max(range(len(rows)), key=lambda i: (vals[i], -i))
@@ -120,6 +120,13 @@ def order_ranks(
             orders[r], vals[r] = order, value
         else:
             tried.add(r)  # a local optimum (or out of budget): the step cannot fall below it
+    work += ops * len(rows)
+    if keep_given:
+        given = scaled_makespans(rows, pp, vpp, model)
+        work += ops * len(rows)
+        for r, v in enumerate(given):
+            if v < vals[r]:
+                orders[r], vals[r] = list(range(m)), v
     return Ordered(orders, vals, work)
 
 
@@ -142,27 +149,69 @@ def choose_exact(
     """The candidate schedule ((m, mb_of), best proxy first) with the smallest exact step.
 
     Every candidate gets the cheap orders of :func:`order_ranks` (always, whatever the budget:
-    the trainers' schedules are among them); then, best first, each whose order-free lower bound
-    can still beat the best found gets the order search with half the budget left."""
+    the trainers' schedules are among them). Then, best first, each whose order-free lower bound
+    can still beat the best found gets the order search with ``ORDER_WORK``, while the budget
+    lasts; what is left goes to the best one's search. The search follows the same path
+    whatever its budget, so a candidate searched here ends at least as fast as
+    :func:`order_schedule` makes it with the default budget."""
     pp, vpp = inst.pp, inst.vpp
     rows = [rank_time_rows(inst, mb_of, m) for m, mb_of in candidates]
     cheap = [order_ranks(r, pp, vpp, model) for r in rows]
     work = sum(c.work for c in cheap)
     best_i = min(range(len(candidates)), key=lambda i: (cheap[i].step, i))
     best = cheap[best_i]
-    evaluated = 0
+    searched: set[int] = set()
     for i in sorted(range(len(candidates)), key=lambda i: (cheap[i].step, i)):
-        if work >= work_budget:
+        if work_budget - work < ORDER_WORK:
             break
         floor = max(scaled_lower_bound(r, pp, vpp, model) for r in rows[i])
         if floor >= best.step:
-            continue
-        ordered = order_ranks(rows[i], pp, vpp, model, work_budget=(work_budget - work) // 2)
+            continue  # no order of this schedule can beat the best
+        ordered = order_ranks(rows[i], pp, vpp, model, work_budget=ORDER_WORK)
         work += ordered.work
-        evaluated += 1
+        searched.add(i)
         if ordered.step < best.step or (ordered.step == best.step and i == best_i):
             best_i, best = i, ordered
-    return ExactChoice(best_i, best, work, evaluated)
+    left = work_budget - work
+    if best_i in searched and left > ORDER_WORK:
+        # The same search again, further along its path: never slower.
+        ordered = order_ranks(rows[best_i], pp, vpp, model, work_budget=ORDER_WORK + left)
+        work += ordered.work
+        best = ordered if ordered.step <= best.step else best
+    return ExactChoice(best_i, best, work, len(searched))
+
+
+def order_schedule(
+    schedule: Sequence[Sequence[Sequence[int]]],
+    lengths: Any,
+    *,
+    cost: Any = "tokens",
+    overhead: int = 0,
+    pp: int = 1,
+    vpp: int = 1,
+    pipeline: PipelineModel | None = None,
+    work_budget: int = ORDER_WORK,
+) -> tuple[list[list[list[int]]], int | Fraction]:
+    """``schedule`` with each rank's micro-batches in the order seqpart finds for the exact
+    makespan, and its step time: what :func:`plan_step` does to every schedule it weighs (the
+    better of the given order and lightest-at-both-ends per rank, then the order search on the
+    slowest rank within ``work_budget`` operations). For scoring a trainer's schedule in its
+    best order. Ranks with different counts are ordered apart."""
+    model = pipeline or DEFAULT_MODEL
+    times = _micro_batch_times(schedule, lengths, cost, overhead)
+    out = [[list(mb) for mb in rank] for rank in schedule]
+    if pp == 1:
+        return out, step_time(out, lengths, cost=cost, overhead=overhead)
+    by_count: dict[int, list[int]] = {}
+    for r, t in enumerate(times):
+        if t:
+            by_count.setdefault(len(t), []).append(r)
+    for ranks in by_count.values():
+        ordered = order_ranks([times[r] for r in ranks], pp, vpp, model, work_budget=work_budget)
+        for r, order in zip(ranks, ordered.orders, strict=True):
+            out[r] = [out[r][j] for j in order]
+    return out, step_time(out, lengths, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
+                          pipeline=model)
 
 
 def assemble(

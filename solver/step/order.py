@@ -9,14 +9,12 @@ from seqpart.heuristics.inputs import as_positive_int
 from seqpart.solver.plan import Plan
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
+    ORDER_WORK,
     PipelineModel,
     improve_order,
     light_ends_order,
     schedule_error,
 )
-
-#: The order search's default work (operations evaluated; about 10-30 ms on the 2-core machine).
-ORDER_WORK = 2_000_000
 
 
 def order_for_pipeline(

@@ -265,7 +265,6 @@ def _schedule(
 def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
     from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.step import step_lower_bound, step_time
     from seqpart.solver.step.model import find_schedule_violations
 
     s, method, pps, time_limit, workers = payload
@@ -287,16 +286,35 @@ def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> 
     over = sum(1 for r in sched for mb in r if len(mb) > 1 and sum(lengths[i] for i in mb) > s.cap)
     by_pp = {}
     for pp in pps:
-        t = step_time(sched, lengths, cost=s.cost, overhead=s.overhead, pp=pp, vpp=s.vpp)
-        try:
-            lb: Any = step_lower_bound(lengths, s.dp, s.cap, cost=s.cost, overhead=s.overhead,
-                                       pp=pp, vpp=s.vpp, multiple_of=s.vpp)
-        except InfeasibleError:
-            lb = None
-        by_pp[str(pp)] = {"step": float(t), "lb": None if lb is None else float(lb),
-                          "ratio": None if not lb else float(Fraction(t) / Fraction(lb))}
+        by_pp[str(pp)] = _score_pp(sched, s, pp)
     return {**record, "seconds": seconds, "valid": not msgs, "why": msgs[:2], "m": max(counts),
             "unequal": len(set(counts)) > 1, "over_cap": over, "pp": by_pp}
+
+
+def _score_pp(sched: list[list[list[int]]], s: Setting, pp: int) -> dict[str, Any]:
+    """One schedule at one pp: the exact makespan of Megatron's schedule in its own order
+    ("step") and in the order seqpart finds for it ("step_ordered"), the closed formula's figure
+    ("formula") and the step lower bound ("lb"); steps are None when the schedule cannot run
+    the count (interleaving needs at least pp micro-batches)."""
+    from seqpart.solver.errors import InfeasibleError
+    from seqpart.solver.step import formula_step_time, order_schedule, step_lower_bound, step_time
+
+    kw = {"cost": s.cost, "overhead": s.overhead, "pp": pp, "vpp": s.vpp}
+    try:
+        lb: Any = step_lower_bound(s.lengths, s.dp, s.cap, multiple_of=s.vpp, **kw)
+    except InfeasibleError:
+        lb = None
+    formula = formula_step_time(sched, s.lengths, **kw)
+    try:
+        t = step_time(sched, s.lengths, **kw)
+        ordered = order_schedule(sched, s.lengths, **kw)[1]
+    except ValueError:
+        t = ordered = None
+    return {"step": None if t is None else float(t),
+            "step_ordered": None if ordered is None else float(ordered),
+            "formula": float(formula), "lb": None if lb is None else float(lb),
+            "formula_over_exact": None if t is None else float(Fraction(formula) / Fraction(t)),
+            "ratio": None if not lb or t is None else float(Fraction(t) / Fraction(lb))}
 
 
 # --------------------------------------------------------------------------- summary
