@@ -19,7 +19,13 @@ import numpy as np
 
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.step.model import StepInstance, exact, make_instance
-from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, scale, schedule_error
+from seqpart.solver.step.pipeline import (
+    DEFAULT_MODEL,
+    PipelineModel,
+    scale,
+    scaled_load_bound,
+    schedule_error,
+)
 
 __all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound", "usable_counts"]
 
@@ -188,9 +194,11 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     rank's cost floor, ``L`` the heaviest micro-batch's, ``c_min`` the cheapest sequence), from
     :func:`~seqpart.solver.step.pipeline.scaled_lower_bound` of one rank:
 
-    * the heaviest rank's load ``P + m*o`` (or the rank holding the heaviest micro-batch,
-      ``L + m*o`` plus the ``m-1`` cheapest sequences) plus the bubble ``(pp-1)*(o + c_min)/vpp``:
-      every micro-batch takes at least ``o + c_min``;
+    * the heaviest rank's load ``A = P + m*o`` (or the rank holding the heaviest micro-batch,
+      ``L + m*o`` plus the ``m-1`` cheapest sequences), through
+      :func:`~seqpart.solver.step.pipeline.scaled_load_bound`: at least ``A/(1 - q^m)`` with
+      ``q = (pp-1)/(pp-1+vpp)``, and ``A + (pp-1)*(o + c_min)/vpp`` (every micro-batch takes
+      at least ``o + c_min``);
     * the heaviest micro-batch's whole path through every virtual stage, ``pp*(L + o)``;
 
     each with the p2p latencies those terms cross. The formula's bubble ``(pp-1)*max/vpp`` is
@@ -204,12 +212,12 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     asc = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
     o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
     lat = model.p2p_latency * sc
-    bubble = (pp - 1) * ((model.forward + model.backward) * (o + int(c[-1])) + 2 * lat)
     p_rank = _load_bounds(c, prefix, dp)
     ms = usable_counts(inst, inst.feasible_ms(), model)
     out = {}
     for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
-        load = sc * max(p_rank + m * o, heavy + m * o + int(asc[m - 1])) + bubble
+        total = max(p_rank + m * o, heavy + m * o + int(asc[m - 1]))
+        load = scaled_load_bound(total, m, o + int(c[-1]), pp, vpp, model)
         path = pp * sc * (heavy + o) + 2 * (pp * vpp - 1) * lat
         out[m] = max(load, path)
     return out

@@ -81,6 +81,7 @@ class Ordered:
     orders: list[list[int]]
     values: list[int]
     work: int
+    clock_cut: bool = False
 
     @property
     def step(self) -> int:
@@ -95,6 +96,7 @@ def order_ranks(
     *,
     work_budget: int = 0,
     keep_given: bool = True,
+    deadline: float | None = None,
 ) -> Ordered:
     """Orders for every rank. The search path depends only on each rank's micro-batch times,
     not on the order they come in: :func:`light_ends_order` for every rank (one vectorised
@@ -109,12 +111,16 @@ def order_ranks(
                             vpp, model)
     work = 0
     tried: set[int] = set()
+    cut = False
     while pp > 1 and m > 1 and work < work_budget:
+        if deadline is not None and time.perf_counter() > deadline:
+            cut = True  # the clock, a safety net only
+            break
         r = max(range(len(rows)), key=lambda i: (vals[i], -i))
         if r in tried:
             break
         order, value, spent = improve_order(rows[r], pp, vpp, model, starts=[orders[r]],
-                                            work_budget=work_budget - work)
+                                            work_budget=work_budget - work, deadline=deadline)
         work += spent
         if value < vals[r]:
             orders[r], vals[r] = order, value
@@ -127,7 +133,7 @@ def order_ranks(
         for r, v in enumerate(given):
             if v < vals[r]:
                 orders[r], vals[r] = list(range(m)), v
-    return Ordered(orders, vals, work)
+    return Ordered(orders, vals, work, cut)
 
 
 @dataclass
@@ -138,6 +144,7 @@ class ExactChoice:
     ordered: Ordered
     work: int
     evaluated: int
+    clock_cut: bool = False
 
 
 def choose_exact(
@@ -145,6 +152,7 @@ def choose_exact(
     candidates: Sequence[tuple[int, np.ndarray]],
     model: PipelineModel,
     work_budget: int,
+    deadline: float | None = None,
 ) -> ExactChoice:
     """The candidate schedule ((m, mb_of), best proxy first) with the smallest exact step.
 
@@ -161,24 +169,31 @@ def choose_exact(
     best_i = min(range(len(candidates)), key=lambda i: (cheap[i].step, i))
     best = cheap[best_i]
     searched: set[int] = set()
+    cut = False
     for i in sorted(range(len(candidates)), key=lambda i: (cheap[i].step, i)):
         if work_budget - work < ORDER_WORK:
+            break
+        if deadline is not None and time.perf_counter() > deadline:
+            cut = True
             break
         floor = max(scaled_lower_bound(r, pp, vpp, model) for r in rows[i])
         if floor >= best.step:
             continue  # no order of this schedule can beat the best
-        ordered = order_ranks(rows[i], pp, vpp, model, work_budget=ORDER_WORK)
+        ordered = order_ranks(rows[i], pp, vpp, model, work_budget=ORDER_WORK, deadline=deadline)
         work += ordered.work
+        cut |= ordered.clock_cut
         searched.add(i)
         if ordered.step < best.step or (ordered.step == best.step and i == best_i):
             best_i, best = i, ordered
     left = work_budget - work
-    if best_i in searched and left > ORDER_WORK:
+    if best_i in searched and left > ORDER_WORK and not cut:
         # The same search again, further along its path: never slower.
-        ordered = order_ranks(rows[best_i], pp, vpp, model, work_budget=ORDER_WORK + left)
+        ordered = order_ranks(rows[best_i], pp, vpp, model, work_budget=ORDER_WORK + left,
+                              deadline=deadline)
         work += ordered.work
+        cut |= ordered.clock_cut
         best = ordered if ordered.step <= best.step else best
-    return ExactChoice(best_i, best, work, len(searched))
+    return ExactChoice(best_i, best, work, len(searched), cut)
 
 
 def order_schedule(

@@ -41,6 +41,7 @@ Arithmetic is exact: times are kept multiplied by :func:`scale` (``vpp*(F+B)``),
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -59,6 +60,7 @@ __all__ = [
     "makespan",
     "makespan_lower_bound",
     "scale",
+    "scaled_load_bound",
     "scaled_lower_bound",
     "scaled_makespan_of",
     "scaled_makespans",
@@ -358,10 +360,11 @@ def scaled_lower_bound(
     """A lower bound, times :func:`scale`, on the makespan of these micro-batches in every order
     and under every schedule (any per-device order of the operations), the max of:
 
-    * load plus bubble: the last device runs every micro-batch's share (``sum t``) and cannot
-      start before some micro-batch's forward crossed the ``pp-1`` devices before it, nor end
-      before a backward crossed them back: ``sum t + (pp-1)*min t/vpp`` plus ``2(pp-1)``
-      latencies;
+    * the last device's work on the ``k`` longest micro-batches, for every ``k``: it cannot
+      start before one of them crossed the ``pp-1`` stages before it, nor end before its
+      backward crossed them back, each at least the ``k``-th longest's ``(pp-1)*t_k/vpp`` in
+      all: ``T_k + (pp-1)*t_k/vpp`` (``T_k`` the ``k`` longest's sum) plus ``2(pp-1)``
+      latencies (a one-machine relaxation with release and delivery times);
     * the longest micro-batch's whole path: its forward and backward through all ``pp*vpp``
       virtual stages one after another, ``pp*max t`` plus ``2(pp*vpp-1)`` latencies.
 
@@ -374,9 +377,33 @@ def scaled_lower_bound(
         return sc * sum(times)
     lat = model.p2p_latency * sc
     fb = model.forward + model.backward
-    load = sc * sum(times) + (pp - 1) * (fb * min(times) + 2 * lat)
-    path = pp * sc * max(times) + 2 * (pp * vpp - 1) * lat
-    return max(load, path)
+    desc = sorted((int(t) for t in times), reverse=True)
+    top, load = 0, 0
+    for t in desc:
+        top += t
+        load = max(load, sc * top + (pp - 1) * fb * t)
+    path = pp * sc * desc[0] + 2 * (pp * vpp - 1) * lat
+    return max(load + 2 * (pp - 1) * lat, path)
+
+
+def scaled_load_bound(total: int, m: int, low: int, pp: int, vpp: int,
+                      model: PipelineModel = DEFAULT_MODEL) -> int:
+    """A lower bound, times :func:`scale`, on the makespan of any ``m`` micro-batches of times
+    summing to at least ``total``, each at least ``low``: the minimum over such times of the
+    last-device terms of :func:`scaled_lower_bound`. With ``b = (pp-1)/vpp`` and
+    ``q = b/(1+b)``, ``T_k + b*t_k <= Z`` for every ``k`` forces ``T_k <= Z*(1 - q^k)``, so
+    ``Z >= total/(1 - q^m)``; and ``total + b*low`` (``k = m``)."""
+    sc = scale(vpp, model)
+    if pp == 1:
+        return sc * total
+    lat2 = 2 * (pp - 1) * model.p2p_latency * sc
+    fb = model.forward + model.backward
+    flat = sc * total + (pp - 1) * fb * low
+    if m > 256:  # q^m is negligible: the geometric term is total*(1 + tiny)
+        return flat + lat2
+    d, b = pp - 1 + vpp, pp - 1  # q = b/d
+    geo = sc * total * d**m // (d**m - b**m)
+    return max(flat, geo) + lat2
 
 
 def makespan_lower_bound(
@@ -426,11 +453,13 @@ def improve_order(
     *,
     starts: Sequence[Sequence[int]] = (),
     work_budget: int = ORDER_WORK,
+    deadline: float | None = None,
 ) -> tuple[list[int], int, int]:
     """Local search on the exact makespan over orders of ``times``: moves and swaps, scored
     ``_BATCH`` at a time in one vectorised pass, taking the best of the first batch that
-    improves; stops at a local optimum, at the lower bound, or when ``work_budget``
-    (operations evaluated: deterministic) is spent.
+    improves; stops at a local optimum, at the lower bound, when ``work_budget`` (operations
+    evaluated: deterministic) is spent, or past ``deadline`` (perf_counter seconds: a safety
+    net).
 
     Starts from each order in ``starts`` (positions into ``times``; default: as given) and keeps
     the best. Returns (order, scaled makespan, work spent)."""
@@ -452,7 +481,9 @@ def improve_order(
     while improved and value > floor:
         improved = False
         cands = _candidates(order)
-        while work + ops * _BATCH <= work_budget:
+        while work + ops * _BATCH <= work_budget and not (
+            deadline is not None and time.perf_counter() > deadline
+        ):
             batch = list(itertools.islice(cands, _BATCH))
             if not batch:
                 break

@@ -173,6 +173,10 @@ def plan_step(
     # Kept back from the clock for checking and assembling the plan.
     reserve = 0.008 + 5e-6 * inst.n
     deadline = None if options.deterministic else t0 + seconds - reserve
+    # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
+    final_deadline = deadline
+    if deadline is not None and inst.pp > 1:
+        deadline = t0 + (seconds - reserve) * (1 - _EXACT_SHARE)
     budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
     notes: list[str] = []
     bounds = scaled_bounds(inst)  # of the formula: the search's proxy (exact at pp = 1)
@@ -426,7 +430,11 @@ def plan_step(
     others = sorted((row for row in pool if row[1] not in searched and row[1] not in given_ids),
                     key=lambda row: (row[0], row[1]))[:_EXTRA_CANDIDATES]
     cands = sorted(finals + given_rows + others, key=lambda row: (row[0], row[1]))
-    choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, exact_work)
+    choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, exact_work,
+                          final_deadline)
+    if choice.clock_cut:
+        notes.append("the exact makespan's order search was stopped by the clock, not the work "
+                      "budget: the plan may differ between runs")
     _, _, method, m, mb_of = cands[choice.index]
     notes.append(f"exact makespan: {len(cands)} schedules evaluated, {choice.evaluated} "
                  f"order-searched; work {choice.work} of {exact_work}")

@@ -20,6 +20,7 @@ from seqpart.solver.step.pipeline import (
     makespan,
     makespan_lower_bound,
     scale,
+    scaled_load_bound,
     scaled_lower_bound,
     scaled_makespan_of,
     scaled_makespans,
@@ -178,3 +179,22 @@ def test_exact_with_huge_times() -> None:
     assert scaled_makespans(rows, 2, 1) == [scaled_makespans([r], 2, 1)[0] for r in rows]
     assert makespan([big] * 3, 2) == 4 * big
     assert scale(2) == 6
+
+
+@FAST
+@given(
+    times=st.lists(st.integers(1, 10**6), min_size=1, max_size=12),
+    pp=st.integers(1, 8),
+    vpp=st.integers(1, 4),
+    lat=st.sampled_from([0, 3]),
+)
+def test_load_bound_is_below_every_split(times: list[int], pp: int, vpp: int, lat: int) -> None:
+    """The bound from a rank's total alone never exceeds the bound of any actual split."""
+    model = PipelineModel(p2p_latency=lat)
+    got = scaled_load_bound(sum(times), len(times), min(times), pp, vpp, model)
+    assert got <= scaled_lower_bound(times, pp, vpp, model)
+
+
+def test_load_bound_is_tight_for_a_geometric_split() -> None:
+    # pp=2, vpp=1 (q = 1/2), m=2: times 2/3 and 1/3 of 6 meet 6/(1 - 1/4) = 8.
+    assert scaled_load_bound(6, 2, 1, 2, 1) == scale(1) * 8 == scaled_lower_bound([4, 2], 2, 1)
