@@ -11,23 +11,20 @@ A schedule whose step time meets it is optimal under the model of :mod:`seqpart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.step.model import StepInstance, exact, make_instance
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
     PipelineModel,
     scale,
     scaled_load_bound,
-    schedule_error,
 )
 
-__all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound", "usable_counts"]
+__all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound"]
 
 
 def _load_bounds(costs_desc: np.ndarray, prefix: np.ndarray, k: int) -> int:
@@ -176,16 +173,8 @@ def _rank_maxima_bounds(
     return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
 
 
-def usable_counts(inst: StepInstance, counts: Sequence[int], model: PipelineModel) -> list[int]:
-    """The counts the pipeline schedule can run (Megatron's interleaved schedule needs at least
-    ``pp`` micro-batches and deadlocks on some counts that are not a multiple of ``pp``)."""
-    if inst.pp == 1:
-        return list(counts)
-    return [m for m in counts if schedule_error(inst.pp, inst.vpp, m, model) is None]
-
-
 def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL) -> dict[int, int]:
-    """For each usable count, a lower bound on the step time times
+    """For each feasible count, a lower bound on the step time times
     :func:`~seqpart.solver.step.pipeline.scale` valid for every schedule with that count, in
     every order, under every pipeline schedule.
 
@@ -213,7 +202,9 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
     lat = model.p2p_latency * sc
     p_rank = _load_bounds(c, prefix, dp)
-    ms = usable_counts(inst, inst.feasible_ms(), model)
+    # Every feasible count, runnable by the schedule or not (checking is O(pp*vpp*m) a count,
+    # and a minimum over more counts is still a bound).
+    ms = inst.feasible_ms()
     out = {}
     for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
         total = max(p_rank + m * o, heavy + m * o + int(asc[m - 1]))
@@ -240,19 +231,11 @@ def step_lower_bound(
     valid schedule, in every order, under the pipeline schedule ``pipeline`` (default:
     Megatron-LM's, forward:backward 1:2, no p2p latency): the minimum over the feasible counts
     (multiples of ``multiple_of``, ``dp_size*m`` at least the bin-packing floor on the count and
-    at most ``n``, and runnable by the schedule) of :func:`exact_scaled_bounds`.
+    at most ``n``) of :func:`exact_scaled_bounds`.
     """
     model = pipeline or DEFAULT_MODEL
     inst = make_instance(
         lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
         multiple_of=multiple_of, oversize=oversize,
     )
-    bounds = exact_scaled_bounds(inst, model)
-    if not bounds:
-        raise InfeasibleError(
-            f"no feasible count per rank can run the {model.resolved(inst.vpp)} schedule with "
-            f"pp={inst.pp}, vpp={inst.vpp}: use a count of at least pp (multiple_of=pp), or "
-            "fewer ranks",
-            proven=True,
-        )
-    return exact(min(bounds.values()), scale(inst.vpp, model))
+    return exact(min(exact_scaled_bounds(inst, model).values()), scale(inst.vpp, model))

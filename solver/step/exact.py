@@ -50,10 +50,10 @@ __all__ = [
 ]
 
 #: Operations of the exact evaluation per second (one op: one micro-batch's forward or backward
-#: on one chunk, for one rank or candidate order). Measured 170 million on the 2-core machine
+#: on one chunk, for one rank or candidate order). Measured 40-170 million on the 2-core machine
 #: under a load of 2-3 (vectorised over 256 orders); a conservative figure turns a time budget
 #: into a deterministic work budget.
-OPS_PER_SECOND = 80_000_000
+OPS_PER_SECOND = 50_000_000
 
 
 # ----------------------------------------------------------------------------- orders

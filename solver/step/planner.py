@@ -13,6 +13,7 @@ smallest step time under the model of :mod:`seqpart.solver.step.model` (re-expor
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,13 +24,13 @@ import numpy as np
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions, pauses_gc
 from seqpart.solver.problem import Cost
-from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds, usable_counts
+from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
 from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact
 from seqpart.solver.step.global_plan import positive_seconds
 from seqpart.solver.step.model import StepPlan, make_instance
 from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, scale
+from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, scale, schedule_error
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
@@ -184,19 +185,18 @@ def plan_step(
     if not isinstance(model, PipelineModel):
         raise TypeError(f"pipeline must be a PipelineModel or None, got {type(model).__name__}")
     exact_work = 0
+    unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
+
+    @functools.cache
+    def usable(m: int) -> bool:
+        """Checked lazily (compiling a count's schedule is O(pp*vpp*m)): only the counts met."""
+        ok = inst.pp == 1 or schedule_error(inst.pp, inst.vpp, m, model) is None
+        if not ok:
+            unusable.append(m)
+        return ok
+
     if inst.pp > 1:
-        usable = usable_counts(inst, list(bounds), model)
-        if len(usable) < len(bounds):
-            notes.append(f"counts the {model.resolved(inst.vpp)} schedule cannot run, skipped: "
-                         f"{sorted(set(bounds) - set(usable))}")
-        bounds = {m: bounds[m] for m in usable}
-        if not bounds:
-            raise InfeasibleError(
-                f"no feasible count per rank can run the {model.resolved(inst.vpp)} schedule "
-                f"with pp={inst.pp}, vpp={inst.vpp}: use a count of at least pp "
-                "(multiple_of=pp), fewer ranks or a smaller cap's floor",
-                proven=True,
-            )
+        model.resolved(inst.vpp)  # a schedule that cannot run this vpp at all: ValueError now
         exact_work = int(_EXACT_SHARE * budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
         budget -= int(_EXACT_SHARE * budget)
     # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
@@ -214,6 +214,8 @@ def plan_step(
     constructed: list[str] = []  # valid starts of our own constructions (not given, not trainers')
 
     def add(method: str, m: int, mb_of: np.ndarray) -> None:
+        if not usable(m):
+            return
         if not method.startswith(("start ", "trainer:")):
             constructed.append(method)
         obj = schedule_objective(mb_of, costs, inst.dp_size * m, m, inst.overhead, inst.pp,
@@ -286,6 +288,8 @@ def plan_step(
     def build_next() -> None:
         nonlocal spent, tried
         m = pending.pop(0)
+        if not usable(m):
+            return
         tried += 1
         began_count = time.perf_counter()
         for make in CONSTRUCTIONS:
@@ -355,7 +359,7 @@ def plan_step(
             costly_work, costly_cut = costly(None if trainer_share is None else kept_back)
     # No start yet (every construction broke the cap): the capped balancer, count by count,
     # from the smallest; it always finds a split when one is easy to find.
-    for j, m in enumerate(sorted(bounds)):
+    for j, m in enumerate(m for m in sorted(bounds) if usable(m)):
         if pool or (j and out_of_clock()):
             break
         for method, mb_of in micro_first(inst, m, seconds, repair=True):
@@ -393,8 +397,9 @@ def plan_step(
     if best.mb_of is None:
         raise InfeasibleError(
             f"no schedule of {dp_size} ranks with an equal count of non-empty micro-batches under "
-            f"cap={inst.cap} was found in {seconds}s, and none is proven impossible: raise "
-            "time_limit or the cap, or use fewer ranks",
+            f"cap={inst.cap} that the pipeline schedule can run was found in {seconds}s, and "
+            "none is proven impossible: raise time_limit or the cap, or use fewer ranks (with "
+            "vpp > 1, Megatron-LM's interleaving needs at least pp micro-batches per rank)",
             proven=False,
         )
     notes.append(
@@ -411,7 +416,7 @@ def plan_step(
             if inst.pp == 1:
                 proven = exact.bounds
             notes += exact.notes
-            if exact.mb_of is not None and exact.objective is not None:
+            if exact.mb_of is not None and exact.objective is not None and usable(exact.m):
                 finals.append((exact.objective, len(pool), "cp-sat", exact.m, exact.mb_of))
                 if exact.objective < best.objective:
                     best.objective, best.m, best.mb_of, best.method = (
@@ -419,6 +424,9 @@ def plan_step(
                     )
     if clock_cut:
         notes.append("stopped by the clock, not the work budget: the plan may differ between runs")
+    if unusable:
+        notes.append(f"counts the {model.resolved(inst.vpp)} schedule cannot run, skipped: "
+                     f"{sorted(unusable)}")
     if inst.pp == 1:
         return assemble(inst, model, best.m, best.mb_of, best.method, None,
                         exact_time(best.objective, inst.vpp),
