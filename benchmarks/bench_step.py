@@ -119,6 +119,8 @@ def cases(quick: bool) -> list[dict[str, Any]]:
                     dp //= 2
                 pp = PPS[(si + ni + 2 * j) % len(PPS)]
                 vpp = 1 if pp == 1 else VPPS[(si + 2 * ni + j) % len(VPPS)]
+                while vpp > 1 and dp * pp > n:  # interleaving needs pp micro-batches a rank
+                    dp //= 2
                 rng = np.random.default_rng([9, si, n, j])
                 lengths, cap = draw(n, rng)
                 out.append({"name": f"{src}/n{n}/dp{dp}/pp{pp}/vpp{vpp}", "source": src, "n": n,

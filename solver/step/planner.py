@@ -196,7 +196,14 @@ def plan_step(
         return ok
 
     if inst.pp > 1:
-        model.resolved(inst.vpp)  # a schedule that cannot run this vpp at all: ValueError now
+        group = model.group or inst.pp
+        if model.resolved(inst.vpp) == "interleaved" and max(bounds) < group:
+            raise InfeasibleError(
+                f"interleaving needs at least {group} micro-batches per rank (Megatron-LM's "
+                f"group per chunk), but {inst.n} sequences over {inst.dp_size} ranks give at most "
+                f"{max(bounds)}: use fewer ranks, vpp=1, or add samples",
+                proven=True,
+            )
         exact_work = int(_EXACT_SHARE * budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
         budget -= int(_EXACT_SHARE * budget)
     # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
@@ -315,9 +322,10 @@ def plan_step(
     # those are what the clock may cut.
 
     def hopeless(m: int, onwards: bool) -> bool:
-        """No valid schedule with count m (or any count from m on) beats the incumbent."""
+        """No valid schedule with count m (or any count from m on) beats the incumbent. With
+        pp > 1 the formula's bounds do not bound the exact makespan: never."""
         top = incumbent()
-        if top is None:
+        if top is None or inst.pp > 1:
             return False
         if onwards:
             return all(v >= top for q, v in bounds.items() if q >= m)
