@@ -426,8 +426,10 @@ def light_ends_order(loads: Sequence[Any]) -> list[int]:
 
 #: The order search's default work (operations evaluated; about 10-30 ms on the 2-core machine).
 ORDER_WORK = 2_000_000
-#: Candidate orders scored per vectorised pass of the order search.
+#: Candidate orders scored per vectorised pass of the order search, and at most this many
+#: operations a pass (a few ms).
 _BATCH = 256
+_BATCH_OPS = 200_000
 
 
 def _candidates(order: list[int]) -> Iterator[list[int]]:
@@ -481,10 +483,11 @@ def improve_order(
     while improved and value > floor:
         improved = False
         cands = _candidates(order)
-        while work + ops * _BATCH <= work_budget and not (
+        size = max(16, min(_BATCH, _BATCH_OPS // ops))  # a pass stays short for the clock
+        while work + ops * size <= work_budget and not (
             deadline is not None and time.perf_counter() > deadline
         ):
-            batch = list(itertools.islice(cands, _BATCH))
+            batch = list(itertools.islice(cands, size))
             if not batch:
                 break
             work += ops * len(batch)

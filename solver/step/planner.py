@@ -207,6 +207,8 @@ def plan_step(
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
     # Kept back from the clock for checking and assembling the plan.
     reserve = 0.008 + 5e-6 * inst.n
+    if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
+        reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
     deadline = None if options.deterministic else t0 + seconds - reserve
     # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
     final_deadline = deadline
