@@ -17,7 +17,6 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -27,49 +26,16 @@ from seqpart.solver.options import SolverOptions, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
-from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact
+from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact, count_penalty
 from seqpart.solver.step.global_plan import positive_seconds
-from seqpart.solver.step.model import StepInstance, StepPlan, make_instance
+from seqpart.solver.step.model import StepPlan, make_instance
 from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import (
-    DEFAULT_MODEL,
-    PipelineModel,
-    scale,
-    scaled_makespans,
-    schedule_error,
-)
+from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, scale, schedule_error
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
 
 __all__ = ["plan_step"]
-
-
-@functools.lru_cache(maxsize=4096)
-def _extra_rounds(pp: int, vpp: int, residue: int, model: PipelineModel) -> Fraction | None:
-    """How many micro-batch times the schedule takes beyond ``m + (pp-1)/vpp`` for equal
-    micro-batches at a count ``pp + residue`` (None: it cannot run that count)."""
-    m = pp + residue
-    if schedule_error(pp, vpp, m, model) is not None:
-        return None
-    sc = scale(vpp, model)
-    return Fraction(scaled_makespans([[sc] * m], pp, vpp, model)[0], sc * sc) - m - Fraction(
-        pp - 1, vpp)
-
-
-def count_penalty(inst: StepInstance, model: PipelineModel, m: int) -> Fraction:
-    """The order in which counts are built weighs the formula's bound by what the schedule makes
-    of equal micro-batches at that count: interleaving at a count that is not a multiple of pp
-    runs whole rounds longer than the formula says (pp=4, vpp=4: 9.25 micro-batch times at
-    m=6, where the formula says 6.75). The extra depends mostly on m mod pp (it is measured at
-    one count per residue: a heuristic weight, which only orders and prunes the proxy search)."""
-    if inst.pp == 1:
-        return Fraction(1)
-    extra = _extra_rounds(inst.pp, inst.vpp, m % inst.pp, model)
-    if extra is None:
-        return Fraction(10**6)  # most likely not runnable: last (usable() decides)
-    base = m + Fraction(inst.pp - 1, inst.vpp)
-    return (base + max(extra, Fraction(0))) / base
 
 
 # ----------------------------------------------------------------------------- plan_step
