@@ -85,13 +85,17 @@ def plan_step(
     options: SolverOptions | None = None,
     pipeline: PipelineModel | None = None,
 ) -> StepPlan:
-    """Plan a whole training step: the count ``m`` per rank, the micro-batches and the ranks
-    together, minimising the step time of the model in :mod:`seqpart.solver.step.model`.
+    """Plan a whole training step: the count ``m`` per rank, the micro-batches, the ranks and
+    (with ``pp > 1``) each rank's order together, minimising the step time of the model in
+    :mod:`seqpart.solver.step.model`: with ``pp > 1``, the exact makespan of the pipeline
+    schedule ``pipeline`` (default Megatron-LM's 1F1B, interleaved when ``vpp > 1``).
 
-    How: every feasible ``m`` gets a lower bound (the per-``m`` terms of
-    :func:`step_lower_bound`); counts are tried best bound first, and only while their bound is
-    below the best step time found; starts at several counts are built before any search
-    (with ``pp > 1`` the bounds of neighbouring counts are close). At each count the
+    How: the search ranks moves with the closed formula ``sum + (pp-1)*max/vpp`` (exact at
+    pp = 1, a fast proxy otherwise). Every feasible ``m`` gets the formula's lower bound (see
+    :func:`~seqpart.solver.step.bound.scaled_bounds`); counts are tried best bound first
+    (with pp > 1 weighed by what the schedule makes of equal micro-batches at that count),
+    and only while that is below the best found; starts at several counts are built before
+    any search. At each count the
     constructions of :mod:`~seqpart.solver.step.starts` run: ranks first by a greedy on the
     estimated rank time (``pp > 1``), ranks first by Karmarkar-Karp on cost (each rank then split
     into ``m`` under the cap, by Karmarkar-Karp when it fits the cap and ``pp > 1``), ranks
@@ -100,15 +104,18 @@ def plan_step(
     (capped LPT on cost, then dealt to ranks ``m`` each by equal-count
     Karmarkar-Karp, the shape of :func:`plan_global`). They join a pool with the valid
     schedules in ``starts`` and the trainers' own schedules; the best unsearched start of the
-    pool is improved by local search on the step objective (:mod:`seqpart.solver.step.search`),
-    and one more count is built after each search while the budget lasts. On tiny instances (every count's
-    model under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves each count still
-    open exactly, with half the budget, which can prove the plan optimal
-    (``engine="heuristics"`` skips it). Each rank's micro-batches are finally ordered for 1F1B by
-    :func:`order_for_pipeline`: lightest first and last, heaviest in the middle, because the
-    warm-up exposes the first micro-batch's forward on every stage and the cool-down the last
-    one's backward, while the steady middle overlaps stages. (The model's rank time does not
-    depend on the order; the order is for the real pipeline.)
+    pool is improved by local search (:mod:`seqpart.solver.step.search`), and one more count is
+    built after each search while the budget lasts. On tiny instances (every count's model
+    under ``step_cpsat.MAX_BOOLS`` booleans in all) CP-SAT then solves the formula exactly,
+    with half the budget, which proves the plan optimal at pp = 1 (``engine="heuristics"``
+    skips it). With ``pp > 1``, a quarter of the budget then goes to the exact makespan
+    (:mod:`seqpart.solver.step.exact`): every search's result, every trainer's and given
+    schedule and the best unsearched starts are evaluated exactly with each rank lightest at
+    both ends (or in its own order, when faster), the most promising get a local search of
+    the order of their slowest rank on the exact makespan, and the fastest is returned, in
+    that order. ``step_time`` is that schedule's exact makespan; ``formula_step_time`` the
+    formula's figure for it. With ``pp == 1`` the order does not matter; ranks are listed
+    lightest micro-batch first and last.
 
     Budget: ``time_limit`` becomes a deterministic work budget (candidate evaluations of the
     local search; CP-SAT's deterministic time), so the same input gives the same plan; the clock
@@ -119,7 +126,7 @@ def plan_step(
         lengths: token count per sequence of the whole step (all ranks' samples).
         dp_size: data-parallel ranks.
         cap: max tokens per micro-batch; None for no cap.
-        pp, vpp: pipeline stages and virtual stages per rank (the bubble term).
+        pp, vpp: pipeline stages and virtual stages (model chunks) per device.
         multiple_of: ``m`` is a multiple of this (the micro-batch group of virtual stages).
         cost: "tokens", "attention", ``Cost(a, b)`` or ``(a, b)``: a sequence costs a*l + b*l^2.
         overhead: fixed time of each micro-batch, in the cost's units (an int >= 0).
@@ -149,6 +156,10 @@ def plan_step(
             To be sure never to be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
+        pipeline: the schedule each rank runs under pp > 1, its forward:backward shares and
+            p2p latency (:class:`~seqpart.solver.step.pipeline.PipelineModel`); None:
+            Megatron-LM's 1F1B (interleaved when vpp > 1), 1:2, no latency. Another:
+            ``PipelineModel(schedule="gpipe")``, ``PipelineModel(forward=1, backward=1)``, ...
 
     Returns:
         A :class:`StepPlan` that has passed :func:`check_schedule`.
