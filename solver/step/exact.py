@@ -184,13 +184,15 @@ def choose_exact(
     model: PipelineModel,
     work_budget: int,
     deadline: float | None = None,
+    first: Sequence[bool] = (),
 ) -> ExactChoice:
     """The candidate schedule ((m, mb_of), best proxy first) with the smallest exact step.
 
     Every candidate gets the cheap orders of :func:`order_ranks` (always, whatever the budget:
-    the trainers' schedules are among them). Then, best first, each whose order-free lower bound
-    can still beat the best found gets the order search with ``ORDER_WORK``, while the budget
-    lasts; what is left goes to the best one's search. The search follows the same path
+    the trainers' schedules are among them). Then the best, those marked in ``first`` (the
+    trainers' and given schedules), and the rest, each group best first, get the order search
+    with ``ORDER_WORK`` while the budget lasts, when their order-free lower bound can still
+    beat the best found; what is left goes to the best one's search. The search follows the same path
     whatever its budget, so a candidate searched here ends at least as fast as
     :func:`order_schedule` makes it with the default budget."""
     pp, vpp = inst.pp, inst.vpp
@@ -201,7 +203,9 @@ def choose_exact(
     best = cheap[best_i]
     searched: set[int] = set()
     cut = False
-    for i in sorted(range(len(candidates)), key=lambda i: (cheap[i].step, i)):
+    marked = set(i for i, f in enumerate(first) if f)
+    for i in sorted(range(len(candidates)),
+                    key=lambda i: (i != best_i, i not in marked, cheap[i].step, i)):
         if work_budget - work < ORDER_WORK:
             break
         if deadline is not None and time.perf_counter() > deadline:

@@ -424,8 +424,9 @@ def light_ends_order(loads: Sequence[Any]) -> list[int]:
     return ascending[0::2] + ascending[1::2][::-1]
 
 
-#: The order search's default work (operations evaluated; about 10-30 ms on the 2-core machine).
-ORDER_WORK = 2_000_000
+#: The order search's default work (operations evaluated; a few ms on the 2-core machine).
+#: Enough for small counts to reach a local optimum; large counts gain < 0.3% from 100x more.
+ORDER_WORK = 500_000
 #: Candidate orders scored per vectorised pass of the order search, and at most this many
 #: operations a pass (a few ms).
 _BATCH = 256

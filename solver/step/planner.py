@@ -471,7 +471,7 @@ def plan_step(
     others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
     cands = sorted(finals + given_rows + others, key=lambda row: (row[0], row[1]))
     choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, exact_work,
-                          final_deadline)
+                          final_deadline, first=[row[1] in given_ids for row in cands])
     if choice.clock_cut:
         notes.append("the exact makespan's order search was stopped by the clock, not the work "
                       "budget: the plan may differ between runs")
