@@ -1,6 +1,6 @@
 """Issue 9 benchmark: ``plan_step`` against the trainers' own step schedulers.
 
-    python benchmarks/bench_step.py [--quick] [--time-limit S] [--out results.json]
+    python benchmarks/bench_step.py [--quick] [--time-limit S] [--deterministic] [--out results.json]
 
 Batches: seeded draws from the bundled real length files (``seqpart.solver.study.datasets``) and
 generated long-tail RL batches (the three ``common.RL_SHAPES`` and GRPO groups from
@@ -42,7 +42,7 @@ from common import (
 )
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
-from seqpart.solver import InfeasibleError
+from seqpart.solver import InfeasibleError, SolverOptions
 from seqpart.solver.step import (
     formula_step_time,
     order_schedule,
@@ -143,7 +143,8 @@ def fast_cases() -> list[dict[str, Any]]:
 # --- methods ------------------------------------------------------------------------------
 
 
-def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Schedule]]:
+def method_calls(time_limit: float, deterministic: bool = False
+                 ) -> dict[str, Callable[[dict[str, Any]], Schedule]]:
     calls: dict[str, Callable[[dict[str, Any]], Schedule]] = {}
     for name, fn in TRAINER_SCHEDULERS.items():
         calls[name] = lambda c, fn=fn: fn(c["lengths"], c["dp"], c["cap"], costs=c["costs"])
@@ -158,6 +159,7 @@ def method_calls(time_limit: float) -> dict[str, Callable[[dict[str, Any]], Sche
         calls[PLAN_STEP] = lambda c: plan_step(
             c["lengths"], c["dp"], c["cap"], pp=c["pp"], vpp=c["vpp"], cost=COST, overhead=OVERHEAD,
             time_limit=c.get("time_limit", time_limit),
+            options=SolverOptions(deterministic=deterministic),
         )  # a StepPlan: its status and bound (raised by CP-SAT proofs) are recorded too
     return calls
 
@@ -292,11 +294,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer batches (smoke test)")
     ap.add_argument("--time-limit", type=float, default=0.5, help="plan_step's time_limit")
     ap.add_argument("--out", help="write every raw result as JSON")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="plan_step without its clock safety net (the work budget only): the "
+                         "same plans whatever the machine's load; its times may then overrun")
     args = ap.parse_args(argv)
     print(machine_header(sys.argv))
     print(f"cost {COST}, overhead {OVERHEAD} (24576 * 512), plan_step time_limit "
-          f"{args.time_limit}s, plan_global {GLOBAL_LIMIT}s, per-rank partition {AGREEMENT_LIMIT}s")
-    calls = method_calls(args.time_limit)
+          f"{args.time_limit}s{' (deterministic: no clock)' if args.deterministic else ''}, "
+          f"plan_global {GLOBAL_LIMIT}s, per-rank partition {AGREEMENT_LIMIT}s")
+    calls = method_calls(args.time_limit, args.deterministic)
     if PLAN_STEP not in calls:
         print("plan_step is not in seqpart.solver.step.planner yet: baselines only")
     warm = {"name": "warm", "n": 64, "dp": 2, "pp": 2, "vpp": 1, "cap": 16384,
