@@ -32,6 +32,7 @@ from seqpart.solver.engines.cpsat import solve_items
 from seqpart.solver.engines.heuristic_phase import (
     heuristic_plan,
 )
+from seqpart.solver.engines.perturb import keep_improving
 from seqpart.solver.engines.prove import prove_items
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
@@ -123,7 +124,8 @@ def _fixed_k(
                     items, k, cap, max_count, best, budget, time_limit, options,
                     engine == "cp-sat",
                 )
-    return best
+    # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
+    return keep_improving(items, k, cap, max_count, best, budget, options.seed)
 
 
 def _search_k(
@@ -206,9 +208,10 @@ def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) ->
     mode = options.mode
     budget = Budget(
         limit=time_limit - finish_reserve,
-        wall_deadline=None
-        if mode == "strict"
-        else t0 + time_limit - finish_reserve + SAFETY_NET_SLACK,
+        # Work timing: the clock is a safety net a little past the estimate. Clock timing: the
+        # clock is the budget itself, so its deadline is the limit less the finish reserve.
+        wall_deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
+            SAFETY_NET_SLACK if mode == "work" else 0.0),
         by_clock=mode == "clock",
     )
     return budget
