@@ -1,6 +1,7 @@
-"""Reading a batch of lengths from a file or stdin: JSON, CSV or whitespace-separated ints.
+"""Reading a batch of lengths from text: JSON, JSONL, CSV or whitespace-separated ints.
 
-The one place the package parses user files (the CLI and the study call it). Errors are
+The text formats of :mod:`~seqpart.solver.study.readers` (which also reads parquet and
+Hugging Face datasets, and is what the CLI and the studies call). Errors are
 :class:`UsageError` with a one-line message that names the file, and where it can, the row,
 the column and the cell.
 """
@@ -12,13 +13,14 @@ import io
 import json
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from seqpart.solver.errors import UsageError
+from seqpart.solver.study.fields import choose_fields, lengths_from_records, summed
 
 
 def read_text(path: str | None) -> tuple[str, str]:
@@ -40,14 +42,6 @@ def read_text(path: str | None) -> tuple[str, str]:
         raise UsageError(f"{path}: cannot read it ({err.strerror})") from None
 
 
-#: Column names that say "this is a length in tokens" (compared lower-case, with spaces and
-#: dashes as underscores). With several columns and no --column, one of these is used.
-LENGTH_COLUMNS = (
-    "length", "lengths", "len", "tokens", "num_tokens", "n_tokens", "ntokens", "token_count",
-    "total_tokens", "seq_len", "seqlen", "seq_length", "sequence_length", "response_length",
-    "total_length", "num_tokens_total",
-)
-
 Say = Callable[[str], None]
 
 
@@ -57,10 +51,6 @@ def _is_int(cell: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _norm(header: str) -> str:
-    return "_".join(header.strip().lower().replace("-", " ").split())
 
 
 #: What the fast path reads: digits, commas and JSON's whitespace. Anything else (a sign, a
@@ -102,45 +92,89 @@ def _int_list(stripped: str) -> np.ndarray | None:
 
 
 def parse_lengths(
-    text: str, name: str, column: str | None = None, say: Say | None = None
+    text: str, name: str, fields: Sequence[str] = (), say: Say | None = None
 ) -> list[Any] | np.ndarray:
-    """Lengths from a JSON list, a JSON object with ``lengths``, CSV, or whitespace-separated ints.
+    """Lengths from JSON, JSONL, CSV, or whitespace-separated ints.
 
-    JSON values are returned as parsed (the solver names a float or a bool precisely); a JSON
-    list of plain positive ints is returned as an int64 array (read without building Python
-    ints: 10^6 lengths in ~30 ms instead of ~150). CSV cells must be integers. A CSV with
-    several columns needs ``column``, or a header that names one length column
-    (:data:`LENGTH_COLUMNS`); the choice is reported through ``say``. A UTF-8 byte-order mark
-    is ignored.
+    JSON: a list of token counts, a list of token-id lists, a list of objects (records), an
+    object with ``lengths``, or an object of equal-length lists (columns). JSONL: one count,
+    token-id list or object per line. Records and columns take their field(s) by
+    :func:`~seqpart.solver.study.fields.choose_fields` (``fields`` summed). A plain JSON
+    list's values are returned as parsed (the solver names a float or a bool precisely); a list
+    of plain positive ints is returned as an int64 array (read without building Python ints:
+    10^6 lengths in ~30 ms instead of ~150). CSV cells must be integers (or JSON lists of token
+    ids). A UTF-8 byte-order mark is ignored.
     """
     stripped = text.lstrip("\ufeff").strip()
     if not stripped:
         raise UsageError(
-            f"{name} is empty: expected a JSON list, a JSON object with 'lengths', or CSV"
+            f"{name} is empty: expected a JSON list, a JSON object with 'lengths', JSONL or CSV"
         )
     if stripped[0] in "[{":
-        if column is not None:
-            raise UsageError("--column applies to CSV input, not JSON")
-        fast = _int_list(stripped)
+        fast = None if fields else _int_list(stripped)
         if fast is not None:
             return fast
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError as err:
+            if err.msg == "Extra data" or name.endswith((".jsonl", ".ndjson")):
+                return _parse_jsonl(stripped, name, fields, say)
             raise UsageError(
                 f"{name} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})"
             ) from None
-        if isinstance(data, dict):
-            if "lengths" not in data:
-                raise UsageError(f"{name}: a JSON object needs a 'lengths' list of token counts")
+        return _from_json(data, name, fields, say)
+    return _parse_table(stripped, name, fields, say)
+
+
+def _from_json(data: Any, name: str, fields: Sequence[str], say: Say | None) -> list[Any]:
+    if isinstance(data, dict):
+        if "lengths" in data and not fields:
             data = data["lengths"]
-        if not isinstance(data, list):
-            raise UsageError(f"{name}: 'lengths' must be a JSON list, got {type(data).__name__}")
-        return data
-    return _parse_table(stripped, name, column, say)
+            if not isinstance(data, list):
+                raise UsageError(f"{name}: 'lengths' must be a JSON list, got {type(data).__name__}")
+            return _from_list(data, name, fields, say)
+        columns = {k: v for k, v in data.items() if isinstance(v, list)}
+        sizes = {len(v) for v in columns.values()}
+        if not columns or len(sizes) != 1:
+            raise UsageError(f"{name}: a JSON object needs a 'lengths' list of token counts (or "
+                             "lists of equal length, one per field)")
+        names = list(columns)
+        cols = choose_fields(names, fields, name, say)
+        rows = [(f"record {i + 1}", [columns[names[c]][i] for c in cols])
+                for i in range(sizes.pop())]
+        return summed(rows, list(range(len(cols))), [f", field {names[c]!r}" for c in cols], name)
+    return _from_list(data, name, fields, say)
 
 
-def _parse_table(text: str, name: str, column: str | None, say: Say | None) -> list[int]:
+def _from_list(data: list[Any], name: str, fields: Sequence[str], say: Say | None) -> list[Any]:
+    """Records, token-id lists, or counts (returned as parsed, for the solver to check)."""
+    if data and all(isinstance(x, dict) for x in data):
+        return lengths_from_records(data, fields, name, say)
+    if fields:
+        raise UsageError(f"--field applies to records (objects) or tables; {name} is a plain list")
+    if data and all(isinstance(x, list) for x in data):
+        return [len(x) for x in data]  # token ids
+    return data
+
+
+def _parse_jsonl(text: str, name: str, fields: Sequence[str], say: Say | None) -> list[Any]:
+    """One JSON value per line (blank lines skipped), then as a JSON list of them."""
+    values, wheres = [], []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise UsageError(f"{name} line {line_no} is not valid JSON (column {err.colno}: "
+                             f"{err.msg}); JSONL needs one JSON value per line") from None
+        wheres.append(f"line {line_no}")
+    if values and all(isinstance(x, dict) for x in values):
+        return lengths_from_records(values, fields, name, say, wheres)
+    return _from_list(values, name, fields, say)
+
+
+def _parse_table(text: str, name: str, fields: Sequence[str], say: Say | None) -> list[int]:
     first_line = text.splitlines()[0]
     if "\t" in first_line:
         delimiter = "\t"
@@ -154,86 +188,42 @@ def _parse_table(text: str, name: str, column: str | None, say: Say | None) -> l
             cells = line.split()
             rows += [(f"line {line_no}" if len(cells) == 1 else f"line {line_no} value {i}", [c])
                      for i, c in enumerate(cells, start=1)]
-        return _pick_column(rows, name, column, say)
+        return _pick_columns(rows, name, fields, say)
     reader = csv.reader(io.StringIO(text), delimiter=delimiter)
     rows = []
     for row in reader:
         if any(c.strip() for c in row):
             rows.append((f"row {reader.line_num}", row))
-    return _pick_column(rows, name, column, say)
+    return _pick_columns(rows, name, fields, say)
 
 
-def _pick_column(
-    rows: list[tuple[str, list[str]]], name: str, column: str | None, say: Say | None
+def _pick_columns(
+    rows: list[tuple[str, list[str]]], name: str, fields: Sequence[str], say: Say | None
 ) -> list[int]:
     first = rows[0][1]
     header = [c.strip() for c in first] if not all(_is_int(c) for c in first) else None
     body = rows[1:] if header is not None else rows
     if not body:
         raise UsageError(f"{name} has a header but no rows of lengths")
-    if header is None and len(body) == 1 and column is None:  # "8,7,6": one line, one batch
+    if header is None and len(body) == 1 and not fields:  # "8,7,6": one line, one batch
         cells = [c for c in body[0][1] if c.strip()]
         return [int(c) for c in cells]
     width = max(len(r) for _, r in body)
     if header is not None:
         width = max(width, len(header))
-    if column is not None:
-        if header is not None and column in header:
-            col = header.index(column)
-        elif header is not None and _norm(column) in [_norm(h) for h in header]:
-            col = [_norm(h) for h in header].index(_norm(column))
-        elif column.isdigit() and 1 <= int(column) <= width:
-            col = int(column) - 1
+    cols = choose_fields(header, fields, name, say, width)
+    labels = []
+    for col in cols:
+        if header is not None and col < len(header):
+            labels.append(f", column {header[col]!r}")
         else:
-            known = f"columns: {', '.join(header)}" if header else f"{width} unnamed columns"
-            raise UsageError(f"--column {column!r} not found in {name} ({known}); "
-                             "give a header name or a 1-based number")
-    elif width == 1:
-        col = 0
-    elif header is None:
-        raise UsageError(f"{name} has {width} columns and no header: say which one holds the "
-                         "lengths with --column NUMBER (1-based)")
-    else:
-        named = [c for c, h in enumerate(header) if _norm(h) in LENGTH_COLUMNS]
-        if len(named) != 1:
-            which = (f"none is named like a length ({', '.join(LENGTH_COLUMNS[:5])}, ...)"
-                     if not named else
-                     f"{', '.join(header[c] for c in named)} are all named like lengths")
-            raise UsageError(f"{name} has several columns ({', '.join(header)}) and {which}: "
-                             "pick one with --column NAME")
-        col = named[0]
-    if header is not None and col < len(header):
-        label = f", column {header[col]!r}"
-    else:
-        label = f", column {col + 1}" if width > 1 else ""
-    values = []
-    for where, row in body:
-        cell = row[col].strip() if col < len(row) else ""
-        if not _is_int(cell):
-            raise UsageError(f"{name} {where}{label}: {_why_not_int(cell)}")
-        values.append(int(cell))
-    if column is None and width > 1 and header is not None and say is not None:
-        say(f"seqpart: {name}: using column {header[col]!r} for the lengths "
-            f"(of {', '.join(header)}; --column picks another)")
-    return values
+            labels.append(f", column {col + 1}" if width > 1 else "")
+    return summed(body, cols, labels, name)
 
 
-def _why_not_int(cell: str) -> str:
-    if not cell:
-        return "the cell is empty; every row needs a token count"
-    try:
-        number = float(cell)
-    except ValueError:
-        return (f"cell {cell!r} is not a number; token counts are integers (drop or fill "
-                "missing rows)")
-    if number != number:  # NaN
-        return f"cell {cell!r} is a missing value; drop or fill that row"
-    return f"cell {cell!r} is not an integer; token counts are whole numbers"
-
-
-def load_lengths(
-    path: str | None, column: str | None = None, say: Say | None = None
+def load_text_lengths(
+    path: str | None, fields: Sequence[str] = (), say: Say | None = None
 ) -> list[Any] | np.ndarray:
-    """:func:`parse_lengths` of the file at ``path`` (or stdin for ``-``/None)."""
+    """:func:`parse_lengths` of the text file at ``path`` (or stdin for ``-``/None)."""
     text, name = read_text(path)
-    return parse_lengths(text, name, column, say)
+    return parse_lengths(text, name, fields, say)
