@@ -36,7 +36,7 @@ from seqpart.solver.study.methods import (
 )
 from seqpart.solver.study.methods_report import format_summary
 from seqpart.solver.study.readers import load_lengths
-from seqpart.solver.study.step_study import add_step_parser
+from seqpart.solver.study.step_cli import add_step_parser
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1

@@ -411,5 +411,9 @@ def heuristic_plan(
         # The least-violating split: a start for CP-SAT.
         best.hint = min(hints, key=lambda bins: violation(bins, items, cap))
     if budget.left() <= 0:
-        best.notes.append("heuristics stopped by the time limit")
+        best.notes.append(
+            "heuristics stopped: the clock reached the time limit" if budget.by_clock else
+            f"heuristics stopped: their work budget ran out ({budget.spent:.3g}s of estimated "
+            f"work for time_limit={time_limit:g}s; work is counted, not the clock, so a call can "
+            "end before time_limit and the same input gives the same plan)")
     return best

@@ -73,6 +73,13 @@ def choose_fields(
     loose = [norm(n) for n in names]
     for known, kind in ((LENGTH_COLUMNS, "a length"), (TOKEN_ID_COLUMNS, "token ids")):
         hits = [i for i, n in enumerate(loose) if n in known]
+        prompt = [n for n in names if norm(n).startswith("prompt") and norm(n).endswith(
+            ("len", "length", "lengths", "tokens"))]
+        if len(hits) == 1 and prompt and loose[hits[0]].startswith("response"):
+            # A trainer packs prompt and response together: guessing one would be wrong.
+            raise UsageError(
+                f"{where} has {prompt[0]} and {names[hits[0]]}: a packed sequence is usually "
+                f"both, --field {prompt[0]} --field {names[hits[0]]} (or pick one with --field)")
         if len(hits) == 1:
             if say is not None:
                 say(f"seqpart: {where}: using field {names[hits[0]]!r} for the lengths "

@@ -148,7 +148,7 @@ def _from_json(data: Any, name: str, fields: Sequence[str], say: Say | None) -> 
 
 def _from_list(data: list[Any], name: str, fields: Sequence[str], say: Say | None) -> list[Any]:
     """Records, token-id lists, or counts (returned as parsed, for the solver to check)."""
-    if data and all(isinstance(x, dict) for x in data):
+    if data and isinstance(data[0], dict):  # records (a stray non-object is named)
         return lengths_from_records(data, fields, name, say)
     if fields:
         raise UsageError(f"--field applies to records (objects) or tables; {name} is a plain list")
@@ -169,7 +169,7 @@ def _parse_jsonl(text: str, name: str, fields: Sequence[str], say: Say | None) -
             raise UsageError(f"{name} line {line_no} is not valid JSON (column {err.colno}: "
                              f"{err.msg}); JSONL needs one JSON value per line") from None
         wheres.append(f"line {line_no}")
-    if values and all(isinstance(x, dict) for x in values):
+    if values and isinstance(values[0], dict):
         return lengths_from_records(values, fields, name, say, wheres)
     return _from_list(values, name, fields, say)
 
