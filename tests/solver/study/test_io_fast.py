@@ -25,7 +25,7 @@ from seqpart.heuristics.kernels import best_fit_lists, first_fit_lists
 from seqpart.solver import InvalidPlanError, check_plan, partition
 from seqpart.solver.errors import UsageError
 from seqpart.solver.problem import make_items, make_problem
-from seqpart.solver.study.lengths_io import parse_lengths
+from seqpart.solver.study.readers.text import parse_lengths
 
 
 @settings(max_examples=60, deadline=None)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import UsageError
-from seqpart.solver.study.fields import choose_fields, lengths_from_records, summed
+from seqpart.solver.study.readers.fields import choose_fields, lengths_from_records, summed
 
 
 def read_text(path: str | None) -> tuple[str, str]:
@@ -99,7 +99,7 @@ def parse_lengths(
     JSON: a list of token counts, a list of token-id lists, a list of objects (records), an
     object with ``lengths``, or an object of equal-length lists (columns). JSONL: one count,
     token-id list or object per line. Records and columns take their field(s) by
-    :func:`~seqpart.solver.study.fields.choose_fields` (``fields`` summed). A plain JSON
+    :func:`~seqpart.solver.study.readers.fields.choose_fields` (``fields`` summed). A plain JSON
     list's values are returned as parsed (the solver names a float or a bool precisely); a list
     of plain positive ints is returned as an int64 array (read without building Python ints:
     10^6 lengths in ~30 ms instead of ~150). CSV cells must be integers (or JSON lists of token

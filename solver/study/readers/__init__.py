@@ -3,7 +3,7 @@
 ``seqpart solve``, ``study --data`` and ``step --data`` all call :func:`load_lengths`, so a
 file gives the same lengths (and the same plan) whatever command reads it. Formats:
 
-- text (:mod:`~seqpart.solver.study.lengths_io`): a JSON list of token counts or of token-id
+- text (:mod:`~seqpart.solver.study.readers.text`): a JSON list of token counts or of token-id
   lists, a JSON list of objects, an object with ``lengths`` or of equal-length columns, JSONL,
   CSV/TSV, or whitespace-separated ints; stdin for ``-``;
 - parquet (``.parquet``/``.pq``, or a file starting with parquet's magic bytes): the
@@ -13,7 +13,7 @@ file gives the same lengths (and the same plan) whatever command reads it. Forma
 
 Records and tables take the lengths from a field: ``fields`` names it (several are summed,
 e.g. prompt and response lengths), or the one field named like a length or like token ids is
-used (see :mod:`~seqpart.solver.study.fields`). A field of token-id lists counts their lengths.
+used (see :mod:`~seqpart.solver.study.readers.fields`). A field of token-id lists counts their lengths.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import UsageError
-from seqpart.solver.study.fields import Say, choose_fields, parse_fields, summed
-from seqpart.solver.study.lengths_io import load_text_lengths
+from seqpart.solver.study.readers.fields import Say, choose_fields, parse_fields, summed
+from seqpart.solver.study.readers.text import load_text_lengths
 
 __all__ = ["PARQUET_SUFFIXES", "load_lengths"]
 
