@@ -89,13 +89,15 @@ def test_step_data_same_answer_from_jsonl_csv_and_json(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_text("".join(
         json.dumps({"prompt_len": 10, "response_len": x - 10}) + "\n" for x in LENGTHS))
     (tmp_path / "c.csv").write_text("id,len\n" + "".join(f"{i},{x}\n" for i, x in enumerate(LENGTHS)))
-    common = (*FAST, "--cap", "3000", "--global-batch", "24", "--vpp", "2")
+    # A budget the plan needs far less of, so that a loaded machine's clock cannot cut it.
+    common = (*FAST, "--time-limit", "0.5", "--cap", "3000", "--global-batch", "24", "--vpp", "2")
     out_a = run("step", "--data", str(tmp_path / "a.json"), *common, "--out", str(tmp_path / "oa"))
     out_b = run("step", "--data", str(tmp_path / "b.jsonl"), "--field", "prompt_len",
                 "--field", "response_len", *common, "--out", str(tmp_path / "ob"))
     out_c = run("step", "--data", str(tmp_path / "c.csv"), "--column", "len", *common,
                 "--out", str(tmp_path / "oc"))
-    tables = [_table(p.stdout) for p in (out_a, out_b, out_c)]
+    # Every cell but the plan time (column 7) is the same.
+    tables = [{m: c[:6] + c[7:] for m, c in _table(p.stdout).items()} for p in (out_a, out_b, out_c)]
     assert tables[0] and tables[0] == tables[1] == tables[2]
     assert "2 steps of 24" in out_a.stdout
     # vpp > 1: every method's count per rank is a multiple of pp (Megatron's interleaving).
@@ -161,3 +163,39 @@ def test_default_output_folders_are_ignored_by_git() -> None:
     defaults.add(sub.choices["study"].get_default("out"))
     for folder in defaults:
         assert f"{folder}/" in ignored, folder
+
+
+def test_cost_profile_flag_follows_the_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cost-profile exists only when seqpart.solver has load_cost_profile (the calibration);
+    then its cost and overhead are used and step times print in seconds."""
+    import dataclasses
+
+    import seqpart.solver
+    from seqpart.solver import Cost
+
+    def flags() -> set[str]:
+        sub = next(a for a in build_parser()._actions if a.dest == "command")
+        return {s for a in sub.choices["step"]._actions for s in a.option_strings}
+
+    if not hasattr(seqpart.solver, "load_cost_profile"):
+        assert "--cost-profile" not in flags()
+
+    @dataclasses.dataclass(frozen=True)
+    class Profile:  # the three fields step --data reads from a loaded profile
+        cost: Cost
+        overhead: int
+        unit_seconds: float
+
+    def load(path: str) -> Profile:
+        assert json.loads(Path(path).read_text()) == {"fake": True}
+        return Profile(Cost(512, 1), 512 * 300, 1e-9)
+
+    monkeypatch.setattr(seqpart.solver, "load_cost_profile", load, raising=False)
+    assert "--cost-profile" in flags()
+    (tmp_path / "p.json").write_text('{"fake": true}')
+    (tmp_path / "l.json").write_text(json.dumps(LENGTHS))
+    proc = run("step", "--data", str(tmp_path / "l.json"), "--cost-profile", str(tmp_path / "p.json"),
+               *FAST, "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    assert "step time (s)" in proc.stdout and "cost 512*l + 1*l^2" in proc.stdout
+    assert "overhead 153600 per micro-batch" in proc.stdout

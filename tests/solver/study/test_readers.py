@@ -8,7 +8,6 @@ saying so, when the extra is absent.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -138,27 +137,18 @@ def test_saved_dataset_gives_the_json_plan(tmp_path: Path) -> None:
     assert load_lengths(str(arrow), "prompt_length+response_length") == TOTAL
 
 
-def test_a_missing_extra_is_named(tmp_path: Path) -> None:
-    # A fresh interpreter where pyarrow and datasets cannot be imported.
+def test_a_missing_extra_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes an import fail as if the package were not installed.
+    for name in ("pyarrow", "pyarrow.parquet", "datasets"):
+        monkeypatch.setitem(sys.modules, name, None)
     (tmp_path / "x.parquet").write_bytes(b"PAR1....PAR1")
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "dataset_info.json").write_text("{}")
-    code = (
-        "import sys\n"
-        "sys.modules['pyarrow'] = None; sys.modules['pyarrow.parquet'] = None\n"
-        "sys.modules['datasets'] = None\n"
-        "from seqpart.solver.study.readers import load_lengths\n"
-        "for p in sys.argv[1:]:\n"
-        "    try:\n"
-        "        load_lengths(p)\n"
-        "    except Exception as err:\n"
-        "        print(type(err).__name__, err)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.parquet"),
-                          str(tmp_path / "ds")], capture_output=True, text=True, check=True).stdout
-    assert "UsageError reading parquet files needs pyarrow" in out
-    assert "pip install 'seqpart[parquet]'" in out
-    assert "pip install 'seqpart[datasets]'" in out
+    with pytest.raises(UsageError, match=r"parquet files needs pyarrow, which is not installed: "
+                                         r"pip install 'seqpart\[parquet\]'"):
+        load_lengths(str(tmp_path / "x.parquet"))
+    with pytest.raises(UsageError, match=r"pip install 'seqpart\[datasets\]'"):
+        load_lengths(str(tmp_path / "ds"))
 
 
 def test_int64_fast_path_still_used_for_plain_lists(tmp_path: Path) -> None:
