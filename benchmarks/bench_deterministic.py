@@ -128,10 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  over {limit * 1000:.0f} ms: {name} ({cost}) {seconds * 1000:.1f} ms"
               + (" (cut by the safety net)" if cut else ""))
     print_noise(runs, limit)
-    print(f"{verdict(not differ)}  issue 10: the same plan in all {args.processes} processes "
+    print(f"{verdict(not differ)}  repeatable: the same plan in all {args.processes} processes "
           f"({len(runs)} calls) for every batch: {len(keys_all) - len(differ)} of "
           f"{len(keys_all)}")
-    print(f"{verdict(over == 0)}  issue 10: every call within {limit * 1000:.0f} ms: {over} of "
+    print(f"{verdict(over == 0)}  time limit: every call within {limit * 1000:.0f} ms: {over} of "
           f"{len(secs)} over, max {max(secs) * 1000:.1f} ms (meaningful on an idle machine only)")
     print(f"{verdict(all_same)}  every batch the safety net did not cut got the same plan in "
           f"all {args.processes} processes")

@@ -59,8 +59,7 @@ def _best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tupl
     # loops: they run once per (run of equal lengths, bin) pair, ~10^5 times at n=10^6, and
     # method calls were half their cost.
     few = (k or -(-int(arr.sum()) // limit)) <= _FLAT_KEYS_UP_TO
-    fill = _fill_flat if few else _fill_chunked
-    overflow = fill(runs, order.tolist(), int(ordered[-1]), bins, room, k, limit)
+    overflow = _fill(runs, order.tolist(), int(ordered[-1]), bins, room, k, limit, few)
     if overflow and k is None:  # sequences over the cap: alone in bins of their own
         bins.extend([i] for i in overflow)
         room.extend(limit - int(arr[i]) for i in overflow)
@@ -75,19 +74,25 @@ def _best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tupl
     return bins, room
 
 
-def _fill_flat(
+def _fill(
     runs: list[tuple[int, int, int]], ids: list[int], smallest: int, bins: Bins, room: list[int],
-    k: int | None, limit: int,
+    k: int | None, limit: int, few: bool,
 ) -> list[int]:
-    """Best fit with the open bins' keys in one sorted list (few bins). Keys are
-    ``room * span + bin``: residual order, ties by bin. Returns the sequences that fit nowhere."""
+    """Best fit over runs of equal lengths, longest first. The open bins' keys
+    (``room * span + bin``: residual order, ties by bin) are one sorted list when there are few
+    bins, else chunks of at most 2 * load with each chunk's largest key in ``maxes``. Returns
+    the sequences that fit nowhere."""
     span = len(ids) + (k or 0) + 1
     keys = [limit * span + b for b in range(k or 0)]
+    load = _CHUNK_LOAD
+    chunks = [] if few else [keys[i : i + load] for i in range(0, len(keys), load)]
+    maxes = [c[-1] for c in chunks]
     overflow: list[int] = []
     bisect_left, insort = bisect.bisect_left, bisect.insort
     for t, lo, hi in runs:
+        pos = lo
         need = t * span
-        if hi - lo == 1:  # a length seen once (most, in a spread-out batch)
+        if few and hi - lo == 1:  # a length seen once (most, in a spread-out batch)
             at = bisect_left(keys, need)
             if at < len(keys):
                 key = keys.pop(at)
@@ -104,18 +109,29 @@ def _fill_flat(
             if r >= smallest:
                 insort(keys, r * span + b)
             continue
-        pos = lo
         while pos < hi:
-            at = bisect_left(keys, need)
-            if at < len(keys):
-                b = keys.pop(at) % span
-            elif k is None and t <= limit:
-                b = len(bins)
-                bins.append([])
-                room.append(limit)
-            else:
-                overflow.extend(ids[pos:hi])
-                break
+            if few:  # one sorted list
+                at = bisect_left(keys, need)
+                b = keys.pop(at) % span if at < len(keys) else -1
+            else:  # pop the smallest key >= need: the fullest bin with room
+                c = bisect_left(maxes, need)
+                b = -1
+                if c < len(maxes):
+                    chunk = chunks[c]
+                    at = bisect_left(chunk, need)
+                    b = chunk.pop(at) % span
+                    if not chunk:
+                        del chunks[c], maxes[c]
+                    elif at == len(chunk):
+                        maxes[c] = chunk[-1]
+            if b < 0:
+                if k is None and t <= limit:
+                    b = len(bins)
+                    bins.append([])
+                    room.append(limit)
+                else:  # fits nowhere: placed later, where there is most room
+                    overflow.extend(ids[pos:hi])
+                    break
             r = room[b]
             take = r // t
             if take > hi - pos:
@@ -124,57 +140,15 @@ def _fill_flat(
             pos += take
             r -= take * t
             room[b] = r
-            if r >= smallest:
-                insort(keys, r * span + b)
-    return overflow
-
-
-def _fill_chunked(
-    runs: list[tuple[int, int, int]], ids: list[int], smallest: int, bins: Bins, room: list[int],
-    k: int | None, limit: int,
-) -> list[int]:
-    """:func:`_fill_flat` for many bins: the sorted keys in chunks of at most 2 * load, each
-    chunk's largest key in ``maxes``."""
-    span = len(ids) + (k or 0) + 1
-    keys = [limit * span + b for b in range(k or 0)]
-    load = _CHUNK_LOAD
-    chunks = [keys[i : i + load] for i in range(0, len(keys), load)]
-    maxes = [c[-1] for c in chunks]
-    overflow: list[int] = []
-    bisect_left, insort = bisect.bisect_left, bisect.insort
-    for t, pos, hi in runs:
-        need = t * span
-        while pos < hi:
-            c = bisect_left(maxes, need)
-            if c < len(maxes):  # pop the smallest key >= need: the fullest bin with room
-                chunk = chunks[c]
-                at = bisect_left(chunk, need)
-                b = chunk.pop(at) % span
-                if not chunk:
-                    del chunks[c], maxes[c]
-                elif at == len(chunk):
-                    maxes[c] = chunk[-1]
-            elif k is None and t <= limit:
-                b = len(bins)
-                bins.append([])
-                room.append(limit)
+            if r < smallest:
+                continue
+            key = r * span + b  # still open: insert its new key
+            if few:
+                insort(keys, key)
+            elif not maxes:
+                chunks.append([key])
+                maxes.append(key)
             else:
-                overflow.extend(ids[pos:hi])
-                break
-            r = room[b]
-            take = r // t
-            if take > hi - pos:
-                take = hi - pos
-            bins[b].extend(ids[pos : pos + take])
-            pos += take
-            r -= take * t
-            room[b] = r
-            if r >= smallest:  # still open: insert its new key
-                key = r * span + b
-                if not maxes:
-                    chunks.append([key])
-                    maxes.append(key)
-                    continue
                 c = bisect_left(maxes, key)
                 if c == len(maxes):
                     c -= 1

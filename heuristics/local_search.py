@@ -46,7 +46,7 @@ from seqpart.heuristics._search_state import (
     _State,
 )
 from seqpart.heuristics.capped_balance import _capped_balance_lists
-from seqpart.heuristics.inputs import Bins, prepare
+from seqpart.heuristics.inputs import Bins, check_bins, prepare
 from seqpart.heuristics.lpt import _lpt_lists
 
 __all__ = ["local_search", "improve"]
@@ -71,6 +71,7 @@ def improve(
     over-cap bins down, and the caller checks whether it got them under.
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
+    check_bins(bins, len(tokens))
     return _improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
 
 

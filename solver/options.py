@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # The parameter names are checked against ortools' own message type.
+import numpy as np
 from ortools.sat.python import cp_model
 
 #: Parameters that crash the process rather than fail: refused with the reason.
@@ -65,6 +66,30 @@ def new_cp_solver(workers: int, seed: int, log: bool) -> cp_model.CpSolver:
     return solver
 
 
+#: The longest time limit or timeout taken, in seconds (about 116 days). Beyond it a limit is no
+#: limit, and float and timedelta conversions start to overflow; "no limit" is not offered, since
+#: a call without one could run for hours on a hard batch.
+MAX_SECONDS = 10**7
+
+
+def as_seconds(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    """``value`` as a positive, finite number of seconds (None when allowed), else a clear error."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        none = " or None" if allow_none else ""
+        raise TypeError(f"{name} must be a number of seconds{none}, got {value!r} ({type(value).__name__})")
+    if value != value or not value > 0:  # NaN, zero, negative
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not value <= MAX_SECONDS:  # inf, and ints too large for a float
+        shown = repr(value) if len(repr(value)) <= 24 else f"an int of {len(str(value))} digits"
+        raise ValueError(
+            f"{name}={shown} is too long: pass at most {MAX_SECONDS} seconds (about 116 days)"
+            + ("; None waits for the process group's own timeout" if allow_none else "")
+        )
+    return float(value)
+
+
 ENGINES = ("auto", "heuristics", "cp-sat")
 #: How a call spends its time limit (see SolverOptions.timing).
 TIMINGS = ("work", "strict", "clock")
@@ -106,7 +131,14 @@ class SolverOptions:
     pause_gc: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+        # numpy scalars are taken as the Python values they hold (they would wrap or fail later).
+        for name in ("workers", "seed", "max_model_vars", "log", "deterministic", "pause_gc"):
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.bool_)):
+                object.__setattr__(self, name, value.item())
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int):
+            raise TypeError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
+        if self.workers < 1:
             raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
             -(2**31) <= self.seed < 2**31
@@ -224,3 +256,15 @@ def pauses_gc(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def as_options(options: Any) -> SolverOptions:
+    """``options`` or the defaults; anything but a SolverOptions is refused with the fix."""
+    if options is None:
+        return SolverOptions()
+    if not isinstance(options, SolverOptions):
+        raise TypeError(
+            f"options must be a SolverOptions, got {type(options).__name__}: pass "
+            "SolverOptions(**your_dict)"
+        )
+    return options

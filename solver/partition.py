@@ -34,7 +34,7 @@ from seqpart.solver.engines.heuristic_phase import (
 )
 from seqpart.solver.engines.prove import prove_items
 from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
+from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
 from seqpart.solver.plan import Plan
 from seqpart.solver.problem import Cost, Items, Problem, make_items, make_problem
 
@@ -74,19 +74,23 @@ def _fixed_k(
 ) -> BestPlan:
     cap = problem.cap
     n_items = len(items)
+    # Messages speak of the caller's k: over-cap sequences alone take micro-batches of their own.
+    n_over = len(problem.oversize)
+    alone = f", {n_over} of them for over-cap sequences alone" if n_over else ""
     if k > n_items:
         raise InfeasibleError(
-            f"k={k} micro-batches but only {n_items} placeable units (groups count as one, "
-            "over-cap sequences use their own micro-batches): lower k or split groups",
+            f"k={k + n_over} micro-batches but only {n_items + n_over} placeable units (groups "
+            f"count as one{alone}): use k <= {n_items + n_over} or split groups",
             proven=True,
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
+
     def check_count(need: int) -> None:
         if need > k:
             raise InfeasibleError(
-                f"the token sums need at least {need} micro-batches under cap={cap} "
-                f"(bin-packing bound), but k={k}: use k >= {need} or k=None",
+                f"the token sums need at least {need + n_over} micro-batches under cap={cap} "
+                f"(bin-packing bound{alone}), but k={k + n_over}: use k >= {need + n_over} or k=None",
                 proven=True,
             )
 
@@ -188,20 +192,10 @@ def _search_k(
 
 def _checked_call(time_limit: Any, engine: Any, options: Any) -> SolverOptions:
     """The call's own arguments (the problem's are checked by make_problem); the options."""
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
-        time_limit > 0
-    ):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    as_seconds(time_limit, "time_limit")
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    if options is None:
-        options = SolverOptions()
-    elif not isinstance(options, SolverOptions):
-        raise TypeError(
-            f"options must be a SolverOptions, got {type(options).__name__}: pass "
-            "SolverOptions(**your_dict)"
-        )
-    return options
+    return as_options(options)
 
 
 def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) -> Budget:
@@ -271,6 +265,10 @@ def partition(
     Raises:
         ValueError / TypeError: bad input, naming the argument and the fix.
         InfeasibleError: no plan; ``.proven`` tells "none exists" from "none found in time".
+            A plan is found whenever one exists and a construction (best fit or the capped
+            balancer) or the search reaches it in the time given. With ``equal_size`` and
+            ``groups`` together no construction is guaranteed to apply, so under a very short
+            limit (a few ms) a feasible batch can raise with ``proven=False``: give it more time.
     """
     t0 = time.perf_counter()
     options = _checked_call(time_limit, engine, options)
@@ -286,10 +284,11 @@ def partition(
     if problem.k is not None:
         k_items = problem.k - n_over
         if k_items < (1 if len(items) else 0):
+            rest = (_count_bound(items, problem.cap) if problem.cap is not None else 1) if len(items) else 0
             raise InfeasibleError(
                 f"{n_over} sequences are over the cap and each needs its own micro-batch, "
-                f"leaving {k_items} for the other {len(items)} units with k={problem.k}: "
-                f"use k >= {n_over + (1 if len(items) else 0)}",
+                f"leaving {k_items} for the other {len(items)} units with k={problem.k}, which "
+                f"need at least {rest}: use k >= {n_over + rest}",
                 proven=True,
             )
         best = (

@@ -37,8 +37,12 @@ class Cost:
     def __post_init__(self) -> None:
         for name in ("linear", "quadratic"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"Cost.{name} must be an int >= 0, got {v!r} ({type(v).__name__})")
+            if v < 0:
                 raise ValueError(f"Cost.{name} must be an int >= 0, got {v!r}")
+            # numpy integers wrap in int64 arithmetic; every cost is computed in Python ints.
+            object.__setattr__(self, name, int(v))
         if self.linear == 0 and self.quadratic == 0:
             raise ValueError("Cost(linear=0, quadratic=0) gives every sequence zero cost")
 
@@ -74,7 +78,7 @@ class Cost:
             return cls()
         if spec == "attention":
             return cls.attention()
-        if isinstance(spec, tuple) and len(spec) == 2:
+        if isinstance(spec, (tuple, list)) and len(spec) == 2:
             return cls(*spec)
         raise ValueError(
             f"cost={spec!r} is not understood: use 'tokens', 'attention', "

@@ -47,10 +47,12 @@ from seqpart.solver.distributed.collective import (
     _OVER_CAP,
     _PLAN_FAILED,
     _RANK,
+    _args_digest,
+    _args_mismatch_error,
     _call_mismatch_error,
     _cap_code,
     _check_fits,
-    _check_timeout,
+    _check_inputs,
     _classify,
     _count_code,
     _failure_error,
@@ -77,6 +79,10 @@ __all__ = [
 
 
 def _owner(offsets: list[int], n: int, index: int) -> tuple[int, int]:
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"index must be an int (a global sequence index), got {index!r} "
+                        f"({type(index).__name__})")
+    index = int(index)
     if not 0 <= index < n:
         raise IndexError(f"sequence {index} is outside range(0, {n})")
     r = int(np.searchsorted(offsets, index, side="right")) - 1
@@ -162,13 +168,15 @@ def partition_across_ranks(
     """
     comm = _make_comm(group, _OP_PARTITION, timeout)
     cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
-    local = _smallest_local_plan(local_lengths, cap, multiple_of, min_k, time_limit, timeout,
+    local = _smallest_local_plan(comm, local_lengths, cap, multiple_of, min_k, time_limit, timeout,
                                  partition_kwargs)
+    args = _args_digest(partition_kwargs)
     rows = comm.gather_rows(_row(comm, local.code, local.n, local.k_needed, cap_code, mult_code,
-                                 min_k_code, local.text))
+                                 min_k_code, local.text, args))
     agree_error = (
         _call_mismatch_error(rows)
         or _mismatch_error(rows)
+        or _args_mismatch_error(rows, "partition arguments (cost, oversize, groups, engine, ...)")
         or _failure_error(rows, comm.size, "find its smallest micro-batch count")
     )
     _raise_same(agree_error, local.error)
@@ -188,7 +196,8 @@ def partition_across_ranks(
         )
     except Exception as err:  # reported collectively, as above
         local_error, code, text = err, _PLAN_FAILED, str(err)
-    rows = comm.gather_rows(_row(comm, code, local.n, k_agreed, cap_code, mult_code, min_k_code, text))
+    rows = comm.gather_rows(_row(comm, code, local.n, k_agreed, cap_code, mult_code, min_k_code, text,
+                                 args))
     _raise_same(
         _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
         local_error,
@@ -211,14 +220,14 @@ class _LocalOutcome:
 
 
 def _smallest_local_plan(
-    local_lengths: Any, cap: Any, multiple_of: Any, min_k: Any, time_limit: float, timeout: Any,
-    partition_kwargs: dict[str, Any],
+    comm: Any, local_lengths: Any, cap: Any, multiple_of: Any, min_k: Any, time_limit: float,
+    timeout: Any, partition_kwargs: dict[str, Any],
 ) -> _LocalOutcome:
     """This rank's checks and its smallest count; any failure is caught, since it must reach the
     status exchange or the other ranks would wait for this one."""
     out = _LocalOutcome()
     try:
-        _check_timeout(timeout)
+        _check_inputs(comm, timeout)
         out.tokens = tokens = as_lengths(local_lengths, "local_lengths")
         out.n = len(tokens)
         for value, name in ((cap, "cap"), (multiple_of, "multiple_of"), (min_k, "min_k")):
@@ -288,6 +297,7 @@ def _plan_once_across_ranks(
     multiple_of: Any,
     timeout: Any,
     planner: Any,
+    kwargs: dict[str, Any],
 ) -> tuple[Any, list[int], np.ndarray, int]:
     """Gather every rank's lengths, run ``planner(lengths, dp_size)`` once on group rank 0 and
     hand its result to every rank: ``(result, offsets, lengths, group rank)``.
@@ -304,7 +314,7 @@ def _plan_once_across_ranks(
     local_error: Exception | None = None
     code, text = _OK, ""
     try:
-        _check_timeout(timeout)
+        _check_inputs(comm, timeout)
         for value, arg in ((cap, "cap"), (multiple_of, "multiple_of")):
             _check_fits(value, arg)
         tokens = as_lengths(local_lengths, "local_lengths")
@@ -312,10 +322,12 @@ def _plan_once_across_ranks(
         as_positive_int(multiple_of, "multiple_of")
     except Exception as err:  # reported collectively
         local_error, code, text = err, _classify(err), str(err)
-    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text))
+    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text,
+                                 _args_digest(kwargs)))
     _raise_same(
         _call_mismatch_error(rows)
         or _mismatch_error(rows)
+        or _args_mismatch_error(rows, "planner arguments (cost, pp, vpp, overhead, ...)")
         or _failure_error(rows, comm.size, "share its lengths"),
         local_error,
     )
@@ -361,8 +373,9 @@ def plan_global_across_ranks(
     sizes) and one ``all_gather`` of the lengths padded to the longest rank; rank 0 runs
     :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
     rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
-    ``time_limit`` and ``partition_kwargs`` are used; ``cap`` and ``multiple_of`` must match on
-    every rank (checked). ``timeout`` bounds each collective as in :func:`partition_across_ranks`.
+    ``time_limit`` is used; ``cap``, ``multiple_of`` and ``partition_kwargs`` must match on every
+    rank (checked in the status exchange: "mismatched_args" otherwise). ``timeout`` bounds each
+    collective as in :func:`partition_across_ranks`.
 
     Raises:
         DistributedPlanError: on every rank, with the same message: a rank's input is invalid,
@@ -375,7 +388,7 @@ def plan_global_across_ranks(
                            **partition_kwargs)
 
     plans, offsets, lengths, rank = _plan_once_across_ranks(
-        _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner
+        _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner, partition_kwargs
     )
     return GlobalPlan(plans=plans, offsets=offsets, lengths=lengths.tolist(), rank=rank)
 
@@ -415,7 +428,8 @@ def plan_step_across_ranks(
 
     The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
     :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
-    ``time_limit`` and ``step_kwargs`` are used.
+    ``time_limit`` is used; ``step_kwargs`` (cost, pp, vpp, overhead, ...) must match on every
+    rank (checked in the status exchange: "mismatched_args" otherwise).
     """
     from seqpart.solver.step import planner as step_module
 
@@ -429,6 +443,6 @@ def plan_step_across_ranks(
                            **step_kwargs)
 
     schedule, offsets, lengths, rank = _plan_once_across_ranks(
-        _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner
+        _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner, step_kwargs
     )
     return StepSchedule(schedule=schedule, offsets=offsets, lengths=lengths.tolist(), rank=rank)

@@ -31,7 +31,7 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
   the loss reduction) whatever its length; at the ~10-20k tokens/s per GPU of a 7B training
   step that is a few milliseconds, a few hundred tokens. With 0 the model would split freely
   for balance; with 512 an extra micro-batch has to save more than 512 tokens on the slowest
-  rank. Measured (below) it keeps the count of the previous method at pp=1 (23.4 against 23.4
+  rank. Measured (below) it keeps the count of the fewest-count method at pp=1 (23.4 against 23.4
   per rank) and doubles it at pp=4, where smaller micro-batches shorten the bubble;
 * :data:`STEP_TIME_LIMIT` = 0.02 s, as a deterministic work budget with the clock dropped
   (``SolverOptions(deterministic=True)``): the same input gives the same schedule on every call
@@ -43,7 +43,7 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
 budget), and its result passes :func:`~seqpart.solver.step.check_schedule`; the assembled step
 passes :func:`~seqpart.solver.plan.find_violations` again. Each rank's micro-batches are in
 ``plan_step``'s 1F1B order (lightest first and last). If ``plan_step`` finds no schedule in its
-budget (never seen), the previous method plans the step: the fewest micro-batches the cap allows
+budget (never seen), the fewest-count method plans the step: the fewest micro-batches the cap allows
 (``partition``, rounded up to the alignment), then an equal-size rank deal balanced in the cost.
 
 Static batch size (``micro_batch_size``): the count and the size of every micro-batch are fixed
@@ -52,16 +52,16 @@ the FLOPs estimate, dealt to ranks by an equal-size partition of their loads (FL
 ``balance_data``, else tokens). ``plan_step`` has no samples-per-micro-batch limit, so it is not
 used here.
 
-Measured against the previous method (``_plan_fewest``, the ``plan_global`` shape) and slime's
+Measured against the fewest-count method (``_plan_fewest``, the ``plan_global`` shape) and slime's
 own (first fit, ranks strided or by Karmarkar-Karp), ``python benchmarks/bench_trainers.py --part
 slime --batches 500`` (100 long-tail steps, n 64..1024, dp 2..16, cap 2x the longest; load ~2.3
 on 2 cores), step time of the model with the same cost and overhead, ratio other / new:
 
-* pp=1: p50 1.000x against the previous method; 6 of 50 steps slower by at most 0.05% (the
+* pp=1: p50 1.000x against the fewest-count method; 6 of 50 steps slower by at most 0.05% (the
   0.02 s budget ends the search before it matches ``partition``'s balance; at n = 1024 the
   constructions alone use the budget); p50 1.026x (tokens) and 1.001x (FLOPs) against
   slime's own, never slower.
-* pp=4: p50 1.081x (tokens) / 1.098x (FLOPs) against the previous method, never slower;
+* pp=4: p50 1.081x (tokens) / 1.098x (FLOPs) against the fewest-count method, never slower;
   1.125x / 1.107x against slime's own.
 * Wall time per call, one step of n samples (tokens, p50 of 3): n=64: 5.6-13 ms (previous
   3.3-5.0); n=256: 9.1-11 ms (previous 24-73); n=1024: 11-38 ms (previous 113-145; 38 ms at
@@ -70,6 +70,7 @@ on 2 cores), step time of the model with the same cost and overhead, ratio other
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,6 +332,12 @@ class _Layout:
 
 
 def _layout(args: Any, train_parallel_config: dict) -> _Layout:
+    _assert(isinstance(train_parallel_config, Mapping), (
+        "train_parallel_config must be a dict with dp_size (and cp_size, vpp_size, "
+        f"microbatch_group_size_per_vp_stage), got {type(train_parallel_config).__name__}"
+    ))
+    _assert("dp_size" in train_parallel_config,
+            "train_parallel_config has no dp_size: pass the data-parallel size, e.g. {'dp_size': 8}")
     dp_size = as_count(train_parallel_config["dp_size"], "dp_size")
     cp_size = as_count(train_parallel_config.get("cp_size", 1), "cp_size")
     vpp_size = as_count(train_parallel_config.get("vpp_size", 1) or 1, "vpp_size")
@@ -378,7 +385,13 @@ def _rollouts(
     ))
     samples_of: dict[Any, list[int]] = {}
     for pos, rid in enumerate(rollout_ids):
-        samples_of.setdefault(rid, []).append(pos)
+        try:
+            samples_of.setdefault(rid, []).append(pos)
+        except TypeError:
+            raise TrainerInputError(
+                f"rollout_indices[{pos}] is {rid!r} ({type(rid).__name__}), which cannot identify a "
+                "rollout: pass one hashable id (an int) per sample"
+            ) from None
     rollouts = list(samples_of)
     _assert(len(rollouts) // gbs >= 1, (
         f"num_{unit} ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "

@@ -12,6 +12,7 @@ import numpy as np
 
 from seqpart.heuristics.inputs import as_lengths, as_positive_int
 from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import as_seconds
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, find_violations
 
@@ -202,8 +203,6 @@ def _rank_plans(
 
 
 def positive_seconds(time_limit: Any) -> float:
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
-        time_limit > 0
-    ):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    return float(time_limit)
+    seconds = as_seconds(time_limit, "time_limit")
+    assert seconds is not None
+    return seconds

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import InfeasibleError, InvalidPlanError
-from seqpart.solver.options import SolverOptions, pauses_gc
+from seqpart.solver.options import SolverOptions, as_options, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.bound import scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
@@ -159,7 +159,7 @@ def plan_step(
         raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
     if trainer_starts not in (None, True, False):
         raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
-    options = options or SolverOptions()
+    options = as_options(options)
     if multiple_of is None:  # the rule above; bad pp/vpp values are named by make_instance
         try:
             interleaved, stages = operator.index(vpp) > 1, operator.index(pp)

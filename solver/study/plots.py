@@ -190,9 +190,9 @@ def _loads(plt: Any, records: Sequence[Record], methods: Sequence[str]) -> Any:
 
 def showcase_instances(records: Sequence[Record]) -> list[tuple[str, str]]:
     """Up to two instances to draw: where most methods break the cap, and where most leave a
-    micro-batch empty (the two failures the README leads with), with few enough micro-batches
-    for the bars to stay readable. Returns (instance, why) pairs; ``why`` counts the methods,
-    e.g. "2 of 8 methods leave a micro-batch empty"."""
+    micro-batch empty (the two failures of the trainers' methods, docs/partition.md), with few
+    enough micro-batches for the bars to stay readable. Returns (instance, why) pairs; ``why``
+    counts the methods, e.g. "2 of 8 methods leave a micro-batch empty"."""
     score: dict[str, list[int]] = {}  # instance -> [runs over cap, runs with empty, k, runs]
     for r in records:
         s = score.setdefault(r["instance"], [0, 0, int(r["k"]), 0])

@@ -18,18 +18,10 @@ from hypothesis import strategies as st
 from seqpart.heuristics.kernels import best_fit_lists, karmarkar_karp_lists, lpt_lists
 from seqpart.solver import SolverOptions, check_plan, partition
 
+from _patching import patch_solver
+
 lpt_module = importlib.import_module("seqpart.heuristics.lpt")
 
-
-def _patch_solver(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:
-    """Replace ``name`` wherever partition's phases look it up (partition and its heuristic phase)."""
-    found = False
-    for module_name in ("seqpart.solver.partition", "seqpart.solver.engines.heuristic_phase"):
-        module = importlib.import_module(module_name)
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, value)
-            found = True
-    assert found, f"neither partition nor its heuristic phase uses {name}"
 
 
 def naive_best_fit(tokens: list[int], k: int | None, cap: int) -> list[list[int]]:
@@ -198,7 +190,7 @@ def test_partition_keeps_a_plan_when_the_net_stops_karmarkar_karp(
         deadline = args[4]  # None in "strict" timing: no net, KK runs whole
         return None if deadline is not None else karmarkar_karp_lists(*args)
 
-    _patch_solver(monkeypatch, "karmarkar_karp_lists", stopped)
+    patch_solver(monkeypatch, "karmarkar_karp_lists", stopped)
     lengths = np.random.default_rng(4).integers(50, 500, 600).tolist()  # 50 per micro-batch:
     plan = partition(lengths, 12, None, time_limit=0.05)  # KK runs first (no cap)
     check_plan(plan.bins, lengths, 12, None)
