@@ -176,7 +176,7 @@ def format_data_summary(rows: Sequence[dict[str, Any]], unit_seconds: float | No
     cost units), the ratio to plan_step's, and to the lower bound."""
     unit = "s" if unit_seconds else "units"
     head = ["method", "valid steps", f"step time ({unit})", "vs plan_step", "vs bound",
-            "mean m", "plan time", "why invalid"]
+            "m per rank", "plan time", "why invalid"]
     table = [head]
     for r in rows:
         t = r["step_time"]
