@@ -1,12 +1,13 @@
-"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods over data, ``repro``.
+"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods, ``step`` times, ``repro``.
 
 This module parses arguments and prints; the work is elsewhere: reading lengths in
 ``study.readers`` (JSON, JSONL, CSV, parquet, saved datasets), the study in ``study.methods``
-(on the engine in ``study.runner``), its plots in ``study.plots``, the step study and the step
-on a user's data in ``study.step_study``, the counterexamples in ``study.repro``. Flags are
-never abbreviated (``--data`` is not ``--datasets``), and the same flag means the same thing
-in every subcommand: ``--data FILE``, ``--field NAME`` (alias ``--column``), ``--cap``,
-``--cost``, ``--time-limit``. Errors the user can fix print one line,
+(on the engine in ``study.runner``), its plots in ``study.plots``, ``seqpart step`` in
+``study.step_cli`` (the grid in ``study.step_study``, a user's data in ``study.step_data``),
+the counterexamples in ``study.repro``. Flags are never abbreviated (``--data`` is not
+``--datasets``), and a flag means the same in every subcommand that has it: ``--data FILE``,
+``--field NAME`` (alias ``--column``), ``--cap``, ``--cost``, ``--time-limit``. Errors the user
+can fix print one line,
 ``seqpart: error: ...``, and exit non-zero: 2 for bad usage or input, 3 when no plan exists (or
 none was found in the time limit). A traceback means a bug in seqpart.
 """
