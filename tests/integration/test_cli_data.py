@@ -199,3 +199,14 @@ def test_cost_profile_flag_follows_the_loader(tmp_path: Path, monkeypatch: pytes
     assert proc.returncode == 0, proc.stderr
     assert "step time (s)" in proc.stdout and "cost 512*l + 1*l^2" in proc.stdout
     assert "overhead 153600 per micro-batch" in proc.stdout
+
+
+def test_step_data_draws_its_plot(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the plot extra")
+    data = tmp_path / "lens.json"
+    data.write_text(json.dumps(LENGTHS))
+    proc = run("step", "--data", str(data), "--dp", "2", "--time-limit", "0.05", "--quiet",
+               "--out", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    png = tmp_path / "o" / "step_data.png"
+    assert f"plot: {png}" in proc.stdout and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
