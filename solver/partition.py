@@ -217,6 +217,20 @@ def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) ->
     return budget
 
 
+def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
+    """Which budget ended the search, and after how long: in work timing the estimate of the
+    work can run out long before the clock reaches ``time_limit``."""
+    after = f"after {elapsed * 1000:.1f} ms" if elapsed < 1 else f"after {elapsed:.2f} s"
+    if budget.by_clock:
+        return f"the clock reached time_limit={time_limit}s ({after})"
+    if budget.left() <= 0:
+        return (f"the work budget for time_limit={time_limit}s ran out {after} of wall time (work "
+                "is estimated, not timed, so the same input gives the same answer)")
+    if budget.cut:
+        return f"the wall-clock safety net stopped the search {after} (a loaded machine)"
+    return f"every search that fit ended {after}, inside time_limit={time_limit}s"
+
+
 @pauses_gc
 def partition(
     lengths: Any,
@@ -294,8 +308,9 @@ def partition(
         k_items, best, k_floor, k_status = 0, BestPlan([], 0, 0, "oversize_only", []), n_over, "optimal"
     if best.bins is None:
         raise InfeasibleError(
-            f"no plan with k={k_items + n_over} under cap={problem.cap} was found in "
-            f"{time_limit}s, and none is proven impossible: raise time_limit or k"
+            f"no plan with k={k_items + n_over} under cap={problem.cap} was found: "
+            f"{_what_ran_out(budget, time_limit, time.perf_counter() - t0)}, and none is proven "
+            "impossible: raise time_limit or k"
             + (f" ({'; '.join(best.notes)})" if best.notes else ""),
             proven=False,
         )

@@ -168,8 +168,12 @@ class _HeuristicPhase:
         if best.bins is None and self.hints:
             # The least-violating split: a start for CP-SAT.
             best.hint = min(self.hints, key=lambda bins: violation(bins, self.items, self.cap))
-        if self.budget.left() <= 0:
-            best.notes.append("heuristics stopped by the time limit")
+        if self.budget.left() <= 0:  # which budget ran out: a call can end before time_limit
+            best.notes.append(
+                "heuristics stopped: the clock reached the time limit" if self.budget.by_clock else
+                f"heuristics stopped: their work budget ran out ({self.budget.spent:.3g}s of "
+                f"estimated work for time_limit={self.time_limit:g}s; work is counted, not the "
+                "clock, so a call can end before time_limit and the same input gives the same plan)")
         return best
 
     # ----------------------------------------------------------------- shared steps
