@@ -2,10 +2,11 @@
 
 - :func:`trainer_karmarkar_karp`: Karmarkar-Karp the way RL trainers write it (a heap of states,
   each state k sets that carry their running sum and their (index, value) items, re-sorted after
-  every merge). Deliberately plain, unoptimised Python: it is the speed reference of issue 2.
+  every merge). Deliberately plain, unoptimised Python: it is the speed reference of
+  ``bench_core.py``.
 - :func:`trainer_first_fit_count`: the trainers' micro-batch count (first-fit, arrival order).
-- :func:`naive_cpsat`: the naive CP-SAT model of issue 3 (one boolean per sequence and
-  micro-batch, no symmetry breaking, no hint, z in [0, sum]).
+- :func:`naive_cpsat`: the naive CP-SAT model ``bench_cpsat.py`` compares against (one boolean
+  per sequence and micro-batch, no symmetry breaking, no hint, z in [0, sum]).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Issue 2 benchmark: every heuristic, trainer-style Karmarkar-Karp and ``partition`` at 20 ms.
+"""Balance, validity and speed: every heuristic, trainer-style Karmarkar-Karp and ``partition`` at 20 ms.
 
     python benchmarks/bench_core.py [--quick] [--out results.json] [--instances PATH]
 
 Runs on the shared bench instances and on generated long-tail RL batches (n = 64..2048, k = the
 trainer's first-fit count under max_tokens_per_gpu), prints validity, cap violations, empty
 micro-batches, gap to the lower bound and time per n bucket, each against trainer-style KK run
-in the same process, then PASS/FAIL for the issue-2 targets of ``partition(time_limit=0.02)``.
+in the same process, then PASS/FAIL for the targets of ``partition(time_limit=0.02)``.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def time_table(recs: list[dict[str, Any]], names: Sequence[str], q: float) -> st
 
 
 def check_targets(recs: list[dict[str, Any]], infeasible: list[dict[str, Any]]) -> list[str]:
-    """The issue-2 targets for partition@20ms, each as a PASS/FAIL line with its figure."""
+    """The targets for partition@20ms, each as a PASS/FAIL line with its figure."""
     lines: list[str] = []
     part = [r for r in recs if r["method"] == PARTITION]
     plans = [r for r in part if "valid" in r]
@@ -354,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("  generated k (first-fit count) per bucket: "
               + "; ".join(f"{b}: {min(v)}..{max(v)}" for b, v in ks.items()))
 
-    print("\nIssue-2 targets for partition(time_limit=0.02)")
+    print("\nTargets for partition(time_limit=0.02)")
     target_lines = check_targets(recs, infeasible)
     for line in target_lines:
         print(line)
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"INFO  partition@20ms wall time over 25 ms on {len(over)} of "
               f"{sum(r['method'] == PARTITION for r in recs)} calls; worst {worst['instance']} "
               f"(n={worst['n']}, k={worst['k']}): {fmt_ms(worst['seconds'])} ms "
-              "(the limit itself is issue 3's target; see bench_cpsat.py)")
+              "(the time limit itself is bench_cpsat.py's target)")
     if args.out:
         write_json(args.out, {"argv": argv, "records": recs, "infeasible": infeasible,
                               "undecided": undecided, "targets": target_lines})

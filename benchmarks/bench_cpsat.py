@@ -1,4 +1,4 @@
-"""Issue 3 benchmark: CP-SAT offline (proofs in 10 s) and online (20 ms budgets).
+"""Proofs and online budgets: CP-SAT offline (proofs in 10 s) and online (20 ms budgets).
 
     python benchmarks/bench_cpsat.py [--quick] [--time-limit 10] [--jobs 1] [--out FILE]
 
@@ -344,7 +344,7 @@ def online_summary(results: list[dict[str, Any]]) -> list[str]:
                   for i, a, h, b, t in unbounded[:12])
     )
     # How the count depends on how long the heuristic may have run: a repeatable budget stops
-    # before the clock would on a fast phase of the machine (README, Determinism).
+    # before the clock would on a fast phase of the machine (docs/determinism.md).
     within = []
     for ms in (15, 12, 8):
         count = 0
@@ -418,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         online = run_online(batches, args.repeats)
         lines += online_summary(online)
 
-    print("\nIssue-3 targets")
+    print("\nTargets: proofs offline, time limit and plan quality online")
     for line in lines:
         print(line)
     if args.out:

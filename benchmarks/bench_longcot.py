@@ -1,4 +1,4 @@
-"""Issue 11 benchmark: few long sequences per micro-batch (long chain-of-thought RL).
+"""Few long sequences per micro-batch (long chain-of-thought RL).
 
     python benchmarks/bench_longcot.py [--sizes 16,32,64,128,256,512] [--seeds 5]
         [--long 3] [--verify 0] [--grouped-seeds 4] [--jobs 1] [--out FILE]

@@ -1,12 +1,12 @@
-"""Issue 10 benchmark: the time limit holds at any n, memory stays linear.
+"""Scale: the time limit holds at any n, memory stays linear.
 
     python benchmarks/bench_scale.py [--sizes 10000,100000,1000000] [--limits 0.005,0.02,0.1,1]
                                      [--repeats 2] [--cli] [--memory] [--calibrate]
 
 Long-tail lengths (lognormal, median 800, sigma 1.2, clipped to 16..32768), cap = 2 x the
 longest, k = ceil(S / cap) + 2 and k = None. Each call's wall time is compared with
-``time_limit + 10 ms + 1 us * n`` (at n = 10^6 the issue allows ~1 s over). Small batches
-(n = 256..2048, and issue 10's tight-cap batch) are held to ``time_limit + 5 ms``.
+``time_limit + 10 ms + 1 us * n`` (at n = 10^6 that allows ~1 s over). Small batches
+(n = 256..2048, and the tight-cap batch) are held to ``time_limit + 5 ms``.
 
 ``--cli`` times ``seqpart solve`` on the same batches (a JSON file), in a fresh process each,
 from the moment its imports are done to the moment its plan is written (the child reports
@@ -45,7 +45,8 @@ def long_tail(n: int, seed: int = 0) -> np.ndarray:
 
 
 def tight_batch() -> tuple[list[int], int, int]:
-    """Issue 10's tight-cap batch: the capped balancer's case."""
+    """A tight-cap batch (uniform 100..3999 tokens, cap 8192, one micro-batch over the
+    count bound): the capped balancer's case."""
     rng = np.random.default_rng(1)
     lengths = rng.integers(100, 4000, 2048).tolist()
     return lengths, -(-sum(lengths) // 8192) + 1, 8192
@@ -68,7 +69,7 @@ def run_partition(sizes: list[int], limits: list[float], repeats: int) -> list[l
         cases.append((f"long-tail n={n} k=None", lengths, None, cap))
     if min(sizes) <= 2048:
         lengths, k, cap = tight_batch()
-        cases.append(("tight cap n=2048 (issue 10)", lengths, k, cap))
+        cases.append(("tight cap n=2048", lengths, k, cap))
     for name, lengths, k, cap in cases:
         n = len(lengths)  # type: ignore[arg-type]
         for limit in limits:

@@ -1,4 +1,4 @@
-"""Issue 9 benchmark: ``plan_step`` against the trainers' own step schedulers.
+"""Step planning: ``plan_step`` against the trainers' own step schedulers.
 
     python benchmarks/bench_step.py [--quick] [--time-limit S] [--deterministic] [--out results.json]
 

@@ -15,15 +15,15 @@
    step of the counter decides.
 3. slime's ``build_dp_schedule`` (dynamic batch size, one step per call): step time
    (``seqpart.solver.step.step_time``, pp=1, the drop-in's own cost and per-micro-batch
-   overhead) of the drop-in (``plan_step``) against its previous method (fewest micro-batches by
-   ``partition``, then an equal-size rank deal; still in the module as ``_plan_fewest``) and
+   overhead) of the drop-in (``plan_step``) against the fewest-count method (fewest micro-batches
+   by ``partition``, then an equal-size rank deal: the drop-in's fallback, ``_plan_fewest``) and
    against slime's own schedule (first fit, split to align, ranks strided or by Karmarkar-Karp:
    ``seqpart.heuristics.trainer_baselines.slime_rr`` / ``slime_kk``), on ``--batches // 5``
    long-tail batches, n in 64..1024, dp in 2..16, cap 2x the longest, ``balance_data``
    alternating (tokens / slime's FLOPs as the cost), pp 1 and 4 (Megatron's
-   ``pipeline_model_parallel_size``; the previous method ignores the bubble). Target: never
-   more than 0.1% above the previous method (the work budget stops ``plan_step`` short of the
-   previous method's balance on some pp=1 steps, by up to ~0.05% measured); the worst is printed.
+   ``pipeline_model_parallel_size``; the fewest-count method ignores the bubble). Target: never
+   more than 0.1% above the fewest-count method (the work budget stops ``plan_step`` short of
+   its balance on some pp=1 steps, by up to ~0.05% measured); the worst is printed.
    Then wall time per call at n = 64, 256, 1024 and dp = 2, 8, 16.
 """
 
@@ -227,11 +227,11 @@ def bench_slime(batches: int, rng: np.random.Generator) -> bool:
                     fmt_ratio(median(r["slime"])), fmt_ratio(min(r["slime"])),
                     f"{np.mean(r['m_new']):.2f}", f"{np.mean(r['m_old']):.2f}"])
     print(f"\n## slime build_dp_schedule: step time (its model, pp as given), overhead "
-          f"{OVERHEAD_TOKENS} tokens per micro-batch (ratio = other / new; > 1: the new one is "
-          "faster)\n")
-    print(table(["pp", "cost", "batches", "old p50", "old min", "slime p50", "slime min",
-                 "m new", "m old"], out))
-    print(f"\n{verdict(worst <= 1e-3)} step time never more than 0.1% above the previous method: "
+          f"{OVERHEAD_TOKENS} tokens per micro-batch (ratio = other / drop-in; > 1: the drop-in "
+          "is faster; fewest = fewest micro-batches, then an equal-size rank deal)\n")
+    print(table(["pp", "cost", "batches", "fewest p50", "fewest min", "slime p50", "slime min",
+                 "m drop-in", "m fewest"], out))
+    print(f"\n{verdict(worst <= 1e-3)} step time never more than 0.1% above the fewest-count method: "
           f"{worse} of {batches} above it, by at most {100 * worst:.4f}%")
     timing = []
     for n in (64, 256, 1024):
@@ -244,7 +244,7 @@ def bench_slime(batches: int, rng: np.random.Generator) -> bool:
             timing.append([str(n), str(dp), fmt_ms(median(new_t)), fmt_ms(max(new_t)),
                            fmt_ms(median(old_t))])
     print("\n## slime build_dp_schedule: wall time per call (3 calls, tokens)\n")
-    print(table(["n", "dp", "new p50", "new max", "old p50"], timing))
+    print(table(["n", "dp", "drop-in p50", "drop-in max", "fewest p50"], timing))
     return worst <= 1e-3
 
 

@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_INSTANCES = REPO_ROOT / ".." / "shared" / "bench" / "instances.json"
 DEFAULT_DATA_DIR = REPO_ROOT / ".." / "shared" / "data"
 
-#: Online batch sizes from both issues.
+#: Batch sizes of the online (20 ms) benchmarks.
 BATCH_SIZES = (64, 256, 1024, 2048)
 #: Time buckets by number of sequences: (label, lowest n, highest n).
 N_BUCKETS: tuple[tuple[str, int, int], ...] = (

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, overload
 
-from seqpart.heuristics._common import Bins, order_desc, prepare
+from seqpart.heuristics.inputs import Bins, order_desc, prepare
 
 __all__ = ["karmarkar_karp"]
 
@@ -70,13 +70,7 @@ def _karmarkar_karp_lists(
     # A state keeps only its non-empty subsets, sums ascending, the k - m empty ones implied
     # in front: a lone sequence costs one entry, not k, and two sparse states merge by a sorted
     # union (each heavy subset pairs with an empty one of the other).
-    states: list[tuple[list[int], list[int]]] = []
-    if equal:
-        for start in range(0, n, k):
-            run = order[start : start + k][::-1]
-            states.append(([cost[i] for i in run], list(run)))
-    else:
-        states = [([cost[i]], [i]) for i in order]
+    states = _initial_states(cost, order, k, equal)
     left: list[int] = []  # internal node id n + j has children left[j], right[j]
     right: list[int] = []
     # A hot loop (n merges): join and spread are written inline, and a popped state's lists
@@ -149,9 +143,28 @@ def _karmarkar_karp_lists(
         push(heap, (-(sums[-1] - (sums[0] if len(sums) == k else 0)), tick))
         tick += 1
     _, nodes = states[heap[0][1] if heap else next_lone]
-    nodes = [-1] * (k - len(nodes)) + nodes
+    return _bins_from_tree([-1] * (k - len(nodes)) + nodes, left, right, n)
+
+
+
+def _initial_states(
+    cost: list[int], order: list[int], k: int, equal: bool
+) -> list[tuple[list[int], list[int]]]:
+    """One state per sequence, or with equal sizes one per run of k (each a full partition)."""
+    if not equal:
+        return [([cost[i]], [i]) for i in order]
+    states = []
+    for start in range(0, len(order), k):
+        run = order[start : start + k][::-1]
+        states.append(([cost[i] for i in run], list(run)))
+    return states
+
+
+def _bins_from_tree(roots: list[int], left: list[int], right: list[int], n: int) -> Bins:
+    """The sequences under each root of the merge tree (ids < n are sequences), heaviest root
+    last in ``roots``, so bins come heaviest first."""
     bins: Bins = []
-    for root in reversed(nodes):
+    for root in reversed(roots):
         members: list[int] = []
         stack = [root] if root >= 0 else []
         while stack:

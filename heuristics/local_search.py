@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._common import Bins, prepare
 from seqpart.heuristics._search_state import (
     _BATCH,
     _SETUP_WORK_PER_ITEM,
@@ -44,8 +43,10 @@ from seqpart.heuristics._search_state import (
     _make_state,
     _scan_step,
     _single_step,
+    _State,
 )
 from seqpart.heuristics.capped_balance import _capped_balance_lists
+from seqpart.heuristics.inputs import Bins, check_bins, prepare
 from seqpart.heuristics.lpt import _lpt_lists
 
 __all__ = ["local_search", "improve"]
@@ -70,6 +71,7 @@ def improve(
     over-cap bins down, and the caller checks whether it got them under.
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
+    check_bins(bins, len(tokens))
     return _improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
 
 
@@ -114,14 +116,7 @@ def _improve_lists(
     # certain only if loads are tokens and a swap cannot change a bin's sample count (and h
     # has an item to spare for a move); otherwise a full scan runs before giving up.
     exact = s.by_tokens and (unit_counts or max_count is None)
-    # Items of one type (cost, tokens, count) are interchangeable: one per type is enough.
-    if s.by_tokens and bool((s.cnt_item[:n] == 1).all()):  # the usual case: one key
-        _, type_id = np.unique(s.tok[:n], return_inverse=True)
-    else:
-        _, type_id = np.unique(
-            np.stack([s.cst[:n], s.tok[:n], s.cnt_item[:n]], axis=1), axis=0, return_inverse=True
-        )
-    type_id = type_id.reshape(-1)
+    type_id = _type_ids(s, n)
     batched = k >= 3 * _BATCH
     # Whether the cap needs watching: a repair budget (clock or work) or a caller waiting for
     # the repair (with "strict" timing there is no clock, only the work budget).
@@ -163,11 +158,7 @@ def _improve_lists(
             h = int(np.argmax(s.load))  # it may have improved another bin tied at the top
             top = int(s.load[h])
         heavy_all = np.asarray(members[h], dtype=np.int64)
-        if len(heavy_all) > 16:
-            _, first = np.unique(type_id[heavy_all], return_index=True)
-            heavy = heavy_all[np.sort(first)]
-        else:
-            heavy = heavy_all
+        heavy = _one_per_type(heavy_all, type_id)
         best, certain = _single_step(s, heavy, h, lightest_last=batched)
         if best is None and not certain and not (exact and len(heavy_all) > 1):
             best = _scan_step(s, heavy, h, top, step, type_id)
@@ -208,3 +199,20 @@ def local_search(
     return _improve_lists(tokens, cost, count, start, cap, max_count)
 
 
+def _type_ids(s: _State, n: int) -> np.ndarray:
+    """Items of one type (cost, tokens, count) are interchangeable: one per type is enough."""
+    if s.by_tokens and bool((s.cnt_item[:n] == 1).all()):  # the usual case: one key
+        _, type_id = np.unique(s.tok[:n], return_inverse=True)
+    else:
+        _, type_id = np.unique(
+            np.stack([s.cst[:n], s.tok[:n], s.cnt_item[:n]], axis=1), axis=0, return_inverse=True
+        )
+    return type_id.reshape(-1)
+
+
+def _one_per_type(heavy_all: np.ndarray, type_id: np.ndarray) -> np.ndarray:
+    """The heavy bin's items, one of each type (in bin order), when the bin is large."""
+    if len(heavy_all) <= 16:
+        return heavy_all
+    _, first = np.unique(type_id[heavy_all], return_index=True)
+    return heavy_all[np.sort(first)]

@@ -40,8 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._common import order_desc
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.heuristics.inputs import as_lengths, as_positive_int, order_desc
 from seqpart.heuristics.karmarkar_karp import _karmarkar_karp_lists
 
 __all__ = [

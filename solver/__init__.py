@@ -1,31 +1,98 @@
-"""seqpart.solver: optimal capped micro-batch plans.
+"""seqpart.solver: micro-batch and rank plans for variable-length sequences, under a token cap.
 
-``partition(lengths, k, cap)`` returns a :class:`Plan` that has passed :func:`check_plan`, or
-raises :class:`InfeasibleError`. See the README for the problem and the guarantees.
+The front door: everything a trainer or a study calls is importable from here.
+
+Plans for one batch
+    :func:`partition`
+        ``partition(lengths, k, cap)``: exactly ``k`` non-empty micro-batches (or the smallest
+        count, ``k=None``), none over ``cap``, the largest load minimised. Returns a
+        :class:`Plan` that has passed :func:`check_plan`, or raises :class:`InfeasibleError`.
+    :class:`Plan`, :func:`check_plan`, :func:`find_violations`, :class:`Violations`
+        The result type (status, bound and gap included) and the one validator.
+    :class:`Cost`
+        What is balanced: tokens, attention-weighted tokens ``a*l + b*l^2``, or FLOPs from a
+        model's sizes (``Cost.from_model``, ``Cost.from_hf_config``).
+    :class:`SolverOptions`, :data:`ENGINES`
+        Timing mode (repeatable work budget or the clock), CP-SAT settings, engines.
+
+Plans for a training step (data-parallel ranks, pipeline stages)
+    :func:`plan_step`
+        The count per rank, the micro-batches and the ranks together, for the smallest step
+        time; returns a :class:`StepPlan` that has passed :func:`check_schedule`.
+    :func:`plan_global`, :func:`order_for_pipeline`
+        The cheap two-level proxy, and the order of a rank's micro-batches under pp > 1.
+    :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`
+        Score any schedule (a trainer's own included) under the same model, and bound it.
+
+Across ranks (``torch.distributed``; torch is imported lazily)
+    :func:`partition_across_ranks`
+        Every rank splits its own sequences into the count all ranks agree on.
+    :func:`plan_step_across_ranks`, :func:`plan_global_across_ranks`
+        The step planned once from every rank's lengths; each rank takes its share.
+
+Errors (all in :mod:`seqpart.solver.errors`)
+    :class:`InfeasibleError` (no plan: ``.proven`` says whether none exists),
+    :class:`InvalidPlanError` (a plan broke a hard constraint), :class:`DistributedPlanError`
+    (raised alike on every rank), :class:`TrainerInputError` (bad input to a drop-in; also an
+    ``AssertionError``), :class:`UsageError` (the command line's bad arguments).
+
+Elsewhere
+    :mod:`seqpart.solver.dropins`: drop-in replacements with verl's, slime's, OpenRLHF's and
+    AReaL's signatures, and ``patch()``. :mod:`seqpart.heuristics`: the raw heuristics and
+    bounds, one per module. :mod:`seqpart.solver.study`: the offline studies behind the CLI.
 """
 
 from __future__ import annotations
 
-from seqpart.solver.errors import InfeasibleError, InvalidPlanError
-from seqpart.solver.partition import ENGINES, SolverOptions, partition
+from seqpart.solver.distributed import (
+    partition_across_ranks,
+    plan_global_across_ranks,
+    plan_step_across_ranks,
+)
+from seqpart.solver.errors import (
+    DistributedPlanError,
+    InfeasibleError,
+    InvalidPlanError,
+    TrainerInputError,
+    UsageError,
+)
+from seqpart.solver.options import ENGINES, SolverOptions
+from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
 from seqpart.solver.problem import Cost
-from seqpart.solver.step import StepPlan, check_schedule, plan_step, rank_times, step_lower_bound, step_time
+from seqpart.solver.step import (
+    StepPlan,
+    check_schedule,
+    order_for_pipeline,
+    plan_global,
+    plan_step,
+    rank_times,
+    step_lower_bound,
+    step_time,
+)
 
 __all__ = [
     "ENGINES",
     "Cost",
+    "DistributedPlanError",
     "InfeasibleError",
     "InvalidPlanError",
     "Plan",
     "SolverOptions",
     "StepPlan",
+    "TrainerInputError",
+    "UsageError",
     "Violations",
     "check_plan",
     "check_schedule",
     "find_violations",
+    "order_for_pipeline",
     "partition",
+    "partition_across_ranks",
+    "plan_global",
+    "plan_global_across_ranks",
     "plan_step",
+    "plan_step_across_ranks",
     "rank_times",
     "step_lower_bound",
     "step_time",

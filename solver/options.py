@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 # The parameter names are checked against ortools' own message type.
+import numpy as np
 from ortools.sat.python import cp_model
 
 #: Parameters that crash the process rather than fail: refused with the reason.
@@ -65,6 +66,30 @@ def new_cp_solver(workers: int, seed: int, log: bool) -> cp_model.CpSolver:
     return solver
 
 
+#: The longest time limit or timeout taken, in seconds (about 116 days). Beyond it a limit is no
+#: limit, and float and timedelta conversions start to overflow; "no limit" is not offered, since
+#: a call without one could run for hours on a hard batch.
+MAX_SECONDS = 10**7
+
+
+def as_seconds(value: Any, name: str, *, allow_none: bool = False) -> float | None:
+    """``value`` as a positive, finite number of seconds (None when allowed), else a clear error."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        none = " or None" if allow_none else ""
+        raise TypeError(f"{name} must be a number of seconds{none}, got {value!r} ({type(value).__name__})")
+    if value != value or not value > 0:  # NaN, zero, negative
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    if not value <= MAX_SECONDS:  # inf, and ints too large for a float
+        shown = repr(value) if len(repr(value)) <= 24 else f"an int of {len(str(value))} digits"
+        raise ValueError(
+            f"{name}={shown} is too long: pass at most {MAX_SECONDS} seconds (about 116 days)"
+            + ("; None waits for the process group's own timeout" if allow_none else "")
+        )
+    return float(value)
+
+
 ENGINES = ("auto", "heuristics", "cp-sat")
 #: How a call spends its time limit (see SolverOptions.timing).
 TIMINGS = ("work", "strict", "clock")
@@ -72,20 +97,25 @@ TIMINGS = ("work", "strict", "clock")
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
+    """How a call spends its time limit, and the knobs passed through to CP-SAT.
 
     ``timing`` says how ``time_limit`` is spent:
 
-    - ``"work"`` (default): repeatable. Each step is charged an estimate of its cost computed
-      from the sizes and the work it did (local search counts the elements its vectorised
-      operations process, CP-SAT runs on its deterministic time), calibrated on a 2-core
-      machine so that the estimate stays below the wall time. The same input takes the same
-      steps everywhere. The wall clock is only a safety net: when it stops a step first
-      (a heavily loaded machine), ``plan.notes`` says so and that plan may differ.
-    - ``"strict"``: the same budget without the safety net: always repeatable, but wall time
-      can overrun the limit on a loaded machine. ``deterministic=True`` selects it.
-    - ``"clock"``: every decision reads the wall clock (the most work in the limit, but the
-      plan depends on machine speed and load).
+    - ``"clock"`` (default): the best plan within the limit. Every phase reads the wall clock,
+      hands on what it leaves, and an unproven call keeps improving its plan until the limit
+      (perturb-and-search rounds after the proofs and CP-SAT). The plan can differ from run to
+      run and machine to machine: identical work was measured to take 1.4-2.9x as long from
+      one call to the next on a 2-core machine, so no fixed amount of work both fills a limit
+      and never overruns it.
+    - ``"strict"``: repeatable. Each step is charged an estimate of its cost computed from the
+      sizes and the work it did (local search counts the elements its vectorised operations
+      process, CP-SAT runs on its deterministic time), and no clock decides anything: the same
+      input gives the same plan on every run and machine. The estimates were calibrated to stay
+      below the wall time, so such a call usually ends well before its limit, and on a loaded
+      machine it can overrun it. ``deterministic=True`` selects it; code that every rank
+      computes from the same data (the trainer drop-ins) uses it.
+    - ``"work"``: the strict budget with the wall clock as a safety net (when the clock stops
+      a step first, ``plan.notes`` says so and that plan may differ).
     """
 
     workers: int = 2
@@ -97,7 +127,7 @@ class SolverOptions:
     max_model_vars: int = 400_000
     #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
     cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
-    timing: str = "work"
+    timing: str = "clock"
     #: Pause Python's cyclic garbage collector for the call (restored after). A collection
     #: that lands in the middle of a step added 20-45 ms to a 20 ms call (Karmarkar-Karp at
     #: n=2048 allocates enough to trigger one), which both broke the limit and made the
@@ -106,7 +136,14 @@ class SolverOptions:
     pause_gc: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+        # numpy scalars are taken as the Python values they hold (they would wrap or fail later).
+        for name in ("workers", "seed", "max_model_vars", "log", "deterministic", "pause_gc"):
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.bool_)):
+                object.__setattr__(self, name, value.item())
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int):
+            raise TypeError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
+        if self.workers < 1:
             raise ValueError(f"SolverOptions.workers must be an int >= 1, got {self.workers!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
             -(2**31) <= self.seed < 2**31
@@ -164,6 +201,8 @@ class Budget:
     by_clock: bool = False
     spent: float = 0.0
     cut: bool = False
+    #: A Ctrl-C stopped a step (the caller's handler did not raise): nothing more is started.
+    interrupted: bool = False
 
     def left(self) -> float:
         if self.by_clock:
@@ -224,3 +263,15 @@ def pauses_gc(fn: F) -> F:
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def as_options(options: Any) -> SolverOptions:
+    """``options`` or the defaults; anything but a SolverOptions is refused with the fix."""
+    if options is None:
+        return SolverOptions()
+    if not isinstance(options, SolverOptions):
+        raise TypeError(
+            f"options must be a SolverOptions, got {type(options).__name__}: pass "
+            "SolverOptions(**your_dict)"
+        )
+    return options

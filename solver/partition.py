@@ -32,9 +32,10 @@ from seqpart.solver.engines.cpsat import solve_items
 from seqpart.solver.engines.heuristic_phase import (
     heuristic_plan,
 )
+from seqpart.solver.engines.perturb import keep_improving
 from seqpart.solver.engines.prove import prove_items
 from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, pauses_gc
+from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
 from seqpart.solver.plan import Plan
 from seqpart.solver.problem import Cost, Items, Problem, make_items, make_problem
 
@@ -74,19 +75,23 @@ def _fixed_k(
 ) -> BestPlan:
     cap = problem.cap
     n_items = len(items)
+    # Messages speak of the caller's k: over-cap sequences alone take micro-batches of their own.
+    n_over = len(problem.oversize)
+    alone = f", {n_over} of them for over-cap sequences alone" if n_over else ""
     if k > n_items:
         raise InfeasibleError(
-            f"k={k} micro-batches but only {n_items} placeable units (groups count as one, "
-            "over-cap sequences use their own micro-batches): lower k or split groups",
+            f"k={k + n_over} micro-batches but only {n_items + n_over} placeable units (groups "
+            f"count as one{alone}): use k <= {n_items + n_over} or split groups",
             proven=True,
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
+
     def check_count(need: int) -> None:
         if need > k:
             raise InfeasibleError(
-                f"the token sums need at least {need} micro-batches under cap={cap} "
-                f"(bin-packing bound), but k={k}: use k >= {need} or k=None",
+                f"the token sums need at least {need + n_over} micro-batches under cap={cap} "
+                f"(bin-packing bound{alone}), but k={k + n_over}: use k >= {need + n_over} or k=None",
                 proven=True,
             )
 
@@ -119,7 +124,8 @@ def _fixed_k(
                     items, k, cap, max_count, best, budget, time_limit, options,
                     engine == "cp-sat",
                 )
-    return best
+    # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
+    return keep_improving(items, k, cap, max_count, best, budget, options.seed)
 
 
 def _search_k(
@@ -186,6 +192,45 @@ def _search_k(
     )
 
 
+def _checked_call(time_limit: Any, engine: Any, options: Any) -> SolverOptions:
+    """The call's own arguments (the problem's are checked by make_problem); the options."""
+    as_seconds(time_limit, "time_limit")
+    if engine not in ENGINES:
+        raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
+    return as_options(options)
+
+
+def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) -> Budget:
+    """The call's work budget, and the wall-clock safety net unless timing is strict."""
+    # The engines stop early enough to leave time for checking and assembling the plan
+    # (measured: 0.6 ms at n=2048) and for the last local-search step to end.
+    finish_reserve = 0.001 + 0.5e-6 * n
+    mode = options.mode
+    budget = Budget(
+        limit=time_limit - finish_reserve,
+        # Work timing: the clock is a safety net a little past the estimate. Clock timing: the
+        # clock is the budget itself, so its deadline is the limit less the finish reserve.
+        wall_deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
+            SAFETY_NET_SLACK if mode == "work" else 0.0),
+        by_clock=mode == "clock",
+    )
+    return budget
+
+
+def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
+    """Which budget ended the search, and after how long: in work timing the estimate of the
+    work can run out long before the clock reaches ``time_limit``."""
+    after = f"after {elapsed * 1000:.1f} ms" if elapsed < 1 else f"after {elapsed:.2f} s"
+    if budget.by_clock:
+        return f"the clock reached time_limit={time_limit}s ({after})"
+    if budget.left() <= 0:
+        return (f"the work budget for time_limit={time_limit}s ran out {after} of wall time (work "
+                "is estimated, not timed, so the same input gives the same answer)")
+    if budget.cut:
+        return f"the wall-clock safety net stopped the search {after} (a loaded machine)"
+    return f"every search that fit ended {after}, inside time_limit={time_limit}s"
+
+
 @pauses_gc
 def partition(
     lengths: Any,
@@ -223,35 +268,17 @@ def partition(
     Raises:
         ValueError / TypeError: bad input, naming the argument and the fix.
         InfeasibleError: no plan; ``.proven`` tells "none exists" from "none found in time".
+            A plan is found whenever one exists and a construction (best fit or the capped
+            balancer) or the search reaches it in the time given. With ``equal_size`` and
+            ``groups`` together no construction is guaranteed to apply, so under a very short
+            limit (a few ms) a feasible batch can raise with ``proven=False``: give it more time.
     """
     t0 = time.perf_counter()
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
-        time_limit > 0
-    ):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r}: choose one of {', '.join(ENGINES)}")
-    if options is None:
-        options = SolverOptions()
-    elif not isinstance(options, SolverOptions):
-        raise TypeError(
-            f"options must be a SolverOptions, got {type(options).__name__}: pass "
-            "SolverOptions(**your_dict)"
-        )
+    options = _checked_call(time_limit, engine, options)
     problem = make_problem(
         lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
     )
-    # The engines stop early enough to leave time for checking and assembling the plan
-    # (measured: 0.6 ms at n=2048) and for the last local-search step to end.
-    finish_reserve = 0.001 + 0.5e-6 * len(problem.tokens)
-    mode = options.mode
-    budget = Budget(
-        limit=float(time_limit) - finish_reserve,
-        wall_deadline=None
-        if mode == "strict"
-        else t0 + float(time_limit) - finish_reserve + SAFETY_NET_SLACK,
-        by_clock=mode == "clock",
-    )
+    budget = _new_budget(len(problem.tokens), float(time_limit), options, t0)
     # Checking the input, building the items and bounds: charged up front, by size.
     budget.charge(FIXED_SECONDS_PER_ITEM * len(problem.tokens))
     items = make_items(problem)
@@ -260,10 +287,11 @@ def partition(
     if problem.k is not None:
         k_items = problem.k - n_over
         if k_items < (1 if len(items) else 0):
+            rest = (_count_bound(items, problem.cap) if problem.cap is not None else 1) if len(items) else 0
             raise InfeasibleError(
                 f"{n_over} sequences are over the cap and each needs its own micro-batch, "
-                f"leaving {k_items} for the other {len(items)} units with k={problem.k}: "
-                f"use k >= {n_over + (1 if len(items) else 0)}",
+                f"leaving {k_items} for the other {len(items)} units with k={problem.k}, which "
+                f"need at least {rest}: use k >= {n_over + rest}",
                 proven=True,
             )
         best = (
@@ -280,8 +308,9 @@ def partition(
         k_items, best, k_floor, k_status = 0, BestPlan([], 0, 0, "oversize_only", []), n_over, "optimal"
     if best.bins is None:
         raise InfeasibleError(
-            f"no plan with k={k_items + n_over} under cap={problem.cap} was found in "
-            f"{time_limit}s, and none is proven impossible: raise time_limit or k"
+            f"no plan with k={k_items + n_over} under cap={problem.cap} was found: "
+            f"{_what_ran_out(budget, time_limit, time.perf_counter() - t0)}, and none is proven "
+            "impossible: raise time_limit or k"
             + (f" ({'; '.join(best.notes)})" if best.notes else ""),
             proven=False,
         )

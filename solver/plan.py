@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths
+from seqpart.heuristics.inputs import as_lengths, as_positive_int, check_nesting
 from seqpart.solver.errors import InvalidPlanError
 from seqpart.solver.problem import Cost
 
@@ -55,6 +55,9 @@ def find_violations(
     bins' sizes and every bin's first entry, else it is ignored."""
     tokens = as_lengths(lengths)
     n = len(tokens)
+    k = as_positive_int(k, "k")
+    if flat is None:
+        check_nesting(bins, "bins", 1)
     msgs: list[str] = []
     wrong_k = len(bins) != k
     if wrong_k:

@@ -37,8 +37,12 @@ class Cost:
     def __post_init__(self) -> None:
         for name in ("linear", "quadratic"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"Cost.{name} must be an int >= 0, got {v!r} ({type(v).__name__})")
+            if v < 0:
                 raise ValueError(f"Cost.{name} must be an int >= 0, got {v!r}")
+            # numpy integers wrap in int64 arithmetic; every cost is computed in Python ints.
+            object.__setattr__(self, name, int(v))
         if self.linear == 0 and self.quadratic == 0:
             raise ValueError("Cost(linear=0, quadratic=0) gives every sequence zero cost")
 
@@ -47,13 +51,16 @@ class Cost:
         return cls(linear=6 * as_positive_int(hidden, "hidden"), quadratic=1)
 
     @classmethod
-    def from_model(cls, hidden_size: int, num_layers: int, num_heads: int, *,
-                   unit: int | None = None, **shape: Any) -> Cost:
+    def from_model(cls, hidden_size: int | None = None, num_layers: int | None = None,
+                   num_heads: int | None = None, *, unit: int | None = None, **shape: Any) -> Cost:
         """Forward FLOPs per sequence from a model's shape (see :mod:`seqpart.solver.flops` for
-        the formula and ``shape``'s names); ``unit=None`` scales to ``quadratic == 1``."""
-        from seqpart.solver.flops import ModelShape, cost_coefficients
+        the formula); ``shape`` takes ModelShape's names or Hugging Face's (``intermediate_size``,
+        ``num_hidden_layers``, ``num_key_value_heads``, ...). ``unit=None`` scales to
+        ``quadratic == 1``; a unit that would round a term to 0 is refused."""
+        from seqpart.solver.flops import cost_coefficients, model_shape
 
-        return cls(*cost_coefficients(ModelShape(hidden_size, num_layers, num_heads, **shape), unit))
+        return cls(*cost_coefficients(model_shape(
+            hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, **shape), unit))
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], *, unit: int | None = None) -> Cost:
@@ -71,7 +78,7 @@ class Cost:
             return cls()
         if spec == "attention":
             return cls.attention()
-        if isinstance(spec, tuple) and len(spec) == 2:
+        if isinstance(spec, (tuple, list)) and len(spec) == 2:
             return cls(*spec)
         raise ValueError(
             f"cost={spec!r} is not understood: use 'tokens', 'attention', "

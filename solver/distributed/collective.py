@@ -12,12 +12,14 @@ tensors between ranks.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from seqpart.solver.errors import DistributedPlanError, InfeasibleError
+from seqpart.solver.options import as_seconds
 
 # Status codes exchanged between ranks (ints, so they travel in an int64 tensor).
 _OK = 0
@@ -42,8 +44,8 @@ _CODE_NAMES: dict[int, str] = {
 # collective here starts with this same fixed-size exchange, and its ``_OP`` field names the
 # function: ranks that called different seqpart collectives find out in that first exchange,
 # before their collective sequences diverge, and all raise the same error.
-_RANK, _CODE, _OP, _N, _K_NEEDED, _CAP, _MULTIPLE, _MIN_K = range(8)
-_HEADER = 8
+_RANK, _CODE, _OP, _N, _K_NEEDED, _CAP, _MULTIPLE, _MIN_K, _ARGS = range(9)
+_HEADER = 9
 _MESSAGE_BYTES = 384
 _INT64_MAX = 2**63 - 1
 
@@ -53,8 +55,11 @@ _OPS = {
     _OP_MARK + 1: "partition_across_ranks",
     _OP_MARK + 2: "plan_global_across_ranks",
     _OP_MARK + 3: "plan_step_across_ranks",
+    _OP_MARK + 4: "rearrange_micro_batches (verl drop-in)",
 }
 _OP_PARTITION, _OP_GLOBAL, _OP_STEP = (_OP_MARK + i for i in (1, 2, 3))
+#: The verl drop-in's tag (public: the drop-in lives in another package).
+OP_VERL_REARRANGE = _OP_MARK + 4
 
 
 # --------------------------------------------------------------------------- communication
@@ -66,6 +71,7 @@ class _LocalComm:
     rank = 0
     global_rank = 0
     size = 1
+    input_error: Exception | None = None
 
     def __init__(self, op: int) -> None:
         self.op = op
@@ -107,6 +113,7 @@ class _TorchComm:
         self.global_rank = dist.get_rank()
         self.size = dist.get_world_size(group)
         self.device = _group_device(group)
+        self.input_error: Exception | None = None
 
     def _wait(self, work: Any, what: str) -> None:
         from datetime import timedelta
@@ -188,18 +195,24 @@ def _group_device(group: Any) -> Any:
 
 
 def _check_timeout(timeout: Any) -> None:
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-    ):
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    as_seconds(timeout, "timeout", allow_none=True)
+
+
+def _check_inputs(comm: _LocalComm | _TorchComm, timeout: Any) -> None:
+    """Raise this rank's bad ``group`` or ``timeout``: called inside the caller's reported
+    ``try``, so every rank raises the same error after the status exchange."""
+    if comm.input_error is not None:
+        raise comm.input_error
+    _check_timeout(timeout)
 
 
 def _make_comm(group: Any, op: int, timeout: Any = None) -> _LocalComm | _TorchComm:
-    """The group's communicator. A bad ``timeout`` is not raised here (only on this rank, it
-    would leave the others waiting): the caller checks it inside its reported ``try``."""
+    """The group's communicator. A bad ``timeout`` or ``group`` is not raised here (only on this
+    rank, it would leave the others waiting): the communicator then uses no timeout or the
+    default group, and the caller raises it inside its reported ``try`` (:func:`_check_inputs`)."""
     try:
         _check_timeout(timeout)
-    except ValueError:
+    except (TypeError, ValueError):
         timeout = None
     try:
         import torch.distributed as dist
@@ -212,7 +225,16 @@ def _make_comm(group: Any, op: int, timeout: Any = None) -> _LocalComm | _TorchC
                 "torch.distributed.init_process_group first (or pass group=None)"
             )
         return _LocalComm(op)
-    return _TorchComm(group, op, None if timeout is None else float(timeout))
+    input_error = None
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        input_error = TypeError(
+            f"group must be a torch.distributed ProcessGroup (or None for the default group), got "
+            f"{type(group).__name__}: pass the data-parallel group"
+        )
+        group = None  # the default group carries the report, so no rank waits for this one
+    comm = _TorchComm(group, op, None if timeout is None else float(timeout))
+    comm.input_error = input_error
+    return comm
 
 
 # --------------------------------------------------------------------------- status rows
@@ -227,12 +249,13 @@ def _row(
     multiple_of: int,
     min_k: int,
     message: str = "",
+    args: int = 0,
 ) -> list[int]:
     raw = message.encode("utf-8")[:_MESSAGE_BYTES]
     body = list(raw) + [0] * (_MESSAGE_BYTES - len(raw))
     # Every field already fits int64 (the codes map what does not to -1), so building the
     # tensor cannot fail on one rank alone and leave the others in the exchange.
-    header = [comm.global_rank, code, comm.op, n, k_needed, cap, multiple_of, min_k]
+    header = [comm.global_rank, code, comm.op, n, k_needed, cap, multiple_of, min_k, args]
     return [v if -_INT64_MAX <= v <= _INT64_MAX else -1 for v in header] + body
 
 
@@ -305,6 +328,33 @@ def _mismatch_error(rows: list[list[int]]) -> DistributedPlanError | None:
     return None
 
 
+def _args_digest(kwargs: dict[str, Any]) -> int:
+    """A digest of keyword arguments that every rank must pass alike (cost, pp, k, ...), so a
+    rank that passed others is caught in the status exchange instead of silently overruled by
+    rank 0. Values whose repr names a memory address count by their type only."""
+    parts = []
+    for key in sorted(kwargs):
+        text = repr(kwargs[key])
+        parts.append(f"{key}={type(kwargs[key]).__qualname__ if ' at 0x' in text else text}")
+    return zlib.crc32(";".join(parts).encode("utf-8")) + 1  # 0 means "not checked"
+
+
+def _args_mismatch_error(rows: list[list[int]], what: str) -> DistributedPlanError | None:
+    digests = {r[_ARGS] for r in rows if r[_ARGS]}
+    if len(digests) <= 1:
+        return None
+    first = rows[0][_ARGS]
+    other = next(r for r in rows if r[_ARGS] != first)
+    return DistributedPlanError(
+        f"ranks passed different {what}: rank {rows[0][_RANK]} and rank {other[_RANK]} differ; "
+        "only one plan is made for the whole group, so every rank must pass the same values "
+        "(derive them from the shared config, not per rank)",
+        code="mismatched_args",
+        rank=None,
+        numbers={"ranks": [rows[0][_RANK], other[_RANK]]},
+    )
+
+
 def _failure_error(rows: list[list[int]], size: int, what: str) -> DistributedPlanError | None:
     """The first failing rank's error (lowest group rank), the same on every rank."""
     failed = [r for r in rows if r[_CODE] != _OK]
@@ -335,3 +385,62 @@ def _raise_same(err: DistributedPlanError | None, local: Exception | None) -> No
     """Raise ``err`` on every rank; the rank that failed chains its own exception."""
     if err is not None:
         raise err from local
+
+
+# --------------------------------------------------------------------------- count agreement
+
+
+def agree_on_count(
+    group: Any,
+    op: int,
+    timeout: Any,
+    local: Callable[[], tuple[int, int]],
+    *,
+    cap: Any = None,
+    multiple_of: Any = 1,
+    min_k: Any = 1,
+    what: str = "plan its micro-batches",
+) -> int:
+    """The micro-batch count every rank of ``group`` agrees on, or the same error on every rank.
+
+    ``local()`` returns this rank's ``(sequence count, count it needs)`` or raises; its error
+    reaches every rank through the status exchange, so no rank waits for one that failed. The
+    agreed count is the largest need, at least ``min_k``, rounded up to ``multiple_of`` (each
+    checked to be equal on every rank, as is ``cap``); a rank with fewer sequences than that
+    count makes every rank raise ``DistributedPlanError(code="too_few_samples")``. Each
+    collective is waited on with ``timeout`` (None: the group's own).
+    """
+    comm = _make_comm(group, op, timeout)
+    n = need = 0
+    code, text, local_error = _OK, "", None
+    try:
+        _check_inputs(comm, timeout)
+        for value, name in ((cap, "cap"), (multiple_of, "multiple_of"), (min_k, "min_k")):
+            _check_fits(value, name)
+        n, need = local()
+    except Exception as err:  # must reach the exchange, or the other ranks wait for this one
+        local_error, code, text = err, _classify(err), str(err)
+    rows = comm.gather_rows(
+        _row(comm, code, n, need, _cap_code(cap), _count_code(multiple_of), _count_code(min_k), text)
+    )
+    _raise_same(
+        _call_mismatch_error(rows) or _mismatch_error(rows) or _failure_error(rows, comm.size, what),
+        local_error,
+    )
+    needs = [r[_K_NEEDED] for r in rows]
+    mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
+    k = max(max(needs), floor)
+    k = -(-k // mult) * mult
+    short = [r for r in rows if r[_N] < k]
+    if short:
+        first = short[0]
+        raise DistributedPlanError(
+            f"rank {first[_RANK]} has {first[_N]} sequences but the {comm.size} ranks agreed on "
+            f"{k} micro-batches (largest need {max(needs)}, at least {floor}, a multiple of {mult}); "
+            "each micro-batch must be non-empty: give every rank at least that many sequences, "
+            "or raise the token cap so fewer micro-batches are needed",
+            code="too_few_samples",
+            rank=first[_RANK],
+            numbers={"n_local": first[_N], "k_agreed": k, "k_needed_max": max(needs)},
+        )
+    return k

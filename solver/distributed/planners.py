@@ -47,10 +47,12 @@ from seqpart.solver.distributed.collective import (
     _OVER_CAP,
     _PLAN_FAILED,
     _RANK,
+    _args_digest,
+    _args_mismatch_error,
     _call_mismatch_error,
     _cap_code,
     _check_fits,
-    _check_timeout,
+    _check_inputs,
     _classify,
     _count_code,
     _failure_error,
@@ -77,6 +79,10 @@ __all__ = [
 
 
 def _owner(offsets: list[int], n: int, index: int) -> tuple[int, int]:
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"index must be an int (a global sequence index), got {index!r} "
+                        f"({type(index).__name__})")
+    index = int(index)
     if not 0 <= index < n:
         raise IndexError(f"sequence {index} is outside range(0, {n})")
     r = int(np.searchsorted(offsets, index, side="right")) - 1
@@ -162,14 +168,68 @@ def partition_across_ranks(
     """
     comm = _make_comm(group, _OP_PARTITION, timeout)
     cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
-    tokens: np.ndarray | None = None
-    local_plan: Plan | None = None
-    local_error: Exception | None = None
-    code, n, k_needed, text = _OK, 0, 0, ""
+    local = _smallest_local_plan(comm, local_lengths, cap, multiple_of, min_k, time_limit, timeout,
+                                 partition_kwargs)
+    args = _args_digest(partition_kwargs)
+    rows = comm.gather_rows(_row(comm, local.code, local.n, local.k_needed, cap_code, mult_code,
+                                 min_k_code, local.text, args))
+    agree_error = (
+        _call_mismatch_error(rows)
+        or _mismatch_error(rows)
+        or _args_mismatch_error(rows, "partition arguments (cost, oversize, groups, engine, ...)")
+        or _failure_error(rows, comm.size, "find its smallest micro-batch count")
+    )
+    _raise_same(agree_error, local.error)
+    # Every rank now holds the same rows, so the same count and the same verdict.
+    k_agreed, note = _agreed_count(rows, comm.size)
+
+    plan: Plan | None = None
+    local_error, code, text = None, _OK, ""
     try:
-        _check_timeout(timeout)
-        tokens = as_lengths(local_lengths, "local_lengths")
-        n = len(tokens)
+        assert local.plan is not None and local.tokens is not None
+        plan = local.plan
+        if plan.k != k_agreed:
+            plan = partition(local.tokens, k_agreed, cap, time_limit=time_limit, **partition_kwargs)
+        plan = dataclasses.replace(
+            plan, k_status="given", k_lower_bound=None,
+            notes=[*plan.notes, f"{note}; this rank alone needed {local.plan.k}"],
+        )
+    except Exception as err:  # reported collectively, as above
+        local_error, code, text = err, _PLAN_FAILED, str(err)
+    rows = comm.gather_rows(_row(comm, code, local.n, k_agreed, cap_code, mult_code, min_k_code, text,
+                                 args))
+    _raise_same(
+        _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
+        local_error,
+    )
+    assert plan is not None
+    return plan
+
+
+@dataclass
+class _LocalOutcome:
+    """One rank's first step, success or failure, as the status exchange reports it."""
+
+    tokens: np.ndarray | None = None
+    plan: Plan | None = None
+    error: Exception | None = None
+    code: int = _OK
+    n: int = 0
+    k_needed: int = 0
+    text: str = ""
+
+
+def _smallest_local_plan(
+    comm: Any, local_lengths: Any, cap: Any, multiple_of: Any, min_k: Any, time_limit: float,
+    timeout: Any, partition_kwargs: dict[str, Any],
+) -> _LocalOutcome:
+    """This rank's checks and its smallest count; any failure is caught, since it must reach the
+    status exchange or the other ranks would wait for this one."""
+    out = _LocalOutcome()
+    try:
+        _check_inputs(comm, timeout)
+        out.tokens = tokens = as_lengths(local_lengths, "local_lengths")
+        out.n = len(tokens)
         for value, name in ((cap, "cap"), (multiple_of, "multiple_of"), (min_k, "min_k")):
             _check_fits(value, name)
         cap_value = as_positive_int(cap, "cap", allow_none=True)
@@ -181,28 +241,26 @@ def partition_across_ranks(
             too_long = np.flatnonzero(tokens > cap_value)
             if too_long.size:
                 i = int(too_long[0])
-                code = _OVER_CAP
+                out.code = _OVER_CAP
                 more = f" (and {too_long.size - 1} more)" if too_long.size > 1 else ""
                 raise ValueError(
                     f"sequence {i} has {int(tokens[i])} tokens, over cap={cap_value}{more}: raise "
                     "the cap, truncate or drop it, or pass oversize='alone' to give each such "
                     "sequence a micro-batch of its own"
                 )
-        local_plan = partition(tokens, None, cap_value, time_limit=time_limit, **partition_kwargs)
-        k_needed = local_plan.k
-    except Exception as err:  # any failure must reach the collective below, or peers hang
-        local_error = err
-        code = code if code != _OK else _classify(err)
-        text = str(err)
-    rows = comm.gather_rows(_row(comm, code, n, k_needed, cap_code, mult_code, min_k_code, text))
-    agree_error = (
-        _call_mismatch_error(rows)
-        or _mismatch_error(rows)
-        or _failure_error(rows, comm.size, "find its smallest micro-batch count")
-    )
-    _raise_same(agree_error, local_error)
+        out.plan = partition(tokens, None, cap_value, time_limit=time_limit, **partition_kwargs)
+        out.k_needed = out.plan.k
+    except Exception as err:  # any failure must reach the collective, or peers hang
+        out.error = err
+        out.code = out.code if out.code != _OK else _classify(err)
+        out.text = str(err)
+    return out
 
-    # Every rank now holds the same rows, so the same count and the same verdict.
+
+def _agreed_count(rows: list[list[int]], size: int) -> tuple[int, str]:
+    """The count every rank splits into (the largest need, at least min_k, rounded up to
+    multiple_of) and the note that says how it was agreed; raises on every rank alike when a
+    rank has fewer sequences than that count."""
     needs = [r[_K_NEEDED] for r in rows]
     top = rows[needs.index(max(needs))]
     mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
@@ -215,7 +273,7 @@ def partition_across_ranks(
         first = short[0]
         others = f" ({len(short) - 1} other ranks too)" if len(short) > 1 else ""
         raise DistributedPlanError(
-            f"rank {first[_RANK]} has {first[_N]} sequences but the {comm.size} ranks agreed on "
+            f"rank {first[_RANK]} has {first[_N]} sequences but the {size} ranks agreed on "
             f"k={k_agreed} micro-batches (rank {top[_RANK]} needs {max(needs)} under "
             f"cap={rows[0][_CAP] or None}{rounding}){others}; each micro-batch must be non-empty. "
             f"Fix: give every rank at least {k_agreed} sequences (split the step's samples evenly "
@@ -226,37 +284,9 @@ def partition_across_ranks(
             numbers={"n_local": first[_N], "k_agreed": k_agreed, "k_needed_max": max(needs),
                      "rank_needing_most": top[_RANK], "cap": rows[0][_CAP]},
         )
-
-    plan: Plan | None = None
-    local_error, code, text = None, _OK, ""
-    try:
-        assert local_plan is not None and tokens is not None
-        if local_plan.k == k_agreed:
-            plan = local_plan
-        else:
-            plan = partition(
-                tokens, k_agreed, cap, time_limit=time_limit, **partition_kwargs
-            )
-        own = local_plan.k
-        plan = dataclasses.replace(
-            plan,
-            k_status="given",
-            k_lower_bound=None,
-            notes=[
-                *plan.notes,
-                f"k={k_agreed} agreed across {comm.size} ranks (max needed {max(needs)} by rank "
-                f"{top[_RANK]}{rounding}); this rank alone needed {own}",
-            ],
-        )
-    except Exception as err:  # reported collectively, as above
-        local_error, code, text = err, _PLAN_FAILED, str(err)
-    rows = comm.gather_rows(_row(comm, code, n, k_agreed, cap_code, mult_code, min_k_code, text))
-    _raise_same(
-        _failure_error(rows, comm.size, f"split into the agreed k={k_agreed} micro-batches"),
-        local_error,
-    )
-    assert plan is not None
-    return plan
+    note = (f"k={k_agreed} agreed across {size} ranks (max needed {max(needs)} by rank "
+            f"{top[_RANK]}{rounding})")
+    return k_agreed, note
 
 
 def _plan_once_across_ranks(
@@ -267,6 +297,7 @@ def _plan_once_across_ranks(
     multiple_of: Any,
     timeout: Any,
     planner: Any,
+    kwargs: dict[str, Any],
 ) -> tuple[Any, list[int], np.ndarray, int]:
     """Gather every rank's lengths, run ``planner(lengths, dp_size)`` once on group rank 0 and
     hand its result to every rank: ``(result, offsets, lengths, group rank)``.
@@ -283,7 +314,7 @@ def _plan_once_across_ranks(
     local_error: Exception | None = None
     code, text = _OK, ""
     try:
-        _check_timeout(timeout)
+        _check_inputs(comm, timeout)
         for value, arg in ((cap, "cap"), (multiple_of, "multiple_of")):
             _check_fits(value, arg)
         tokens = as_lengths(local_lengths, "local_lengths")
@@ -291,10 +322,12 @@ def _plan_once_across_ranks(
         as_positive_int(multiple_of, "multiple_of")
     except Exception as err:  # reported collectively
         local_error, code, text = err, _classify(err), str(err)
-    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text))
+    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text,
+                                 _args_digest(kwargs)))
     _raise_same(
         _call_mismatch_error(rows)
         or _mismatch_error(rows)
+        or _args_mismatch_error(rows, "planner arguments (cost, pp, vpp, overhead, ...)")
         or _failure_error(rows, comm.size, "share its lengths"),
         local_error,
     )
@@ -340,8 +373,9 @@ def plan_global_across_ranks(
     sizes) and one ``all_gather`` of the lengths padded to the longest rank; rank 0 runs
     :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
     rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
-    ``time_limit`` and ``partition_kwargs`` are used; ``cap`` and ``multiple_of`` must match on
-    every rank (checked). ``timeout`` bounds each collective as in :func:`partition_across_ranks`.
+    ``time_limit`` is used; ``cap``, ``multiple_of`` and ``partition_kwargs`` must match on every
+    rank (checked in the status exchange: "mismatched_args" otherwise). ``timeout`` bounds each
+    collective as in :func:`partition_across_ranks`.
 
     Raises:
         DistributedPlanError: on every rank, with the same message: a rank's input is invalid,
@@ -354,7 +388,7 @@ def plan_global_across_ranks(
                            **partition_kwargs)
 
     plans, offsets, lengths, rank = _plan_once_across_ranks(
-        _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner
+        _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner, partition_kwargs
     )
     return GlobalPlan(plans=plans, offsets=offsets, lengths=lengths.tolist(), rank=rank)
 
@@ -394,7 +428,8 @@ def plan_step_across_ranks(
 
     The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
     :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
-    ``time_limit`` and ``step_kwargs`` are used.
+    ``time_limit`` is used; ``step_kwargs`` (cost, pp, vpp, overhead, ...) must match on every
+    rank (checked in the status exchange: "mismatched_args" otherwise).
     """
     from seqpart.solver.step import planner as step_module
 
@@ -408,6 +443,6 @@ def plan_step_across_ranks(
                            **step_kwargs)
 
     schedule, offsets, lengths, rank = _plan_once_across_ranks(
-        _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner
+        _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner, step_kwargs
     )
     return StepSchedule(schedule=schedule, offsets=offsets, lengths=lengths.tolist(), rank=rank)

@@ -8,7 +8,8 @@
 * OpenRLHF's signatures where they differ: :mod:`.openrlhf`.
 * :func:`patch` / :func:`patch_verl` / :func:`patch_slime` / :func:`patch_openrlhf` /
   :func:`patch_areal` (:mod:`.patch`): rebind the trainer's functions in every module that
-  imported them by name, so one call is enough.
+  imported them by name, so one call per process is enough; :func:`setup_worker` makes that call
+  in every Ray worker process (``worker_process_setup_hook``).
 
 Every drop-in accepts what the original accepts (ints or floats, lists, numpy arrays, tensors,
 0-d tensors; integral floats for counts and caps), keeps its output contract, and is repeatable:
@@ -24,7 +25,15 @@ from seqpart.solver.dropins.balance import (
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
-from seqpart.solver.dropins.patch import Patched, patch, patch_areal, patch_openrlhf, patch_slime, patch_verl
+from seqpart.solver.dropins.patch import (
+    Patched,
+    patch,
+    patch_areal,
+    patch_openrlhf,
+    patch_slime,
+    patch_verl,
+    setup_worker,
+)
 from seqpart.solver.dropins.slime import build_dp_schedule, workload_cost
 from seqpart.solver.dropins.verl import rearrange_micro_batches
 from seqpart.solver.errors import TrainerInputError
@@ -44,5 +53,6 @@ __all__ = [
     "patch_slime",
     "patch_verl",
     "rearrange_micro_batches",
+    "setup_worker",
     "workload_cost",
 ]

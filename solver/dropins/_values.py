@@ -22,6 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.heuristics.inputs import refuse_unordered
+from seqpart.solver.errors import TrainerInputError
+
 _INT64_MAX = np.iinfo(np.int64).max
 #: Scaled totals stay below this, so sums (and CP-SAT's linear expressions) never near int64.
 _SCALED_TOTAL = 2**52
@@ -40,8 +43,17 @@ def _to_array(values: Any, name: str) -> np.ndarray:
     """A 1-D numpy array from a list, array or tensor (CPU or not), or a list of 0-d tensors."""
     if isinstance(values, (str, bytes)) or values is None or np.isscalar(values):
         raise TypeError(f"{name} must be a list of numbers, got {type(values).__name__}")
+    refuse_unordered(values, name)
     if hasattr(values, "detach") and hasattr(values, "cpu"):  # torch.Tensor, without torch
-        values = values.detach().cpu().numpy()
+        values = _tensor_values(values, name)
+    if isinstance(values, np.ma.MaskedArray):
+        masked = int(np.ma.count_masked(values))
+        if masked:  # the original would index past them or drop them: never guess which
+            raise TrainerInputError(
+                f"{name} is a masked array with {masked} masked entries: pass one value per "
+                f"sample, e.g. {name}.compressed() with the indices mapped back"
+            )
+        values = np.asarray(values.data)
     if not isinstance(values, np.ndarray):
         try:
             items = list(values)
@@ -65,7 +77,22 @@ def _to_array(values: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} holds bools: pass the lengths or weights, not a mask")
     if values.dtype.kind not in "iuf":
         raise TypeError(f"{name} must hold numbers, got dtype {values.dtype}")
+    if values.dtype.kind == "f" and values.dtype != np.float64:
+        values = values.astype(np.float64)  # float16/32 sums round early; the values are exact in float64
     return values
+
+
+def _tensor_values(tensor: Any, name: str) -> np.ndarray:
+    """A tensor's values as numpy: refuses the meta device (no values), widens what numpy lacks."""
+    if getattr(getattr(tensor, "device", None), "type", "cpu") == "meta":
+        raise TrainerInputError(
+            f"{name} is a tensor on the meta device, which holds no values: pass the real "
+            "values (a CPU or GPU tensor, or a list)"
+        )
+    tensor = tensor.detach().cpu()
+    if tensor.is_floating_point() and tensor.dtype.itemsize < 4:  # bfloat16, float16
+        tensor = tensor.double()
+    return tensor.numpy()
 
 
 def _scalar(x: Any, name: str) -> int | float:
@@ -107,7 +134,15 @@ def as_weights(values: Any, name: str) -> Weights:
     if arr.size == 0:
         return Weights(np.zeros(0, np.int64), 0, True)
     integral = bool(np.all(arr == np.floor(arr)))
-    total = math.fsum(arr.tolist())
+    try:
+        total = math.fsum(arr.tolist())
+    except OverflowError:
+        total = math.inf
+    if not math.isfinite(total):
+        raise TrainerInputError(
+            f"{name} sums beyond float64's range (~1.8e308): scale the weights down (only their "
+            "ratios matter for the balance)"
+        )
     if integral and total < _SCALED_TOTAL:
         # Below 2**52 every integral float is an exact int64.
         return Weights(arr.astype(np.int64), 0, True)

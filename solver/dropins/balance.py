@@ -379,4 +379,12 @@ def get_capped_seqlen_balanced_partitions(
     cap = as_count(max_tokens_per_gpu, "max_tokens_per_gpu")
     equal = as_flag(equal_size, "equal_size")
     _need_k_items(len(tokens), k, "micro-batches")
+    if equal and int(tokens.max()) > cap:
+        i = int(np.argmax(tokens))
+        raise TrainerInputError(
+            f"seqlen_list[{i}] has {int(tokens[i])} tokens, over max_tokens_per_gpu={cap}, and "
+            "equal_size=True gives every list the same number of sequences, so it cannot sit "
+            "alone: raise max_tokens_per_gpu, truncate or drop that sequence, or pass "
+            "equal_size=False (then it gets a list of its own)"
+        )
     return _by_weight_desc(_balance(tokens, k, equal, cap), tokens)

@@ -29,6 +29,7 @@ from seqpart.solver.dropins import balance, openrlhf, slime, verl
 
 __all__ = [
     "KNOWN_IMPORTERS",
+    "PATCH_ENV",
     "TARGETS",
     "Patched",
     "patch",
@@ -36,6 +37,7 @@ __all__ = [
     "patch_openrlhf",
     "patch_slime",
     "patch_verl",
+    "setup_worker",
 ]
 
 
@@ -172,3 +174,30 @@ def patch_openrlhf() -> Patched:
 def patch_areal() -> Patched:
     """``patch("areal")``: ``areal.utils.seqpack._kk_partition`` (used by ``kk_allocate``)."""
     return patch("areal")
+
+
+#: The environment variable :func:`setup_worker` reads: trainer names, comma-separated.
+PATCH_ENV = "SEQPART_PATCH"
+
+
+def setup_worker() -> list[Patched]:
+    """Patch the trainers named in ``$SEQPART_PATCH`` (e.g. ``"verl"``) in this process.
+
+    Why a hook: a patch rebinds names in the process that calls it. Ray-based trainers (verl,
+    slime, OpenRLHF, AReaL) balance and split batches inside worker processes (the trainer's
+    driver and its actor workers), each with its own copy of the trainer's modules, so a
+    ``patch()`` in the driver script leaves every worker on the original. Ray runs this function
+    first in every worker process it starts::
+
+        ray.init(runtime_env={
+            "env_vars": {"SEQPART_PATCH": "verl"},
+            "worker_process_setup_hook": "seqpart.solver.dropins.setup_worker",
+        })
+
+    Outside Ray, call it (or :func:`patch`) at the top of whatever each process runs. An empty
+    or unset variable patches nothing.
+    """
+    import os
+
+    names = [name.strip() for name in os.environ.get(PATCH_ENV, "").split(",") if name.strip()]
+    return [patch(name) for name in names]

@@ -31,7 +31,7 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
   the loss reduction) whatever its length; at the ~10-20k tokens/s per GPU of a 7B training
   step that is a few milliseconds, a few hundred tokens. With 0 the model would split freely
   for balance; with 512 an extra micro-batch has to save more than 512 tokens on the slowest
-  rank. Measured (below) it keeps the count of the previous method at pp=1 (23.4 against 23.4
+  rank. Measured (below) it keeps the count of the fewest-count method at pp=1 (23.4 against 23.4
   per rank) and doubles it at pp=4, where smaller micro-batches shorten the bubble;
 * :data:`STEP_TIME_LIMIT` = 0.02 s, as a deterministic work budget with the clock dropped
   (``SolverOptions(deterministic=True)``): the same input gives the same schedule on every call
@@ -43,7 +43,7 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
 budget), and its result passes :func:`~seqpart.solver.step.check_schedule`; the assembled step
 passes :func:`~seqpart.solver.plan.find_violations` again. Each rank's micro-batches are in
 ``plan_step``'s 1F1B order (lightest first and last). If ``plan_step`` finds no schedule in its
-budget (never seen), the previous method plans the step: the fewest micro-batches the cap allows
+budget (never seen), the fewest-count method plans the step: the fewest micro-batches the cap allows
 (``partition``, rounded up to the alignment), then an equal-size rank deal balanced in the cost.
 
 Static batch size (``micro_batch_size``): the count and the size of every micro-batch are fixed
@@ -52,16 +52,16 @@ the FLOPs estimate, dealt to ranks by an equal-size partition of their loads (FL
 ``balance_data``, else tokens). ``plan_step`` has no samples-per-micro-batch limit, so it is not
 used here.
 
-Measured against the previous method (``_plan_fewest``, the ``plan_global`` shape) and slime's
+Measured against the fewest-count method (``_plan_fewest``, the ``plan_global`` shape) and slime's
 own (first fit, ranks strided or by Karmarkar-Karp), ``python benchmarks/bench_trainers.py --part
 slime --batches 500`` (100 long-tail steps, n 64..1024, dp 2..16, cap 2x the longest; load ~2.3
 on 2 cores), step time of the model with the same cost and overhead, ratio other / new:
 
-* pp=1: p50 1.000x against the previous method; 6 of 50 steps slower by at most 0.05% (the
+* pp=1: p50 1.000x against the fewest-count method; 6 of 50 steps slower by at most 0.05% (the
   0.02 s budget ends the search before it matches ``partition``'s balance; at n = 1024 the
   constructions alone use the budget); p50 1.026x (tokens) and 1.001x (FLOPs) against
   slime's own, never slower.
-* pp=4: p50 1.081x (tokens) / 1.098x (FLOPs) against the previous method, never slower;
+* pp=4: p50 1.081x (tokens) / 1.098x (FLOPs) against the fewest-count method, never slower;
   1.125x / 1.107x against slime's own.
 * Wall time per call, one step of n samples (tokens, p50 of 3): n=64: 5.6-13 ms (previous
   3.3-5.0); n=256: 9.1-11 ms (previous 24-73); n=1024: 11-38 ms (previous 113-145; 38 ms at
@@ -70,6 +70,8 @@ on 2 cores), step time of the model with the same cost and overhead, ratio other
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -279,56 +281,12 @@ def build_dp_schedule(
             rollouts than one step, a step with fewer samples than ranks or than the micro-batch
             count needs, a static layout that cannot align.
     """
-    dp_size = as_count(train_parallel_config["dp_size"], "dp_size")
-    cp_size = as_count(train_parallel_config.get("cp_size", 1), "cp_size")
-    vpp_size = as_count(train_parallel_config.get("vpp_size", 1) or 1, "vpp_size")
-    mb_group = as_count(train_parallel_config.get("microbatch_group_size_per_vp_stage", 1) or 1,
-                        "microbatch_group_size_per_vp_stage")
+    layout = _layout(args, train_parallel_config)
+    dp_size, cap = layout.dp_size, layout.cap
     gbs = as_count(global_batch_size, "global_batch_size")
     tokens = as_tokens(total_lengths, "total_lengths")
-    _assert((rollout_indices is None) != (group_indices is None),
-            "pass rollout_indices (slime main) or group_indices (slime v0.3.0), exactly one")
-    unit = "rollouts" if group_indices is None else "groups"
-    rollout_ids = list(rollout_indices if group_indices is None else group_indices)
-    _assert(len(rollout_ids) == len(tokens), (
-        f"rollout_indices has {len(rollout_ids)} entries for {len(tokens)} samples: one per sample"
-    ))
-    zero = np.flatnonzero(tokens == 0)
-    _assert(zero.size == 0, (
-        f"total_lengths[{int(zero[0]) if zero.size else 0}] is 0: drop empty samples first"
-    ))
-    dynamic = as_flag(getattr(args, "use_dynamic_batch_size", False), "use_dynamic_batch_size")
-    cap = None
-    micro_batch_size = None
-    if dynamic:
-        _assert(getattr(args, "max_tokens_per_gpu", None) is not None,
-                "use_dynamic_batch_size needs args.max_tokens_per_gpu")
-        cap = as_count(args.max_tokens_per_gpu, "max_tokens_per_gpu") * cp_size
-    else:
-        micro_batch_size = as_count(getattr(args, "micro_batch_size", None), "micro_batch_size")
-    pp = as_count(train_parallel_config.get("pp_size") or
-                  getattr(args, "pipeline_model_parallel_size", None) or 1, "pp_size")
-    m_multiple = mb_group if vpp_size > 1 else 1
-    align = dp_size * m_multiple
-    workload = workload_cost(args)
-    by_flops = as_flag(getattr(args, "balance_by_flops", False) or False, "balance_by_flops")
-    balance = as_flag(getattr(args, "balance_data", False) or False, "balance_data")
-    # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
-    step_cost = workload if by_flops or balance else Cost()
-    # Static: slime's micro-batch and rank weights.
-    mbs_cost = workload
-    rank_cost = workload if balance else Cost()
-
-    # Rollouts in first-occurrence order, each with its sample positions.
-    samples_of: dict[Any, list[int]] = {}
-    for pos, rid in enumerate(rollout_ids):
-        samples_of.setdefault(rid, []).append(pos)
-    rollouts = list(samples_of)
+    rollouts, samples_of = _rollouts(rollout_indices, group_indices, tokens, gbs)
     num_steps = len(rollouts) // gbs
-    _assert(num_steps >= 1, (
-        f"num_{unit} ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "
-        f"worth of {unit}"
-    ))
 
     partitions: list[list[int]] = [[] for _ in range(dp_size)]
     micro_batch_indices: list[list[list[int]]] = [[] for _ in range(dp_size)]
@@ -341,12 +299,12 @@ def build_dp_schedule(
         ))
         step_tokens = tokens[step]
         if cap is not None:
-            per_rank = _plan_dynamic(step_tokens, dp_size, m_multiple, pp, vpp_size, cap,
-                                     step_cost, step_i)
+            per_rank = _plan_dynamic(step_tokens, dp_size, layout.m_multiple, layout.pp, layout.vpp,
+                                     cap, layout.step_cost, step_i)
         else:
-            assert micro_batch_size is not None
-            per_rank = _plan_static(step_tokens, dp_size, align, micro_batch_size, mbs_cost,
-                                    rank_cost)
+            assert layout.micro_batch_size is not None
+            per_rank = _plan_static(step_tokens, dp_size, layout.align, layout.micro_batch_size,
+                                    layout.mbs_cost, layout.rank_cost)
         per_rank = _checked(per_rank, step_tokens, dp_size, cap)
         num_microbatches.append(len(per_rank[0]))
         for r, rank_mbs in enumerate(per_rank):
@@ -355,3 +313,88 @@ def build_dp_schedule(
                 partitions[r].extend(step[i] for i in mb)
                 micro_batch_indices[r].append(list(range(start, start + len(mb))))
     return partitions, micro_batch_indices, num_microbatches, [gbs] * num_steps
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What build_dp_schedule reads from slime's args and parallel config."""
+
+    dp_size: int
+    pp: int
+    vpp: int
+    m_multiple: int  # the per-rank count is a multiple of this (vpp > 1: the micro-batch group)
+    align: int  # static layout: the step's micro-batch count is a multiple of this
+    cap: int | None  # dynamic batch size: max_tokens_per_gpu * cp_size
+    micro_batch_size: int | None  # static batch size
+    step_cost: Cost  # dynamic: the step time's per-sequence cost
+    mbs_cost: Cost  # static: slime's micro-batch weight
+    rank_cost: Cost  # static: slime's rank weight
+
+
+def _layout(args: Any, train_parallel_config: dict) -> _Layout:
+    _assert(isinstance(train_parallel_config, Mapping), (
+        "train_parallel_config must be a dict with dp_size (and cp_size, vpp_size, "
+        f"microbatch_group_size_per_vp_stage), got {type(train_parallel_config).__name__}"
+    ))
+    _assert("dp_size" in train_parallel_config,
+            "train_parallel_config has no dp_size: pass the data-parallel size, e.g. {'dp_size': 8}")
+    dp_size = as_count(train_parallel_config["dp_size"], "dp_size")
+    cp_size = as_count(train_parallel_config.get("cp_size", 1), "cp_size")
+    vpp_size = as_count(train_parallel_config.get("vpp_size", 1) or 1, "vpp_size")
+    mb_group = as_count(train_parallel_config.get("microbatch_group_size_per_vp_stage", 1) or 1,
+                        "microbatch_group_size_per_vp_stage")
+    dynamic = as_flag(getattr(args, "use_dynamic_batch_size", False), "use_dynamic_batch_size")
+    cap = None
+    micro_batch_size = None
+    if dynamic:
+        _assert(getattr(args, "max_tokens_per_gpu", None) is not None,
+                "use_dynamic_batch_size needs args.max_tokens_per_gpu")
+        cap = as_count(args.max_tokens_per_gpu, "max_tokens_per_gpu") * cp_size
+    else:
+        micro_batch_size = as_count(getattr(args, "micro_batch_size", None), "micro_batch_size")
+    pp = as_count(train_parallel_config.get("pp_size") or
+                  getattr(args, "pipeline_model_parallel_size", None) or 1, "pp_size")
+    m_multiple = mb_group if vpp_size > 1 else 1
+    workload = workload_cost(args)
+    by_flops = as_flag(getattr(args, "balance_by_flops", False) or False, "balance_by_flops")
+    balance = as_flag(getattr(args, "balance_data", False) or False, "balance_data")
+    return _Layout(
+        dp_size=dp_size, pp=pp, vpp=vpp_size, m_multiple=m_multiple, align=dp_size * m_multiple,
+        cap=cap, micro_batch_size=micro_batch_size,
+        # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
+        step_cost=workload if by_flops or balance else Cost(),
+        # Static: slime's micro-batch and rank weights.
+        mbs_cost=workload, rank_cost=workload if balance else Cost(),
+    )
+
+
+def _rollouts(
+    rollout_indices: Any, group_indices: Any, tokens: np.ndarray, gbs: int
+) -> tuple[list[Any], dict[Any, list[int]]]:
+    """Rollouts in first-occurrence order, each with its sample positions; at least one step."""
+    _assert((rollout_indices is None) != (group_indices is None),
+            "pass rollout_indices (slime main) or group_indices (slime v0.3.0), exactly one")
+    unit = "rollouts" if group_indices is None else "groups"
+    rollout_ids = list(rollout_indices if group_indices is None else group_indices)
+    _assert(len(rollout_ids) == len(tokens), (
+        f"rollout_indices has {len(rollout_ids)} entries for {len(tokens)} samples: one per sample"
+    ))
+    zero = np.flatnonzero(tokens == 0)
+    _assert(zero.size == 0, (
+        f"total_lengths[{int(zero[0]) if zero.size else 0}] is 0: drop empty samples first"
+    ))
+    samples_of: dict[Any, list[int]] = {}
+    for pos, rid in enumerate(rollout_ids):
+        try:
+            samples_of.setdefault(rid, []).append(pos)
+        except TypeError:
+            raise TrainerInputError(
+                f"rollout_indices[{pos}] is {rid!r} ({type(rid).__name__}), which cannot identify a "
+                "rollout: pass one hashable id (an int) per sample"
+            ) from None
+    rollouts = list(samples_of)
+    _assert(len(rollouts) // gbs >= 1, (
+        f"num_{unit} ({len(rollouts)}) < global_batch_size ({gbs}): need at least one step's "
+        f"worth of {unit}"
+    ))
+    return rollouts, samples_of

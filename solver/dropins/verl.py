@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.solver.distributed.collective import OP_VERL_REARRANGE, agree_on_count
 from seqpart.solver.dropins._values import as_count, as_flag, as_tokens
 from seqpart.solver.dropins.balance import _balance, get_minimum_num_micro_batch_size
 from seqpart.solver.errors import TrainerInputError
@@ -36,12 +37,32 @@ WORKLOAD = Cost.attention()
 
 
 def _effective_lengths(batch: Any) -> np.ndarray:
-    input_ids = batch["input_ids"]
+    if batch is None or not hasattr(batch, "__getitem__") or isinstance(batch, (str, bytes)):
+        raise TrainerInputError(
+            f"batch must be a TensorDict (or a dict of tensors) with input_ids and attention_mask, "
+            f"got {type(batch).__name__}"
+        )
+    try:
+        input_ids = batch["input_ids"]
+    except (KeyError, IndexError, TypeError):
+        raise TrainerInputError(
+            "batch has no input_ids: pass the TensorDict verl builds (input_ids, attention_mask)"
+        ) from None
     if getattr(input_ids, "is_nested", False):
-        lengths = input_ids.offsets().diff()
-    else:
-        lengths = batch["attention_mask"].sum(dim=1)
-    return as_tokens(lengths, "sequence lengths (attention_mask.sum(dim=1))")
+        return as_tokens(input_ids.offsets().diff(), "sequence lengths (input_ids offsets)")
+    try:
+        mask = batch["attention_mask"]
+    except (KeyError, IndexError, TypeError):
+        raise TrainerInputError(
+            "batch has no attention_mask: pass it (padded input_ids need it to count each "
+            "sequence's tokens), or pass nested input_ids"
+        ) from None
+    if getattr(mask, "ndim", None) != 2:
+        raise TrainerInputError(
+            f"attention_mask must be 2-D (batch, sequence), got shape "
+            f"{tuple(getattr(mask, 'shape', ()))}"
+        )
+    return as_tokens(mask.sum(dim=1), "sequence lengths (attention_mask.sum(dim=1))")
 
 
 def _select(batch: Any, indices: list[int]) -> Any:
@@ -59,20 +80,6 @@ def _select(batch: Any, indices: list[int]) -> Any:
         return batch[torch.tensor(indices, dtype=torch.long)]
 
 
-def _agree(count: int, failed: bool, dp_group: Any, device_hint: Any) -> tuple[int, bool]:
-    """MAX of the counts and of the failure flags over ``dp_group``, in one all_reduce."""
-    import torch
-    import torch.distributed as dist
-
-    from seqpart.solver.distributed.collective import _group_device
-
-    device = _group_device(dp_group) if device_hint is None else device_hint
-    both = torch.tensor([count, int(failed)], dtype=torch.int64, device=device)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=dp_group)
-    k, any_failed = both.cpu().tolist()
-    return int(k), bool(any_failed)
-
-
 def rearrange_micro_batches(
     batch: Any,
     max_token_len: Any,
@@ -81,6 +88,8 @@ def rearrange_micro_batches(
     same_micro_num_in_dp: bool = True,
     min_num_micro_batch: Any = None,
     use_dynamic_bsz_balance: bool = True,
+    *,
+    timeout: float | None = None,
 ) -> tuple[list[Any], list[list[int]]]:
     """Split ``batch`` (a TensorDict with ``input_ids`` and ``attention_mask``, or nested
     ``input_ids``) into micro-batches of at most ``max_token_len`` tokens each.
@@ -89,18 +98,27 @@ def rearrange_micro_batches(
     ascending row indices it holds (concatenating them in order and inverting the permutation
     restores ``batch``, as verl's ``restore_dynamic_batch`` does).
 
+    ``timeout`` (seconds, or None for the process group's own): with an initialised process
+    group and ``same_micro_num_in_dp``, the ranks agree on one count in a bounded status
+    exchange (the protocol of :mod:`seqpart.solver.distributed`), so a rank that fails, passes
+    another ``max_token_len``, ``num_batches_divided_by`` or ``min_num_micro_batch``, or calls a
+    different seqpart collective makes every rank raise the same error, and a rank that never
+    calls makes the others raise within ``timeout``. A rank that passes
+    ``same_micro_num_in_dp=False`` while the others pass True makes no exchange, so it returns
+    and the others time out: pass the same value on every rank.
+
     Raises:
-        TrainerInputError (a ValueError and an AssertionError, as verl asserts): a sequence
-            longer than ``max_token_len``, or more micro-batches than sequences after the DP
-            agreement. With an initialised process group and ``same_micro_num_in_dp``, raised on
-            every rank when any rank's input is bad.
+        TrainerInputError (a ValueError and an AssertionError, as verl asserts): bad input (no
+            input_ids or attention_mask, a sequence longer than ``max_token_len``, more
+            micro-batches than sequences) without a synchronised group.
+        DistributedPlanError (a ValueError): the same on every rank, when the ranks agree on a
+            count and any rank's input is bad, the ranks disagree, or a rank does not join.
     """
-    failure: Exception | None = None
-    k_local = 0
-    lengths = np.zeros(0, np.int64)
-    try:
-        cap = as_count(max_token_len, "max_token_len")
-        lengths = _effective_lengths(batch)
+    found: dict[str, Any] = {}
+
+    def local() -> tuple[int, int]:
+        found["cap"] = cap = as_count(max_token_len, "max_token_len")
+        found["lengths"] = lengths = _effective_lengths(batch)
         if lengths.size == 0:
             raise TrainerInputError("the batch is empty: nothing to split into micro-batches")
         over = np.flatnonzero(lengths > cap)
@@ -110,38 +128,26 @@ def rearrange_micro_batches(
                 f"sequence {i} has {int(lengths[i])} tokens, over max_token_len={cap}: raise "
                 "max_token_len (ppo_max_token_len_per_gpu) to at least the longest sequence"
             )
-        k_local = get_minimum_num_micro_batch_size(lengths, cap)
+        need = get_minimum_num_micro_batch_size(lengths, cap)
         if min_num_micro_batch is not None:
-            k_local = max(k_local, as_count(min_num_micro_batch, "min_num_micro_batch"))
-    except Exception as err:  # reported through the collective below when there is one
-        failure = err
-    k = k_local
-    sync = False
-    try:
-        import torch.distributed as dist
+            need = max(need, as_count(min_num_micro_batch, "min_num_micro_batch"))
+        return len(lengths), need
 
-        sync = dist.is_available() and dist.is_initialized() and as_flag(
-            same_micro_num_in_dp, "same_micro_num_in_dp")
-    except ImportError:
-        pass
-    if sync:
-        k, any_failed = _agree(k_local, failure is not None, dp_group, None)
-        if failure is not None:
-            raise failure
-        if any_failed:
-            raise TrainerInputError(
-                "another data-parallel rank could not plan its micro-batches (see its error): "
-                "every rank raises so none waits in a collective"
-            )
-    elif failure is not None:
-        raise failure
-    if num_batches_divided_by is not None:
-        k = round_up(k, as_count(num_batches_divided_by, "num_batches_divided_by"))
+    multiple = 1 if num_batches_divided_by is None else num_batches_divided_by
+    if _synced(same_micro_num_in_dp):
+        # Every rank's count, checks and failures travel in one bounded status exchange, so all
+        # ranks raise the same error and none waits for a rank that failed.
+        k = agree_on_count(
+            dp_group, OP_VERL_REARRANGE, timeout, local, cap=max_token_len, multiple_of=multiple,
+            min_k=1 if min_num_micro_batch is None else min_num_micro_batch,
+        )
+    else:
+        k = round_up(local()[1], as_count(multiple, "num_batches_divided_by"))
+    lengths, cap = found["lengths"], found["cap"]
     if k > len(lengths):
         raise TrainerInputError(
-            f"{len(lengths)} sequences cannot fill {k} non-empty micro-batches (the count agreed "
-            "across data-parallel ranks, min_num_micro_batch or num_batches_divided_by): give "
-            "this rank more sequences or raise max_token_len"
+            f"{len(lengths)} sequences cannot fill {k} non-empty micro-batches (min_num_micro_batch "
+            "or num_batches_divided_by): give this rank more sequences or raise max_token_len"
         )
     parts = _balance(lengths, k, False, cap, cost=WORKLOAD)
     loads = [int(WORKLOAD.of(lengths[p]).sum()) for p in parts]
@@ -152,3 +158,13 @@ def rearrange_micro_batches(
         order = sorted(range(len(parts)), key=lambda j: (-loads[j], parts[j][0]))
     micro_bsz_idx = [parts[j] for j in order]
     return [_select(batch, p) for p in micro_bsz_idx], micro_bsz_idx
+
+
+def _synced(same_micro_num_in_dp: Any) -> bool:
+    """Whether the ranks agree on one count: asked for, and a process group is running."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return False
+    return bool(dist.is_available() and dist.is_initialized()) and as_flag(
+        same_micro_num_in_dp, "same_micro_num_in_dp")

@@ -81,7 +81,7 @@ def packing_bound_steps(n: int, seconds: float) -> int:
 
 
 #: The capped balancer (best fit, first fit, repair; LPT comes from step 1) on the tight-cap
-#: batch of issue 10: 1.3 us/item with LPT's plan given, 2.4 with its own LPT (bench_scale
+#: batch: 1.3 us/item with LPT's plan given, 2.4 with its own LPT (bench_scale
 #: --calibrate, CPU, best of 3, load ~2; 2.0 and 3.1-5.1 before best fit's loop was written
 #: out; 7-8 us/item before best fit was grouped).
 CAPPED_BALANCE_SECONDS_PER_ITEM = 2e-6

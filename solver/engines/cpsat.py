@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 # Imported with the package, not inside a call: the first import takes ~0.15 s, which would
 # otherwise land inside the first caller's time budget.
@@ -142,6 +143,30 @@ def solve_items(
         return best
     # CP-SAT's clock starts after loading; freeing the model comes after it stops.
     solve_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
+    det_limit = _set_limits(solver.parameters, budget, left, solve_seconds, size)
+    for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
+        setattr(params, name, value)
+    t_solve = time.perf_counter()
+    try:
+        with stop_on_ctrl_c(solver, solve_seconds) as watch:  # offline budgets: Ctrl-C acts now
+            status = solver.solve(model)
+    except Exception as err:  # a solver failure must never cost the caller its plan
+        best.notes.append(f"cp-sat failed ({type(err).__name__}: {err}); heuristic plan kept")
+        return best
+    finally:
+        _release(model)
+    took = (time.perf_counter() - t_solve) * 1000
+    budget.charge(took / 1000 if budget.by_clock else solve_seconds)
+    if watch.stopped:  # the caller's SIGINT handler did not raise: this plan is what we have
+        budget.interrupted = True
+        best.notes.append("cp-sat stopped by a Ctrl-C: this plan may differ from another run's")
+    return _read_result(solver, status, y, members, keys, k, max_count, best, budget, det_limit, took)
+
+def _set_limits(
+    params: Any, budget: Budget, left: float, solve_seconds: float, size: int
+) -> float | None:
+    """CP-SAT's limits for this solve; the deterministic limit when the call must be repeatable
+    (None when the clock rules)."""
     if left < SINGLE_WORKER_BELOW_SECONDS:
         params.num_workers = 1
     det_limit = None
@@ -160,21 +185,14 @@ def solve_items(
         )
         if budget.wall_deadline is not None:
             params.max_time_in_seconds = max(wall_left, 0.001)  # the safety net
-    for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
-        setattr(params, name, value)
-    t_solve = time.perf_counter()
-    try:
-        with stop_on_ctrl_c(solver, solve_seconds) as watch:  # offline budgets: Ctrl-C acts now
-            status = solver.solve(model)
-    except Exception as err:  # a solver failure must never cost the caller its plan
-        best.notes.append(f"cp-sat failed ({type(err).__name__}: {err}); heuristic plan kept")
-        return best
-    finally:
-        _release(model)
-    took = (time.perf_counter() - t_solve) * 1000
-    budget.charge(took / 1000 if budget.by_clock else solve_seconds)
-    if watch.stopped:  # the caller's SIGINT handler did not raise: this plan is what we have
-        best.notes.append("cp-sat stopped by a Ctrl-C: this plan may differ from another run's")
+    return det_limit
+
+
+def _read_result(
+    solver: cp_model.CpSolver, status: Any, y: Any, members: Any, keys: Any, k: int,
+    max_count: int | None, best: BestPlan, budget: Budget, det_limit: float | None, took: float,
+) -> BestPlan:
+    """Fold CP-SAT's answer into ``best``: a better plan, a raised bound, a proof, or a note."""
     name = solver.status_name(status)
     if (
         det_limit is not None
@@ -182,7 +200,7 @@ def solve_items(
         and status != cp_model.OPTIMAL
         and status != cp_model.INFEASIBLE
         and solver.deterministic_time < 0.99 * det_limit
-        and solver.wall_time >= 0.95 * params.max_time_in_seconds
+        and solver.wall_time >= 0.95 * solver.parameters.max_time_in_seconds
     ):
         budget.cut = True  # the wall clock, not the deterministic limit, ended the search
     if status == cp_model.INFEASIBLE:
@@ -205,6 +223,7 @@ def solve_items(
         best.lower_bound = best.max_load
     best.notes.append(f"cp-sat {name} in {took:.0f} ms ({len(keys)} types, {k} bins)")
     return best
+
 
 
 def _release(model: cp_model.CpModel) -> None:

@@ -16,7 +16,7 @@ clock; a deadline is only a safety net. An exhausted search is a proof: z is inf
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 FOUND, INFEASIBLE, UNKNOWN = "found", "infeasible", "unknown"
@@ -87,6 +87,58 @@ def pack(
 
     one_dim = max_count is None and cst == tok  # cost = tokens: subset sums as bitsets
 
+    completions = _subset_enumerator(cst, tok, cnt, kind, one_dim, budget)
+
+    def solve(rest: list[int], bins_left: int, slack_left: int) -> bool:
+        if not rest:
+            return True
+        if bins_left == 0:
+            return False
+        key = (tuple(kind[p] for p in rest), bins_left)
+        if key in failed:
+            return False
+        first, others = rest[0], rest[1:]
+        need_n = None if max_count is None else max_count - cnt[first]
+        if need_n is not None and need_n < 0:
+            return False
+        room_c, room_t = z - cst[first], cap_t - tok[first]
+        need_c = max(0, z - slack_left - cst[first])
+        for fill, extra in completions(others, room_c, room_t, need_c, need_n):
+            used = set(extra)
+            bins.append([first, *extra])
+            if solve([p for p in others if p not in used], bins_left - 1,
+                     slack_left - (z - cst[first] - fill)):
+                return True
+            bins.pop()
+        if len(failed) < budget.memo_limit:
+            failed.add(key)
+        return False
+
+    try:
+        ok = solve(list(range(n)), k, slack)
+    except _OutOfBudget:
+        return UNKNOWN, None
+    except RecursionError:  # pragma: no cover - k beyond the interpreter's depth
+        return UNKNOWN, None
+    if not ok:
+        return INFEASIBLE, None
+    out = [[order[p] for p in b] for b in bins]
+    # Fewer than k bins used: give an item of a multi-item bin to each empty one (loads and
+    # tokens only fall; with equal sizes every bin is full, so this never happens there).
+    while len(out) < k:
+        donor = max(range(len(out)), key=lambda j: (len(out[j]), -j))
+        out.append([out[donor].pop()])
+    return FOUND, [sorted(b) for b in out]
+
+
+def _subset_enumerator(
+    cst: list[int], tok: list[int], cnt: list[int], kind: list[int], one_dim: bool,
+    budget: ExactBudget,
+) -> Callable[[list[int], int, int, int, int | None], Iterator[tuple[int, list[int]]]]:
+    """The subsets :func:`pack` tries for one bin, over items in its sorted order (``cst``,
+    ``tok``, ``cnt`` per position, ``kind`` equal-item ids). A closure, so the search's hot loop
+    reads these lists as local cells rather than attributes."""
+
     def completions(rest: list[int], room_c: int, room_t: int, need_c: int,
                     need_n: int | None) -> Iterator[tuple[int, list[int]]]:
         """Subsets of ``rest`` (positions, largest first) with cost in [need_c, room_c], tokens
@@ -144,46 +196,7 @@ def pack(
         else:
             yield from sorted(walk(0, 0, 0, 0), key=lambda row: -row[0])
 
-    def solve(rest: list[int], bins_left: int, slack_left: int) -> bool:
-        if not rest:
-            return True
-        if bins_left == 0:
-            return False
-        key = (tuple(kind[p] for p in rest), bins_left)
-        if key in failed:
-            return False
-        first, others = rest[0], rest[1:]
-        need_n = None if max_count is None else max_count - cnt[first]
-        if need_n is not None and need_n < 0:
-            return False
-        room_c, room_t = z - cst[first], cap_t - tok[first]
-        need_c = max(0, z - slack_left - cst[first])
-        for fill, extra in completions(others, room_c, room_t, need_c, need_n):
-            used = set(extra)
-            bins.append([first, *extra])
-            if solve([p for p in others if p not in used], bins_left - 1,
-                     slack_left - (z - cst[first] - fill)):
-                return True
-            bins.pop()
-        if len(failed) < budget.memo_limit:
-            failed.add(key)
-        return False
-
-    try:
-        ok = solve(list(range(n)), k, slack)
-    except _OutOfBudget:
-        return UNKNOWN, None
-    except RecursionError:  # pragma: no cover - k beyond the interpreter's depth
-        return UNKNOWN, None
-    if not ok:
-        return INFEASIBLE, None
-    out = [[order[p] for p in b] for b in bins]
-    # Fewer than k bins used: give an item of a multi-item bin to each empty one (loads and
-    # tokens only fall; with equal sizes every bin is full, so this never happens there).
-    while len(out) < k:
-        donor = max(range(len(out)), key=lambda j: (len(out[j]), -j))
-        out.append([out[donor].pop()])
-    return FOUND, [sorted(b) for b in out]
+    return completions
 
 
 #: Items the dive's subset-sum looks at per bin before it looks at all of them.

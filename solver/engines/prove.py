@@ -8,7 +8,7 @@ with the raised bound as its objective's lower bound.
 
 Work budgets scale with ``time_limit`` (the same limit gives the same work, whatever the
 machine's speed); the deadline is only a safety net. The shares of the limit are first choices
-checked on the bench and long-CoT batches (README, "Few long sequences per micro-batch"), not
+checked on the bench and long-CoT batches (docs/long-sequences.md), not
 tuned.
 """
 

@@ -5,10 +5,14 @@ count, then rank totals), kept as a cheap baseline and as a fallback for plan_st
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from seqpart.heuristics.inputs import as_lengths, as_positive_int
 from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import as_seconds
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, find_violations
 
@@ -89,6 +93,37 @@ def plan_global(
     def budget(share: float) -> float:
         return max(0.01, (deadline - time.perf_counter()) * share)
 
+    step, m, m_floor = _smallest_step_split(tokens, dp_size, cap, multiple_of, budget, partition_kwargs)
+
+    # Deal the micro-batches to ranks, m each, balancing rank totals (equal-size partition).
+    if dp_size == 1:
+        by_rank = [list(range(len(step.bins)))]
+        assign_method = "single rank"
+    else:
+        assignment = partition(
+            step.loads, dp_size, None, time_limit=budget(1.0), equal_size=True,
+            engine=partition_kwargs.get("engine", "auto"),
+            options=partition_kwargs.get("options"),
+        )
+        by_rank, assign_method = assignment.bins, assignment.method
+
+    all_bins = [step.bins[b] for ranks in by_rank for b in ranks]
+    found = find_violations(
+        all_bins, tokens, dp_size * m, cap, oversize=step.oversize,
+        groups=partition_kwargs.get("groups") or (),
+    )
+    if not found.ok or any(len(r) != m for r in by_rank):
+        raise RuntimeError(f"seqpart produced an invalid global plan (please report): {found}")
+
+    return _rank_plans(step, tokens, by_rank, m, m_floor, cap, dp_size, assign_method, t0)
+
+
+def _smallest_step_split(
+    tokens: np.ndarray, dp_size: int, cap: int | None, multiple_of: int,
+    budget: Callable[[float], float], partition_kwargs: dict[str, Any],
+) -> tuple[Plan, int, int]:
+    """The step's micro-batches at the smallest per-rank count m that splits (m, its floor)."""
+    n = len(tokens)
     # Smallest total count: the bound gives the floor on m, the search's plan the ceiling.
     search = partition(tokens, None, cap, time_limit=budget(0.4), **partition_kwargs)
     k_floor = search.k_lower_bound or search.k
@@ -123,28 +158,15 @@ def plan_global(
             "raise the cap, use fewer ranks, or add samples",
             proven=True,
         )
+    return step, m, m_floor
 
-    # Deal the micro-batches to ranks, m each, balancing rank totals (equal-size partition).
-    if dp_size == 1:
-        by_rank = [list(range(len(step.bins)))]
-        assign_method = "single rank"
-    else:
-        assignment = partition(
-            step.loads, dp_size, None, time_limit=budget(1.0), equal_size=True,
-            engine=partition_kwargs.get("engine", "auto"),
-            options=partition_kwargs.get("options"),
-        )
-        by_rank, assign_method = assignment.bins, assignment.method
 
+def _rank_plans(
+    step: Plan, tokens: np.ndarray, by_rank: list[list[int]], m: int, m_floor: int,
+    cap: int | None, dp_size: int, assign_method: str, t0: float,
+) -> list[Plan]:
+    """Each rank's share of the step as a Plan of its own, with the step's figures in its notes."""
     costs = step.cost.of(tokens)
-    all_bins = [step.bins[b] for ranks in by_rank for b in ranks]
-    found = find_violations(
-        all_bins, tokens, dp_size * m, cap, oversize=step.oversize,
-        groups=partition_kwargs.get("groups") or (),
-    )
-    if not found.ok or any(len(r) != m for r in by_rank):
-        raise RuntimeError(f"seqpart produced an invalid global plan (please report): {found}")
-
     totals = [int(sum(step.loads[b] for b in ranks)) for ranks in by_rank]
     status = "optimal" if step.max_load <= step.lower_bound else "feasible"
     seconds = time.perf_counter() - t0
@@ -181,8 +203,6 @@ def plan_global(
 
 
 def positive_seconds(time_limit: Any) -> float:
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not (
-        time_limit > 0
-    ):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    return float(time_limit)
+    seconds = as_seconds(time_limit, "time_limit")
+    assert seconds is not None
+    return seconds

@@ -1,6 +1,6 @@
 """The step-time model, the schedule validator and the result type (the bound: bound.py).
 
-The model (the README states it the same way):
+The model (docs/step-planning.md states it the same way):
 
 * a micro-batch's time is ``t = overhead + sum over its sequences of (a*l + b*l^2)``, with
   ``(a, b)`` the :class:`~seqpart.solver.problem.Cost` and ``overhead`` in the same units;
@@ -26,7 +26,7 @@ import numpy as np
 from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.inputs import as_lengths, as_positive_int
 from seqpart.solver.errors import InfeasibleError, InvalidPlanError
-from seqpart.solver.plan import find_violations
+from seqpart.solver.plan import check_nesting, find_violations
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
@@ -90,11 +90,7 @@ def _micro_batch_times(
     n = len(tokens)
     costs = sequence_costs(tokens, Cost.parse(cost))
     over = as_overhead(overhead)
-    if isinstance(schedule, (str, bytes)) or not isinstance(schedule, Sequence | np.ndarray):
-        raise TypeError(
-            "schedule must be a list over ranks of lists of micro-batches of sequence indices, "
-            f"got {type(schedule).__name__}"
-        )
+    check_nesting(schedule, "schedule", 2)
     out = []
     for r, rank in enumerate(schedule):
         times = []
@@ -258,9 +254,10 @@ def make_instance(
             k_min += min_bins_lower_bound(rest, problem.cap)
     else:
         k_min = 1
+    costs = sequence_costs(tokens, problem.cost)
     inst = StepInstance(
         tokens=tokens,
-        costs=sequence_costs(tokens, problem.cost),
+        costs=costs,
         dp_size=dp_size,
         cap=problem.cap,
         cost=problem.cost,
@@ -309,6 +306,7 @@ def find_schedule_violations(
     cap = as_positive_int(cap, "cap", allow_none=True)
     if oversize not in ("error", "alone"):
         raise ValueError(f"oversize={oversize!r}: use 'error' or 'alone'")
+    check_nesting(schedule, "schedule", 2)
     msgs = []
     if len(schedule) != dp_size:
         msgs.append(f"{len(schedule)} ranks, expected dp_size={dp_size}")

@@ -14,6 +14,7 @@ smallest step time under the model of :mod:`seqpart.solver.step.model` (re-expor
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import SolverOptions, pauses_gc
+from seqpart.solver.options import SolverOptions, as_options, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
@@ -74,7 +75,7 @@ def plan_step(
     *,
     pp: int = 1,
     vpp: int = 1,
-    multiple_of: int = 1,
+    multiple_of: int | None = None,
     cost: str | Cost | tuple[int, int] = "tokens",
     overhead: int = 0,
     time_limit: float = 1.0,
@@ -127,7 +128,10 @@ def plan_step(
         dp_size: data-parallel ranks.
         cap: max tokens per micro-batch; None for no cap.
         pp, vpp: pipeline stages and virtual stages (model chunks) per device.
-        multiple_of: ``m`` is a multiple of this (the micro-batch group of virtual stages).
+        multiple_of: ``m`` is a multiple of this. None (default): ``pp`` when ``vpp > 1``, else 1,
+            because Megatron-LM's interleaved schedule (vpp > 1) needs the number of
+            micro-batches per rank to be a multiple of the pipeline size; pass 1 (or your
+            trainer's group size) to plan without that rule.
         cost: "tokens", "attention", ``Cost(a, b)`` or ``(a, b)``: a sequence costs a*l + b*l^2.
         overhead: fixed time of each micro-batch, in the cost's units (an int >= 0).
         time_limit: seconds for the whole call.
@@ -175,7 +179,13 @@ def plan_step(
         raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
     if trainer_starts not in (None, True, False):
         raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
-    options = options or SolverOptions()
+    options = as_options(options)
+    if multiple_of is None:  # the rule above; bad pp/vpp values are named by make_instance
+        try:
+            interleaved, stages = operator.index(vpp) > 1, operator.index(pp)
+        except TypeError:
+            interleaved, stages = False, 1
+        multiple_of = stages if interleaved and stages >= 1 else 1
     inst = make_instance(
         lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
         multiple_of=multiple_of, oversize=oversize,

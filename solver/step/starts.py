@@ -393,7 +393,7 @@ def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] |
             oversize="alone" if inst.oversize else "error",
         ):
             return None
-    except (TypeError, ValueError, IndexError):
-        return None
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+        return None  # not a schedule: skipped, as documented
     flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
     return m, from_bins(flat, [list(range(len(flat)))], inst.n)

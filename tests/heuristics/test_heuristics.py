@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -172,3 +173,15 @@ def test_packing_bound_cut_short_is_still_a_bound(lengths: list[int], data: st.D
     short = load_lower_bound_packing(lengths, k, 1, sum(lengths), max_steps=steps, report=report)
     assert short <= full <= opt
     assert report["steps"] <= steps
+
+
+def test_best_fit_places_each_sequence_once_when_some_fit_nowhere() -> None:
+    """Runs of equal lengths that fit in no bin go to the roomiest bins, each exactly once (the
+    flat-key path once listed them twice)."""
+    from seqpart.heuristics.kernels import best_fit_with_room
+
+    for lengths, k, cap in (([10, 10, 10, 10], 2, 10), ([10, 10, 10, 10, 3], 2, 10),
+                            ([7, 7, 7, 7, 7, 2, 2], 3, 9)):
+        bins, room = best_fit_with_room(np.asarray(lengths), k, cap)
+        assert sorted(i for b in bins for i in b) == list(range(len(lengths)))
+        assert room == [cap - sum(lengths[i] for i in b) for b in bins]

@@ -152,6 +152,43 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
         batch = {"input_ids": torch.zeros(n, 100, dtype=torch.long), "attention_mask": mask}
         return rearrange_micro_batches(batch, max_token_len=80)
 
+    def _verl_batch() -> dict[str, Any]:
+        import torch
+
+        mask = torch.ones(6, 100, dtype=torch.long)
+        mask[:, 40:] = 0
+        return {"input_ids": torch.zeros(6, 100, dtype=torch.long), "attention_mask": mask}
+
+    def verl_mismatched_cap() -> Any:
+        from seqpart.solver.dropins import rearrange_micro_batches
+
+        return rearrange_micro_batches(_verl_batch(), max_token_len=120 if rank == 2 else 100,
+                                       timeout=20)
+
+    def verl_bad_timeout() -> Any:
+        from seqpart.solver.dropins import rearrange_micro_batches
+
+        return rearrange_micro_batches(_verl_batch(), 100, timeout=float("inf") if rank == 0 else 20)
+
+    def verl_vs_partition() -> Any:
+        from seqpart.solver.dropins import rearrange_micro_batches
+
+        if rank == 1:
+            return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=20)
+        return rearrange_micro_batches(_verl_batch(), 100, timeout=20)
+
+    def bad_group() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=20,
+                                      group=object() if rank == 2 else None)
+
+    def mismatched_step_kwargs() -> Any:
+        return plan_step_across_ranks(GLOBAL_LENGTHS[rank], CAP, timeout=20,
+                                      pp=2 if rank == 1 else 1)
+
+    def mismatched_partition_kwargs() -> Any:
+        return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=20,
+                                      cost="attention" if rank == 0 else "tokens")
+
     return {
         "seed": seed,
         "multiple_of": multiple_of,
@@ -169,6 +206,12 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
         "step_plan": step_plan,
         "verl_rearrange": verl_rearrange,
         "verl_rearrange_bad_rank": verl_rearrange_bad_rank,
+        "verl_mismatched_cap": verl_mismatched_cap,
+        "verl_bad_timeout": verl_bad_timeout,
+        "verl_vs_partition": verl_vs_partition,
+        "bad_group": bad_group,
+        "mismatched_step_kwargs": mismatched_step_kwargs,
+        "mismatched_partition_kwargs": mismatched_partition_kwargs,
     }
 
 
@@ -208,6 +251,15 @@ def run_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
 
 def run_absent_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     """Rank ``world - 1`` never calls: the others must raise code "timeout" within ``timeout``."""
+    _run_absent(rank, world, init_file, out_dir, "partition")
+
+
+def run_absent_rank_verl_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """The same with the verl drop-in, whose ranks agree on a count through the same protocol."""
+    _run_absent(rank, world, init_file, out_dir, "verl")
+
+
+def _run_absent(rank: int, world: int, init_file: str, out_dir: str, call: str) -> None:
     import time
 
     import torch.distributed as dist
@@ -225,7 +277,16 @@ def run_absent_rank_worker(rank: int, world: int, init_file: str, out_dir: str) 
     else:
         t0 = time.monotonic()
         try:
-            partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=1.5)
+            if call == "verl":
+                import torch
+
+                from seqpart.solver.dropins import rearrange_micro_batches
+
+                batch = {"input_ids": torch.zeros(4, 50, dtype=torch.long),
+                         "attention_mask": torch.ones(4, 50, dtype=torch.long)}
+                rearrange_micro_batches(batch, 100, timeout=1.5)
+            else:
+                partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=1.5)
             record = {"ok": True}
         except Exception as err:
             record = _error_record(err)

@@ -202,14 +202,45 @@ def test_verl_rearrange_agrees_on_one_count_under_the_cap(results: list[dict[str
 
 
 def test_verl_rearrange_bad_rank_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
-    outs = _outcomes(results, "verl_rearrange_bad_rank")
-    assert not any(o["ok"] for o in outs)
-    assert "over max_token_len=80" in outs[1]["message"]
-    assert all("another data-parallel rank" in o["message"] for o in (outs[0], outs[2]))
+    message = _assert_same_error(_outcomes(results, "verl_rearrange_bad_rank"), "bad_input", rank=1)
+    assert "over max_token_len=80" in message
 
 
-def test_a_rank_that_never_calls_times_out_the_others(tmp_path: Path) -> None:
-    _spawn(WORLD, tmp_path / "init", tmp_path, SPAWN_TIMEOUT, workers.run_absent_rank_worker)
+def test_verl_rearrange_ranks_with_different_caps_fail_alike(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "verl_mismatched_cap"), "mismatched_args", None)
+    assert "cap" in message
+
+
+def test_verl_rearrange_bad_timeout_on_one_rank_fails_on_every_rank(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "verl_bad_timeout"), "bad_input", rank=0)
+    assert "timeout=inf is too long" in message
+
+
+def test_verl_rearrange_and_partition_across_ranks_mixed_fail_alike(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "verl_vs_partition"), "mismatched_call", None)
+    assert "rearrange_micro_batches" in message and "partition_across_ranks" in message
+
+
+def test_a_bad_group_on_one_rank_fails_on_every_rank(results: list[dict[str, Any]]) -> None:
+    message = _assert_same_error(_outcomes(results, "bad_group"), "bad_input", rank=2)
+    assert "group must be a torch.distributed ProcessGroup" in message
+
+
+@pytest.mark.parametrize("scenario", ["mismatched_step_kwargs", "mismatched_partition_kwargs"])
+def test_keyword_arguments_that_differ_between_ranks_fail_alike(
+    results: list[dict[str, Any]], scenario: str
+) -> None:
+    message = _assert_same_error(_outcomes(results, scenario), "mismatched_args", None)
+    assert "ranks passed different" in message
+
+
+@pytest.mark.parametrize("worker", ["run_absent_rank_worker", "run_absent_rank_verl_worker"])
+def test_a_rank_that_never_calls_times_out_the_others(tmp_path: Path, worker: str) -> None:
+    _spawn(WORLD, tmp_path / "init", tmp_path, SPAWN_TIMEOUT, getattr(workers, worker))
     outs = [json.loads((tmp_path / f"absent{r}.json").read_text()) for r in range(WORLD)]
     assert outs[-1] == {"absent": True}
     for out in outs[:-1]:

@@ -4,25 +4,16 @@ from __future__ import annotations
 
 import gc
 import importlib
-from typing import Any
 
 import pytest
 
 from seqpart.solver import SolverOptions, partition, plan_step
 from seqpart.solver.options import gc_paused
 
+from _patching import patch_solver
+
 phase_module = importlib.import_module("seqpart.solver.engines.heuristic_phase")
 
-
-def _patch_solver(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:
-    """Replace ``name`` wherever partition's phases look it up (partition and its heuristic phase)."""
-    found = False
-    for module_name in ("seqpart.solver.partition", "seqpart.solver.engines.heuristic_phase"):
-        module = importlib.import_module(module_name)
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, value)
-            found = True
-    assert found, f"neither partition nor its heuristic phase uses {name}"
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -33,7 +24,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         seen.append(gc.isenabled())
         return original(*args, **kwargs)
 
-    _patch_solver(monkeypatch, "lpt_lists", spying)
+    patch_solver(monkeypatch, "lpt_lists", spying)
     return seen
 
 

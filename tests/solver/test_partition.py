@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any
 
 import numpy as np
 import pytest
@@ -30,22 +29,13 @@ from seqpart.solver.engines.interrupt import stop_on_ctrl_c
 from seqpart.solver.problem import make_items, make_problem
 
 from _brute import brute_force_min_max
+from _patching import patch_solver
 
 # the module, not the function the package re-exports under the same name
 partition_module = importlib.import_module("seqpart.solver.partition")
 
 SEED = [8, 7, 6, 5, 4]
 
-
-def _patch_solver(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:
-    """Replace ``name`` wherever partition's phases look it up (partition and its heuristic phase)."""
-    found = False
-    for module_name in ("seqpart.solver.partition", "seqpart.solver.engines.heuristic_phase"):
-        module = importlib.import_module(module_name)
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, value)
-            found = True
-    assert found, f"neither partition nor its heuristic phase uses {name}"
 
 
 def test_seed_counterexample_is_solved_optimally() -> None:
@@ -133,13 +123,13 @@ def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch)
     # Heuristics miss the only valid plan; with CP-SAT starved, the error must say "not found".
     lengths = [7, 6, 5, 5, 4, 4, 3, 2]  # cap 12, k 3: tight packing (36 = 3 * 12)
     monkeypatch.setattr(cpsat_module, "SOLVE_STARTUP_SECONDS", 1e9)  # model never fits
-    _patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
-    _patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
+    patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
+    patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens))), [], []]
 
-    _patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
-    _patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
+    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
     with pytest.raises(InfeasibleError) as info:
         partition(lengths, 3, 12, time_limit=0.05)
     assert not info.value.proven
@@ -152,11 +142,11 @@ def test_cp_sat_failure_falls_back_to_the_heuristic(monkeypatch: pytest.MonkeyPa
         raise RuntimeError("solver exploded")
 
     monkeypatch.setattr(cpsat_module.cp_model.CpSolver, "solve", broken)
-    _patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
-    _patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
+    patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
+    patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
     # a weak bound, so the heuristic plan is not proven and the model is called
-    _patch_solver(monkeypatch, "load_lower_bound", lambda *a, **k: 1)
-    _patch_solver(monkeypatch, "load_lower_bound_packing", lambda *a, **k: 1)
+    patch_solver(monkeypatch, "load_lower_bound", lambda *a, **k: 1)
+    patch_solver(monkeypatch, "load_lower_bound_packing", lambda *a, **k: 1)
     lengths = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1, 1]
     plan = partition(lengths, 4, 20, time_limit=1.0)
     check_plan(plan.bins, lengths, 4, 20)
@@ -285,14 +275,14 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens) - 2)), [len(tokens) - 2], [len(tokens) - 1]]
 
-    _patch_solver(monkeypatch, "lpt_lists", everything_in_one)
-    _patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
-    _patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
+    patch_solver(monkeypatch, "lpt_lists", everything_in_one)
+    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
     # Local search would repair that split (loads are tokens): keep it from trying.
-    _patch_solver(monkeypatch, "improve_lists", lambda tokens, costs, counts, bins,
+    patch_solver(monkeypatch, "improve_lists", lambda tokens, costs, counts, bins,
                         *args, **kwargs: [list(b) for b in bins])
-    _patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
-    _patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
+    patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
+    patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
     plan = partition(lengths, 3, 12, time_limit=time_limit)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method == "cp-sat" and plan.status == "optimal"

@@ -80,6 +80,8 @@ def test_plan_step_under_another_schedule() -> None:
 
 def test_interleaving_needs_pp_micro_batches_per_rank() -> None:
     with pytest.raises(InfeasibleError, match="at least 4 micro-batches"):
+        plan_step([100] * 12, 4, 1000, pp=4, vpp=2, multiple_of=1)
+    with pytest.raises(InfeasibleError, match="multiple of 4"):  # the default: multiples of pp
         plan_step([100] * 12, 4, 1000, pp=4, vpp=2)
     plan = plan_step([100] * 16, 4, 1000, pp=4, vpp=2, time_limit=0.2)
     assert plan.m == 4 and plan.step_time == step_time(plan.ranks, [100] * 16, pp=4, vpp=2)

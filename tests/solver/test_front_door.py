@@ -1,0 +1,43 @@
+"""seqpart.solver is the front door: what users call is importable from it, its docstring is the
+API index, and every error class lives in seqpart.solver.errors."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import seqpart.solver as front
+from seqpart.solver import errors
+
+USER_API = {
+    "partition", "plan_step", "plan_global", "partition_across_ranks", "plan_step_across_ranks",
+    "order_for_pipeline", "Plan", "StepPlan", "Cost", "SolverOptions",
+}
+
+
+def test_the_front_door_exports_what_users_call() -> None:
+    assert set(front.__all__) >= USER_API
+    assert all(getattr(front, name) is not None for name in front.__all__)
+
+
+def test_the_docstring_indexes_every_export() -> None:
+    doc = front.__doc__ or ""
+    missing = [name for name in front.__all__ if name not in doc]
+    assert not missing, f"seqpart.solver's docstring does not mention {missing}"
+
+
+def test_every_error_class_lives_in_errors_and_is_exported() -> None:
+    classes = {name for name, obj in vars(errors).items()
+               if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == errors.__name__}
+    assert classes == set(errors.__all__)
+    assert classes <= set(front.__all__)
+    for name in classes:
+        assert getattr(front, name) is getattr(errors, name)
+
+
+def test_the_front_door_does_not_import_torch() -> None:
+    """torch is an optional extra: importing seqpart.solver must not load it."""
+    code = "import sys, seqpart.solver; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
