@@ -26,10 +26,11 @@ from seqpart.solver.step.model import (
     StepPlan,
     _micro_batch_times,
     check_schedule,
-    formula_step_time,
     rank_times,
+    scaled_rank_time,
     step_time,
 )
+from seqpart.solver.step.model import exact as unscale
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
     ORDER_WORK,
@@ -318,5 +319,6 @@ def assemble(
         oversize=list(inst.oversize),
         notes=notes,
         pipeline=model,
-        formula_step_time=formula_step_time(ranks, inst.tokens, **kw),
+        formula_step_time=unscale(max(scaled_rank_time(r, inst.pp, inst.vpp) for r in rows),
+                                  inst.vpp),
     )

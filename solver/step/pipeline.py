@@ -33,9 +33,9 @@ Schedules (``PipelineModel.schedule``):
   reaches ``m*vpp``), then one forward one backward, then the remaining backwards;
 * ``"gpipe"``: all forwards, then all backwards, in the same chunk order.
 
-Blocking p2p pairing, memory limits and overlap of communication with compute are not modelled.
-Arithmetic is exact: times are kept multiplied by :func:`scale` (``vpp*(F+B)``), an integer;
-:func:`makespan` returns an int or a :class:`fractions.Fraction` in the input's units.
+Not modelled: blocking p2p pairing, memory limits, communication overlapping compute. Exact:
+times are kept multiplied by :func:`scale` (``vpp*(F+B)``), ints; :func:`makespan` returns an
+int or a Fraction.
 """
 
 from __future__ import annotations
@@ -68,8 +68,7 @@ __all__ = [
 ]
 
 SCHEDULES = ("megatron", "1f1b", "interleaved", "gpipe")
-#: Operation kinds.
-FWD, BWD = 0, 1
+FWD, BWD = 0, 1  # operation kinds
 
 
 def _positive(x: Any, name: str, zero: bool = False) -> int:
@@ -306,6 +305,9 @@ def _longest_path(g: _Compiled, fwd: list[Any], bwd: list[Any], lat: int, maxf: 
     return out
 
 
+_PY_ROWS = 12  # up to this many rows, one by one in Python ints (numpy's call cost dominates)
+
+
 def scaled_makespans(
     times: Any, pp: int, vpp: int, model: PipelineModel = DEFAULT_MODEL
 ) -> list[int]:
@@ -323,11 +325,9 @@ def scaled_makespans(
         return [sc * sum(r) for r in rows]
     g = _compile(pp, vpp, m, model)
     lat = model.p2p_latency * sc
-    if len(rows) == 1:
-        r = [int(x) for x in rows[0]]
-        out = _longest_path(g, [model.forward * x for x in r], [model.backward * x for x in r],
-                            lat, max)
-        return [int(out)]
+    if len(rows) <= _PY_ROWS:  # numpy's per-call cost outweighs its width on a few rows
+        return [int(_longest_path(g, [model.forward * int(x) for x in r],
+                                  [model.backward * int(x) for x in r], lat, max)) for r in rows]
     arr = np.asarray(rows, dtype=_dtype(rows, pp, vpp, model)).T.copy()
     out = _longest_path(g, list(model.forward * arr), list(model.backward * arr), lat, np.maximum)
     return [int(x) for x in out.tolist()]
