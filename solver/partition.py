@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics.bounds import load_lower_bound_token_room
 from seqpart.heuristics.kernels import (
     argsort_desc,
     best_fit_with_room,
@@ -86,6 +87,10 @@ def _fixed_k(
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
+    if cap is not None and not items.shift and items.costs != items.tokens:
+        # A cost other than tokens under a cap with little room: the heaviest items cannot sit
+        # in full micro-batches under a low load, which the cost-only bounds cannot see.
+        lb = load_lower_bound_token_room(items.token_array, items.cost_array, k, cap, lb)
 
     def check_count(need: int) -> None:
         if need > k:

@@ -29,3 +29,13 @@ def test_without_interleaving_the_count_is_free(lengths: list[int]) -> None:
     plans = [plan_step(lengths, 8, 8192, pp=4, vpp=1, time_limit=0.1),
              plan_step(lengths, 8, 8192, pp=4, vpp=1, multiple_of=1, time_limit=0.1)]
     assert plans[0].m == plans[1].m
+
+
+def test_plan_step_across_ranks_takes_the_same_rule() -> None:
+    from seqpart.solver import plan_step_across_ranks
+
+    result = plan_step_across_ranks(list(range(100, 164)), 2000, pp=4, vpp=2, time_limit=0.2)
+    assert result.schedule.m % 4 == 0
+    explicit = plan_step_across_ranks(list(range(100, 164)), 2000, pp=4, vpp=2, multiple_of=1,
+                                      time_limit=0.2)
+    assert explicit.schedule.m >= 1
