@@ -22,7 +22,12 @@ Plans for a training step (data-parallel ranks, pipeline stages)
     :func:`plan_global`, :func:`order_for_pipeline`
         The cheap two-level proxy, and the order of a rank's micro-batches under pp > 1.
     :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`
-        Score any schedule (a trainer's own included) under the same model, and bound it.
+        Score any schedule (a trainer's own included) under the same model, and bound it. With
+        pp > 1 a rank's time is the exact makespan of its pipeline schedule in the order given.
+    :class:`PipelineModel`, :func:`order_schedule`, :func:`formula_step_time`
+        Which pipeline schedule is modelled (Megatron-LM's 1F1B, interleaved when vpp > 1, or
+        GPipe; the forward/backward split, p2p latency); the best order of each rank's
+        micro-batches; the closed formula's figure, for comparison only.
 
 Across ranks (``torch.distributed``; torch is imported lazily)
     :func:`partition_across_ranks`
@@ -61,9 +66,12 @@ from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
 from seqpart.solver.problem import Cost
 from seqpart.solver.step import (
+    PipelineModel,
     StepPlan,
     check_schedule,
+    formula_step_time,
     order_for_pipeline,
+    order_schedule,
     plan_global,
     plan_step,
     rank_times,
@@ -77,6 +85,7 @@ __all__ = [
     "DistributedPlanError",
     "InfeasibleError",
     "InvalidPlanError",
+    "PipelineModel",
     "Plan",
     "SolverOptions",
     "StepPlan",
@@ -86,7 +95,9 @@ __all__ = [
     "check_plan",
     "check_schedule",
     "find_violations",
+    "formula_step_time",
     "order_for_pipeline",
+    "order_schedule",
     "partition",
     "partition_across_ranks",
     "plan_global",
