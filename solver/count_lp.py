@@ -1,0 +1,207 @@
+"""The bin-packing LP (Gilmore-Gomory) over item types, kept open for re-solves on residuals.
+
+Why a second LP next to :mod:`lp_bound`: that module answers one yes/no question (does the
+LP refute k bins?). The count search needs more from the same relaxation: its value as a
+proven bound on the count, and its primal solution to steer a dive (fix the patterns the LP
+uses, re-solve on what is left). Both come from one column pool that stays warm across the
+dive's re-solves, so each re-solve costs a few column-generation iterations.
+
+Soundness is as in :mod:`lp_bound`: the duals are rounded down to integers and the best
+pattern value for them is found exactly (a dynamic programme over the capacity), so the
+Farley bound ``ceil(sum(d_i w_i) / V(w))`` is exact integer arithmetic. GLOP only steers.
+Sizes and the capacity are divided by their greatest common divisor first (a smaller table).
+Work is counted (table cells and LP solves), so the result does not depend on the clock
+unless the deadline, a safety net, cuts it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+
+#: Duals are scaled to integers with this factor (~1e-6 relative resolution).
+SCALE = 1 << 20
+#: Work units of one LP solve (a pricing-table cell is one unit).
+SOLVE_WORK = 100_000
+#: Objective price of one uncovered item (an artificial column): above any count.
+BIG = 1 << 20
+#: Largest pricing table (chunks x capacity); above it the LP is not run.
+MAX_CELLS = 30_000_000
+
+#: A bound meaning "no packing at all" (the waste limit leaves an item no pattern).
+INFEASIBLE = 1 << 62
+_UNREACHABLE = -(1 << 62)
+
+Pattern = tuple[tuple[int, int], ...]  # ((type, copies), ...)
+
+
+@dataclass
+class Work:
+    """A work allowance in counted units, with a wall-clock safety net."""
+
+    limit: int
+    deadline: float | None = None
+    used: int = 0
+    cut: bool = False
+
+    def spent(self) -> bool:
+        if self.used >= self.limit:
+            return True
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.cut = True
+            return True
+        return False
+
+
+@dataclass
+class LPResult:
+    """One LP solve: its proven bound on the bins, whether it converged, its primal."""
+
+    bound: int
+    converged: bool
+    value: float
+    columns: list[tuple[Pattern, float]] = field(default_factory=list)
+
+
+class PatternLP:
+    """The covering LP ``min sum x_p : sum_p a_ip x_p >= d_i`` with a growing pattern pool.
+
+    ``sizes`` are the distinct item sizes (any order), ``cap`` the bin capacity. The demand
+    changes between solves (a dive fixes bins); patterns stay in the pool.
+    """
+
+    def __init__(self, sizes: list[int], cap: int) -> None:
+        g = math.gcd(cap, *sizes)
+        self.sizes = sizes
+        self.small = [s // g for s in sizes]
+        self.cap = cap // g
+        self.solver = pywraplp.Solver.CreateSolver("GLOP")
+        inf = self.solver.infinity()
+        self.rows = [self.solver.Constraint(0.0, inf) for _ in sizes]
+        self.objective = self.solver.Objective()
+        self.objective.SetMinimization()
+        self.columns: list[tuple[Pattern, pywraplp.Variable]] = []
+        self.loads: list[int] = []  # in reduced units, per column
+        self.seen: set[Pattern] = set()
+        self.g = g
+        self.min_load = 0  # reduced units: columns below it are switched off
+        # Uncovered demand at a high price: the LP stays feasible when the waste limit leaves
+        # some item without a pattern (then it is infeasible at that count: see ``solve``).
+        self.artificial = []
+        for row in self.rows:
+            var = self.solver.NumVar(0.0, inf, "")
+            self.objective.SetCoefficient(var, float(BIG))
+            row.SetCoefficient(var, 1.0)
+            self.artificial.append(var)
+
+    def cells(self, demand: list[int]) -> int:
+        """Work units of one pricing call at this demand."""
+        chunks = sum(
+            min(d, self.cap // s).bit_length() for s, d in zip(self.small, demand, strict=True)
+            if d > 0
+        )
+        return chunks * (self.cap + 1)
+
+    def add(self, pattern: Pattern) -> bool:
+        if pattern in self.seen or not pattern:
+            return False
+        self.seen.add(pattern)
+        load = sum(self.small[i] * q for i, q in pattern)
+        var = self.solver.NumVar(0.0, self.solver.infinity() if load >= self.min_load else 0.0, "")
+        self.loads.append(load)
+        self.objective.SetCoefficient(var, 1.0)
+        for i, q in pattern:
+            self.rows[i].SetCoefficient(var, float(q))
+        self.columns.append((pattern, var))
+        return True
+
+    def price(self, w: list[int], demand: list[int], work: Work) -> tuple[int, Pattern]:
+        """The exact best pattern for integer weights ``w`` (copies at most the demand) whose
+        load is at least ``min_load``; value -1 when none is."""
+        cap = self.cap
+        chunks: list[tuple[int, int, int]] = []  # (type, copies, size)
+        for i, (s, d) in enumerate(zip(self.small, demand, strict=True)):
+            if d <= 0 or s > cap or (w[i] <= 0 and self.min_load == 0):
+                continue
+            q, step = min(d, cap // s), 1
+            while q > 0:
+                take = min(step, q)
+                chunks.append((i, take, take * s))
+                q -= take
+                step *= 2
+        work.used += len(chunks) * (cap + 1)
+        # Exact loads: dp[c] is the best value of a pattern of load exactly c (or unreachable).
+        dp = np.full(cap + 1, _UNREACHABLE, dtype=np.int64)
+        dp[0] = 0
+        taken: list[np.ndarray] = []
+        for i, copies, size in chunks:
+            cand = dp[: cap + 1 - size] + w[i] * copies
+            better = cand > dp[size:]
+            dp[size:] = np.where(better, cand, dp[size:])
+            taken.append(better)
+        lo = self.min_load
+        c = lo + int(np.argmax(dp[lo:]))
+        if dp[c] < 0:
+            return -1, ()
+        value = int(dp[c])
+        out: dict[int, int] = {}
+        for (i, copies, size), better in zip(reversed(chunks), reversed(taken), strict=True):
+            if c >= size and better[c - size]:
+                out[i] = out.get(i, 0) + copies
+                c -= size
+        return value, tuple(sorted(out.items()))
+
+    def set_waste(self, waste: int | None) -> None:
+        """Allow only patterns that leave at most ``waste`` (original units) of the capacity
+        empty: in a packing into k bins no bin wastes more than ``k * cap - total``."""
+        small = self.cap if waste is None else waste // self.g
+        self.min_load = max(0, self.cap - small)
+        inf = self.solver.infinity()
+        for (_, var), load in zip(self.columns, self.loads, strict=True):
+            var.SetUb(inf if load >= self.min_load else 0.0)
+
+    def solve(self, demand: list[int], work: Work) -> LPResult:
+        """Column generation at ``demand`` until no pattern prices out or the work runs out.
+
+        The bound is the best Farley bound seen (valid whatever the duals, for packings whose
+        bins respect the waste limit), at least the counting bound ``ceil(sum d_i s_i / cap)``.
+        A bound of ``INFEASIBLE`` means no such packing exists at all.
+        """
+        for row, d in zip(self.rows, demand, strict=True):
+            row.SetLb(float(d))
+        total = sum(d * s for d, s in zip(demand, self.small, strict=True))
+        bound = -(-total // self.cap)
+        if total == 0:
+            return LPResult(0, True, 0.0)
+        for i, d in enumerate(demand):  # singletons: the LP's start (off when too wasteful)
+            if d > 0:
+                self.add(((i, min(d, self.cap // self.small[i])),))
+        converged = False
+        while not work.spent():
+            work.used += SOLVE_WORK
+            if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+                break
+            w = [
+                max(0, int(row.dual_value() * SCALE)) if d > 0 else 0
+                for row, d in zip(self.rows, demand, strict=True)
+            ]
+            value, pattern = self.price(w, demand, work)
+            need = sum(d * x for d, x in zip(demand, w, strict=True))
+            if value <= 0:
+                if need > 0:  # some weighted item fits in no allowed pattern
+                    return LPResult(INFEASIBLE, True, math.inf)
+            else:
+                bound = max(bound, -(-need // value))
+            if value <= SCALE or not self.add(pattern):
+                converged = value <= SCALE
+                break
+        value = self.objective.Value()
+        uncovered = sum(v.solution_value() for v in self.artificial)
+        if converged and uncovered > 0.5:
+            value = math.inf
+        cols = [(p, v.solution_value()) for p, v in self.columns]
+        return LPResult(bound, converged, value, [(p, x) for p, x in cols if x > 1e-9])

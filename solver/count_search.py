@@ -1,0 +1,294 @@
+"""The smallest count of bins under a cap: LP bound, LP-guided dive, exact repacking.
+
+Why: first fit decreasing and the counting bounds often leave a gap of one bin or more when
+bins hold a few items each (long sequences under a cap of a few of them), and local search at
+a fixed count rarely closes it. The Gilmore-Gomory LP closes it from both sides: its round-up
+is the optimum on nearly all such instances (a proof once a packing meets it), and its primal
+says which bin contents (patterns) an optimal packing uses.
+
+The search, at a target count k (the best lower bound first):
+
+* every bin of a k-bin packing wastes at most ``k * cap - total``; the LP is restricted to
+  patterns within that waste, and the waste left shrinks as bins are fixed, so the LP refutes
+  a wrong partial packing early (on instances with exactly full bins, at once);
+* a depth-first dive fixes the patterns the LP uses (all those at value >= 1 together, else
+  one at a time, largest value first), re-solving the LP on what is left (warm: the pattern
+  pool stays), and backtracks with a limited number of discrepancies (second choices);
+* the last few items are packed exactly (bin completion, :func:`exact.pack`).
+
+Everything is counted work (LP cells and solves, exact-search nodes), so a given allowance
+gives the same answer on any machine; the deadline is a safety net.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .count_lp import INFEASIBLE, MAX_CELLS, Pattern, PatternLP, Work
+from .exact import FOUND, INFEASIBLE as PACK_INFEASIBLE, ExactBudget, pack
+
+#: Items left at which the dive hands over to the exact bin completion.
+FINISH_AT = 24
+#: Exact-search nodes per hand-over, as LP work units (a node ~ 40 table cells of time).
+NODE_WORK = 40
+FINISH_NODES = 20_000
+#: Second choices tried per node of the dive (the first is the LP's own).
+BRANCHING = 3
+#: LP tolerance: a column at value >= 1 - EPS counts as used once.
+EPS = 1e-6
+
+
+class _Stop(Exception):
+    """The work allowance ran out inside the dive."""
+
+
+@dataclass
+class CountResult:
+    """What the search established: a packing (bins of item indices) and a proven bound."""
+
+    bins: list[list[int]] | None
+    lower_bound: int
+    lp_bound: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    demand: list[int]
+    waste: int
+    fixed: list[Pattern] = field(default_factory=list)
+
+
+class _Dive:
+    """One target count: the depth-first LP dive over a shared pattern pool."""
+
+    def __init__(self, lp: PatternLP, sizes: list[int], demand: list[int], cap: int,
+                 target: int, work: Work, rng: random.Random | None) -> None:
+        self.lp, self.sizes, self.cap, self.target = lp, sizes, cap, target
+        self.work, self.rng = work, rng
+        total = sum(s * d for s, d in zip(sizes, demand, strict=True))
+        self.state = _State(list(demand), target * cap - total)
+        self.refuted = False  # the LP proved that no packing into ``target`` bins exists
+
+    def run(self, discrepancies: int) -> list[Pattern] | None:
+        try:
+            return self.state.fixed if self._node(discrepancies) else None
+        except _Stop:
+            return None
+
+    def _apply(self, pattern: Pattern, copies: int) -> int:
+        """Fix up to ``copies`` bins of ``pattern`` (clipped to the demand); how many."""
+        st, done = self.state, 0
+        for _ in range(copies):
+            clipped = tuple((i, min(q, st.demand[i])) for i, q in pattern if st.demand[i] > 0)
+            if not clipped:
+                break
+            for i, q in clipped:
+                st.demand[i] -= q
+            st.waste -= self.cap - sum(self.sizes[i] * q for i, q in clipped)
+            st.fixed.append(clipped)
+            done += 1
+        return done
+
+    def _undo(self, count: int) -> None:
+        st = self.state
+        for _ in range(count):
+            clipped = st.fixed.pop()
+            for i, q in clipped:
+                st.demand[i] += q
+            st.waste += self.cap - sum(self.sizes[i] * q for i, q in clipped)
+
+    def _finish(self, k_left: int) -> str:
+        """Exact bin completion on the few items left: found, infeasible or unknown."""
+        st = self.state
+        rest = [s for s, d in zip(self.sizes, st.demand, strict=True) for _ in range(d)]
+        types = [i for i, d in enumerate(st.demand) for _ in range(d)]
+        if len(rest) < k_left:  # fewer items than bins: the count is beaten, not missed
+            k_left = len(rest)
+        nodes = min(FINISH_NODES, max(0, (self.work.limit - self.work.used) // NODE_WORK))
+        budget = ExactBudget(nodes=nodes, deadline=self.work.deadline)
+        status, bins = pack(rest, rest, [1] * len(rest), k_left, self.cap, self.cap, None, budget)
+        self.work.used += budget.used * NODE_WORK
+        if status == FOUND and bins is not None:
+            for b in bins:
+                st.fixed.append(tuple(sorted(Counter(types[j] for j in b).items())))
+            return FOUND
+        return PACK_INFEASIBLE if status == PACK_INFEASIBLE else "unknown"
+
+    def _candidates(self, columns: list[tuple[Pattern, float]]) -> list[tuple[Pattern, int]]:
+        """What to fix next, best first: one column at a time, largest LP value first (a few
+        near-equal ones shuffled when randomised)."""
+        cols = sorted(columns, key=lambda c: -c[1])
+        if self.rng is not None:
+            cols = sorted(cols, key=lambda c: -c[1] * (0.8 + 0.4 * self.rng.random()))
+        return [(p, max(1, int(x + EPS))) for p, x in cols[: BRANCHING + 1]]
+
+    def _node(self, discrepancies: int) -> bool:
+        st = self.state
+        if self.work.spent():
+            raise _Stop
+        left = sum(st.demand)
+        k_left = self.target - len(st.fixed)
+        if left == 0:
+            return True
+        if k_left <= 0 or st.waste < 0:
+            return False
+        if left <= FINISH_AT:
+            status = self._finish(k_left)
+            if status != "unknown":
+                return status == FOUND
+        self.lp.set_waste(st.waste)
+        result = self.lp.solve(st.demand, self.work)
+        if result.bound == INFEASIBLE or result.bound > k_left:
+            # At the root (nothing fixed) the exact Farley bound refutes the target itself.
+            self.refuted = self.refuted or not st.fixed
+            return False
+        if result.converged and result.value > k_left + EPS:
+            return False
+        if not result.columns:
+            return False
+        cands = self._candidates(result.columns)
+        whole = [(p, int(x + EPS)) for p, x in result.columns if x >= 1 - EPS]
+        if len(whole) > 1:  # every column at value >= 1 at once: one re-solve for many bins
+            cands.insert(0, (tuple(whole), -1))
+        for j, (cand, copies) in enumerate(cands):
+            if j > 0 and discrepancies <= 0:
+                break
+            if copies == -1:  # the batch
+                count = sum(self._apply(p, q) for p, q in cand)  # type: ignore[misc]
+            else:
+                count = self._apply(cand, 1 if j else copies)
+            if count and self._node(discrepancies - (1 if j else 0)):
+                return True
+            self._undo(count)
+            if self.work.spent():
+                raise _Stop
+        return False
+
+
+def _types(tokens: Sequence[int]) -> tuple[list[int], list[int], dict[int, list[int]]]:
+    """Distinct sizes (largest first), their multiplicities, and the items of each size."""
+    where: dict[int, list[int]] = {}
+    for i, t in enumerate(tokens):
+        where.setdefault(t, []).append(i)
+    sizes = sorted(where, reverse=True)
+    return sizes, [len(where[s]) for s in sizes], where
+
+
+def _to_bins(patterns: list[Pattern], sizes: list[int],
+             where: dict[int, list[int]]) -> list[list[int]]:
+    pools = {s: list(where[s]) for s in sizes}
+    return [[pools[sizes[i]].pop() for i, q in p for _ in range(q)] for p in patterns]
+
+
+#: Items the greedy fills choose from per bin (the largest left, then a spread of the rest).
+FILL_POOL = 48
+
+
+def _fill(sizes: list[int], avail: list[int], room: int, rng: random.Random | None,
+          ) -> list[int]:
+    """Types of a subset of ``avail`` (type ids, sizes descending) with the largest sum up to
+    ``room``: a subset-sum over Python ints as bitsets, read back keeping large items."""
+    pool = avail
+    if len(pool) > FILL_POOL:
+        half = FILL_POOL // 2
+        rest = pool[half:]
+        spread = rng.sample(rest, half) if rng is not None else rest[:: len(rest) // half][:half]
+        pool = pool[:half] + sorted(spread, key=lambda t: -sizes[t])
+    mask = (1 << (room + 1)) - 1
+    reach, history = 1, []
+    for t in pool:
+        history.append(reach)
+        reach = (reach | (reach << sizes[t])) & mask
+    c = reach.bit_length() - 1
+    chosen = []
+    for pos in range(len(pool) - 1, -1, -1):
+        if c == 0:
+            break
+        if not (history[pos] >> c) & 1:
+            chosen.append(pool[pos])
+            c -= sizes[pool[pos]]
+    return chosen
+
+
+def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
+                  rng: random.Random | None) -> list[Pattern]:
+    """Bins of a greedy packing (each bin: the largest item left and the fullest fill of the
+    rest) that waste at most ``waste``: a start for the LP's pool, which otherwise begins
+    from single-size bins that the waste limit switches off, and needs hundreds of
+    column-generation rounds to find full bins one at a time."""
+    left = [t for t, d in enumerate(demand) for _ in range(d)]  # type ids, largest first
+    out: list[Pattern] = []
+    while left:
+        first, others = left[0], left[1:]
+        chosen = _fill(sizes, others, cap - sizes[first], rng)
+        bin_types = [first, *chosen]
+        if cap - sum(sizes[t] for t in bin_types) <= waste:
+            out.append(tuple(sorted(Counter(bin_types).items())))
+        for t in chosen:
+            others.remove(t)
+        left = others
+    return out
+
+
+def search_count(
+    tokens: Sequence[int],
+    cap: int,
+    lower: int,
+    upper_bins: list[list[int]],
+    work: Work,
+    seed: int = 0,
+) -> CountResult:
+    """Fewer bins than ``upper_bins`` (a valid packing, e.g. first fit decreasing's), within
+    ``work``; ``lower`` is a proven bound on the count. Returns the best packing found (never
+    more bins than ``upper_bins``) and the best proven bound (the LP's when it is higher)."""
+    best = [list(b) for b in upper_bins]
+    result = CountResult(best, lower)
+    if len(best) <= lower:
+        return result
+    sizes, demand, where = _types(tokens)
+    lp = PatternLP(sizes, cap)
+    if lp.cells(demand) > MAX_CELLS:
+        result.notes.append("count LP skipped: its pricing table is too large")
+        return result
+    index = {s: i for i, s in enumerate(sizes)}
+    for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
+        lp.add(tuple(sorted(Counter(index[tokens[j]] for j in b).items())))
+    total = sum(s * d for s, d in zip(sizes, demand, strict=True))
+    lp.set_waste(result.lower_bound * cap - total)
+    for r in (None, random.Random(seed)):
+        for pattern in seed_patterns(sizes, demand, cap, result.lower_bound * cap - total, r):
+            lp.add(pattern)
+    if sys.getrecursionlimit() < 4 * len(tokens) + 200:
+        sys.setrecursionlimit(4 * len(tokens) + 200)
+    target = result.lower_bound
+    rng: random.Random | None = None
+    attempt = 0
+    while target < len(best) and not work.spent():
+        # Every third attempt one bin above the bound (when that still beats the packing):
+        # where the LP round-up is not the optimum, the bound alone would take all the work.
+        goal = target + 1 if attempt % 3 == 2 and target + 1 < len(best) else target
+        dive = _Dive(lp, sizes, demand, cap, goal, work, rng)
+        found = dive.run(min(attempt, 3))
+        if dive.refuted and goal == result.lower_bound:
+            # No packing into this many bins: the bound moves up one (at the next count
+            # the waste allowance is larger, so the refutation says nothing there).
+            result.lower_bound = result.lp_bound = goal + 1
+            target = result.lower_bound
+            continue
+        if found is not None:
+            bins = _to_bins(found, sizes, where)
+            if len(bins) < len(best):
+                best = bins
+                result.bins = best
+            target = result.lower_bound  # the count found may beat the target: retry lower
+            if len(best) <= target:
+                break
+            continue
+        attempt += 1
+        rng = random.Random(seed + attempt)
+    return result
