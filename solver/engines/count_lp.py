@@ -25,8 +25,10 @@ from ortools.linear_solver import pywraplp
 
 #: Duals are scaled to integers with this factor (~1e-6 relative resolution).
 SCALE = 1 << 20
-#: Work units of one LP solve (a pricing-table cell is one unit).
+#: Work units of one LP solve (a pricing-table cell is one unit), plus per column in the pool
+#: (GLOP's pass over them and the read-back of the primal).
 SOLVE_WORK = 100_000
+SOLVE_WORK_PER_COLUMN = 300
 #: Objective price of one uncovered item (an artificial column): above any count.
 BIG = 1 << 20
 #: Largest pricing table (chunks x capacity); above it the LP is not run.
@@ -159,10 +161,13 @@ class PatternLP:
         """Allow only patterns that leave at most ``waste`` (original units) of the capacity
         empty: in a packing into k bins no bin wastes more than ``k * cap - total``."""
         small = self.cap if waste is None else waste // self.g
-        self.min_load = max(0, self.cap - small)
+        min_load = max(0, self.cap - small)
+        if min_load == self.min_load:
+            return
+        self.min_load = min_load
         inf = self.solver.infinity()
         for (_, var), load in zip(self.columns, self.loads, strict=True):
-            var.SetUb(inf if load >= self.min_load else 0.0)
+            var.SetUb(inf if load >= min_load else 0.0)
 
     def solve(self, demand: list[int], work: Work) -> LPResult:
         """Column generation at ``demand`` until no pattern prices out or the work runs out.
@@ -180,28 +185,33 @@ class PatternLP:
         for i, d in enumerate(demand):  # singletons: the LP's start (off when too wasteful)
             if d > 0:
                 self.add(((i, min(d, self.cap // self.small[i])),))
-        converged = False
+        converged, value, uncovered = False, math.inf, math.inf
+        cols: list[tuple[Pattern, float]] = []
         while not work.spent():
-            work.used += SOLVE_WORK
+            work.used += SOLVE_WORK + SOLVE_WORK_PER_COLUMN * len(self.columns)
             if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
                 break
+            # Read the primal now: adding a column below invalidates the solution.
+            value = self.objective.Value()
+            uncovered = sum(v.solution_value() for v in self.artificial)
+            cols = [
+                (p, x) for (p, v), load in zip(self.columns, self.loads, strict=True)
+                if load >= self.min_load and (x := v.solution_value()) > 1e-9
+            ]
             w = [
                 max(0, int(row.dual_value() * SCALE)) if d > 0 else 0
                 for row, d in zip(self.rows, demand, strict=True)
             ]
-            value, pattern = self.price(w, demand, work)
+            priced, pattern = self.price(w, demand, work)
             need = sum(d * x for d, x in zip(demand, w, strict=True))
-            if value <= 0:
+            if priced <= 0:
                 if need > 0:  # some weighted item fits in no allowed pattern
                     return LPResult(INFEASIBLE, True, math.inf)
             else:
-                bound = max(bound, -(-need // value))
-            if value <= SCALE or not self.add(pattern):
-                converged = value <= SCALE
+                bound = max(bound, -(-need // priced))
+            if priced <= SCALE or not self.add(pattern):
+                converged = priced <= SCALE
                 break
-        value = self.objective.Value()
-        uncovered = sum(v.solution_value() for v in self.artificial)
         if converged and uncovered > 0.5:
             value = math.inf
-        cols = [(p, v.solution_value()) for p, v in self.columns]
-        return LPResult(bound, converged, value, [(p, x) for p, x in cols if x > 1e-9])
+        return LPResult(bound, converged, value, cols)

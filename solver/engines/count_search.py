@@ -22,22 +22,26 @@ gives the same answer on any machine; the deadline is a safety net.
 
 from __future__ import annotations
 
+import math
 import random
-import sys
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from .count_lp import INFEASIBLE, MAX_CELLS, Pattern, PatternLP, Work
-from .exact import FOUND, INFEASIBLE as PACK_INFEASIBLE, ExactBudget, pack
+from seqpart.solver.engines.count_lp import INFEASIBLE, MAX_CELLS, SOLVE_WORK, Pattern, PatternLP, Work
+from seqpart.solver.engines.exact import FOUND, ExactBudget, pack
+from seqpart.solver.engines.exact import INFEASIBLE as PACK_INFEASIBLE
 
 #: Items left at which the dive hands over to the exact bin completion.
-FINISH_AT = 24
+FINISH_AT = 45
 #: Exact-search nodes per hand-over, as LP work units (a node ~ 40 table cells of time).
-NODE_WORK = 40
-FINISH_NODES = 20_000
+NODE_WORK = 240
+FINISH_NODES = 5_000
 #: Second choices tried per node of the dive (the first is the LP's own).
 BRANCHING = 3
+#: The dive fixes every column at value >= 1 at once when there are more than this many.
+BATCH_FROM = 1
 #: LP tolerance: a column at value >= 1 - EPS counts as used once.
 EPS = 1e-6
 
@@ -77,7 +81,7 @@ class _Dive:
     def run(self, discrepancies: int) -> list[Pattern] | None:
         try:
             return self.state.fixed if self._node(discrepancies) else None
-        except _Stop:
+        except (_Stop, RecursionError):  # out of work, or a dive deeper than Python allows
             return None
 
     def _apply(self, pattern: Pattern, copies: int) -> int:
@@ -122,9 +126,11 @@ class _Dive:
     def _candidates(self, columns: list[tuple[Pattern, float]]) -> list[tuple[Pattern, int]]:
         """What to fix next, best first: one column at a time, largest LP value first (a few
         near-equal ones shuffled when randomised)."""
-        cols = sorted(columns, key=lambda c: -c[1])
-        if self.rng is not None:
-            cols = sorted(cols, key=lambda c: -c[1] * (0.8 + 0.4 * self.rng.random()))
+        # Patterns holding the largest item left first (types are numbered largest first):
+        # the large items have the fewest ways to be completed, so they are settled early.
+        first = min(i for i, d in enumerate(self.state.demand) if d > 0)
+        noise = (lambda: 0.8 + 0.4 * self.rng.random()) if self.rng is not None else lambda: 1.0
+        cols = sorted(columns, key=lambda c: (c[0][0][0] != first, -c[1] * noise()))
         return [(p, max(1, int(x + EPS))) for p, x in cols[: BRANCHING + 1]]
 
     def _node(self, discrepancies: int) -> bool:
@@ -153,7 +159,7 @@ class _Dive:
             return False
         cands = self._candidates(result.columns)
         whole = [(p, int(x + EPS)) for p, x in result.columns if x >= 1 - EPS]
-        if len(whole) > 1:  # every column at value >= 1 at once: one re-solve for many bins
+        if len(whole) > BATCH_FROM:  # every column at value >= 1 at once: one re-solve for many bins
             cands.insert(0, (tuple(whole), -1))
         for j, (cand, copies) in enumerate(cands):
             if j > 0 and discrepancies <= 0:
@@ -215,8 +221,13 @@ def _fill(sizes: list[int], avail: list[int], room: int, rng: random.Random | No
     return chosen
 
 
+#: Work units per bitset shift of the greedy fills, per 64-bit word and fixed (Python).
+FILL_WORK_PER_WORD = 4
+FILL_WORK_PER_SHIFT = 600
+
+
 def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
-                  rng: random.Random | None) -> list[Pattern]:
+                  rng: random.Random | None, work: Work) -> list[Pattern]:
     """Bins of a greedy packing (each bin: the largest item left and the fullest fill of the
     rest) that waste at most ``waste``: a start for the LP's pool, which otherwise begins
     from single-size bins that the waste limit switches off, and needs hundreds of
@@ -225,7 +236,10 @@ def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
     out: list[Pattern] = []
     while left:
         first, others = left[0], left[1:]
-        chosen = _fill(sizes, others, cap - sizes[first], rng)
+        room = cap - sizes[first]
+        work.used += min(len(others), FILL_POOL) * (FILL_WORK_PER_WORD * (room // 64 + 1)
+                                                    + FILL_WORK_PER_SHIFT) + 20 * len(others)
+        chosen = _fill(sizes, others, room, rng)
         bin_types = [first, *chosen]
         if cap - sum(sizes[t] for t in bin_types) <= waste:
             out.append(tuple(sorted(Counter(bin_types).items())))
@@ -259,36 +273,75 @@ def search_count(
     for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
         lp.add(tuple(sorted(Counter(index[tokens[j]] for j in b).items())))
     total = sum(s * d for s, d in zip(sizes, demand, strict=True))
-    lp.set_waste(result.lower_bound * cap - total)
     for r in (None, random.Random(seed)):
-        for pattern in seed_patterns(sizes, demand, cap, result.lower_bound * cap - total, r):
+        for pattern in seed_patterns(sizes, demand, cap, result.lower_bound * cap - total, r,
+                                     work):
             lp.add(pattern)
-    if sys.getrecursionlimit() < 4 * len(tokens) + 200:
-        sys.setrecursionlimit(4 * len(tokens) + 200)
-    target = result.lower_bound
     rng: random.Random | None = None
     attempt = 0
-    while target < len(best) and not work.spent():
-        # Every third attempt one bin above the bound (when that still beats the packing):
-        # where the LP round-up is not the optimum, the bound alone would take all the work.
-        goal = target + 1 if attempt % 3 == 2 and target + 1 < len(best) else target
+    while result.lower_bound < len(best) and not work.spent():
+        target = result.lower_bound
+        # The second attempt (and every third after it) aims one bin above the bound while
+        # that still beats the packing: it secures a count near the bound early, and where
+        # the LP round-up is not the optimum the bound alone would take all the work.
+        goal = target + 1 if attempt % 3 == 1 and target + 1 < len(best) else target
         dive = _Dive(lp, sizes, demand, cap, goal, work, rng)
         found = dive.run(min(attempt, 3))
-        if dive.refuted and goal == result.lower_bound:
+        if dive.refuted and goal == target:
             # No packing into this many bins: the bound moves up one (at the next count
             # the waste allowance is larger, so the refutation says nothing there).
             result.lower_bound = result.lp_bound = goal + 1
-            target = result.lower_bound
             continue
         if found is not None:
             bins = _to_bins(found, sizes, where)
             if len(bins) < len(best):
-                best = bins
-                result.bins = best
-            target = result.lower_bound  # the count found may beat the target: retry lower
-            if len(best) <= target:
-                break
-            continue
+                best = result.bins = bins
         attempt += 1
         rng = random.Random(seed + attempt)
+    return result
+
+
+#: Work units per second (LP cells, solves, fills, exact nodes as counted above), measured
+#: inside partition on Falkenauer's instances (benchmarks/bench_binpack.py) on a 2-core
+#: machine: 60-200 million per second; the lower end keeps the charge at or above the time.
+WORK_PER_SECOND = 120_000_000
+#: Share of the call's time limit the count search may spend (the rest balances the loads
+#: at the count it found). The count comes first: one micro-batch fewer is one forward and
+#: backward less for every rank.
+COUNT_SHARE = 0.7
+#: The search runs only when its allowance holds this many column-generation iterations at
+#: the root (fewer rarely reach the LP optimum, so they would prove and steer nothing).
+MIN_ITERATIONS = 10
+NOTE_COUNT_LP = "count: proven by the gilmore-gomory LP bound"
+NOTE_COUNT_SEARCH = "count: lp-guided dive"
+
+
+def count_allowance(tokens: Sequence[int], cap: int, seconds: float) -> int:
+    """Work units for ``seconds``, or 0 when that cannot pay for the root LP (the search is
+    then skipped: its table or its number of sizes is too large for the budget)."""
+    sizes = set(tokens)
+    lp_cells = len(sizes) * 2 * (cap // math.gcd(cap, *sizes) + 1)
+    work = int(WORK_PER_SECOND * max(seconds, 0.0))
+    if lp_cells > MAX_CELLS or MIN_ITERATIONS * (lp_cells + SOLVE_WORK) > work:
+        return 0
+    return work
+
+
+def count_items(
+    tokens: Sequence[int], cap: int, lower: int, bins: list[list[int]], seconds: float,
+    deadline: float | None, charge: Callable[[float], None],
+) -> CountResult | None:
+    """:func:`search_count` within ``seconds`` of counted work (``deadline``: the safety net,
+    perf_counter), charged through ``charge``; None when the allowance is too small."""
+    work_limit = count_allowance(tokens, cap, seconds)
+    if work_limit == 0:
+        return None
+    stop = time.perf_counter() + seconds
+    work = Work(work_limit, None if deadline is None else min(deadline, stop))
+    result = search_count(tokens, cap, lower, bins, work)
+    charge(work.used / WORK_PER_SECOND)
+    if len(result.bins or ()) < len(bins):
+        result.notes.append(NOTE_COUNT_SEARCH)
+    if result.lp_bound is not None and result.lp_bound == result.lower_bound:
+        result.notes.append(NOTE_COUNT_LP)
     return result
