@@ -27,8 +27,8 @@ from ortools.linear_solver import pywraplp
 SCALE = 1 << 20
 #: Work units of one LP solve (a pricing-table cell is one unit), plus per column in the pool
 #: (GLOP's pass over them and the read-back of the primal).
-SOLVE_WORK = 100_000
-SOLVE_WORK_PER_COLUMN = 300
+SOLVE_WORK = 150_000
+SOLVE_WORK_PER_COLUMN = 450
 #: Objective price of one uncovered item (an artificial column): above any count.
 BIG = 1 << 20
 #: Largest pricing table (chunks x capacity); above it the LP is not run.

@@ -29,15 +29,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from seqpart.heuristics import first_fit_decreasing
 from seqpart.solver.engines.count_lp import INFEASIBLE, MAX_CELLS, SOLVE_WORK, Pattern, PatternLP, Work
 from seqpart.solver.engines.exact import FOUND, ExactBudget, pack
 from seqpart.solver.engines.exact import INFEASIBLE as PACK_INFEASIBLE
 
 #: Items left at which the dive hands over to the exact bin completion.
 FINISH_AT = 45
-#: Exact-search nodes per hand-over, as LP work units (a node ~ 40 table cells of time).
-NODE_WORK = 240
-FINISH_NODES = 5_000
+#: After a hand-over ran out of nodes, the next waits for this many items fewer.
+FINISH_STEP = 10
+#: Exact-search nodes per hand-over, and a node's cost in work units (~5 us measured).
+NODE_WORK = 800
+FINISH_NODES = 2_000
 #: Second choices tried per node of the dive (the first is the LP's own).
 BRANCHING = 3
 #: The dive fixes every column at value >= 1 at once when there are more than this many.
@@ -77,6 +80,10 @@ class _Dive:
         total = sum(s * d for s, d in zip(sizes, demand, strict=True))
         self.state = _State(list(demand), target * cap - total)
         self.refuted = False  # the LP proved that no packing into ``target`` bins exists
+        # The first dead end's fixed bins and the demand left: first fit decreasing on that
+        # demand completes a packing near the target when the dive finds none.
+        self.partial: tuple[list[Pattern], list[int]] | None = None
+        self.finish_below = FINISH_AT
 
     def run(self, discrepancies: int) -> list[Pattern] | None:
         try:
@@ -143,12 +150,16 @@ class _Dive:
             return True
         if k_left <= 0 or st.waste < 0:
             return False
-        if left <= FINISH_AT:
+        if left <= min(FINISH_AT, self.finish_below):
             status = self._finish(k_left)
             if status != "unknown":
                 return status == FOUND
+            # Out of nodes: the next hand-over waits until a few more bins are fixed.
+            self.finish_below = left - FINISH_STEP
         self.lp.set_waste(st.waste)
         result = self.lp.solve(st.demand, self.work)
+        if self.partial is None and st.fixed:
+            self.partial = (list(st.fixed), list(st.demand))
         if result.bound == INFEASIBLE or result.bound > k_left:
             # At the root (nothing fixed) the exact Farley bound refutes the target itself.
             self.refuted = self.refuted or not st.fixed
@@ -176,6 +187,15 @@ class _Dive:
         return False
 
 
+def _complete(partial: tuple[list[Pattern], list[int]], sizes: list[int],
+              cap: int) -> list[Pattern]:
+    """The dive's bins so far and first fit decreasing on the items left."""
+    fixed, demand = partial
+    rest = [i for i, d in enumerate(demand) for _ in range(d)]  # largest first
+    bins = first_fit_decreasing([sizes[i] for i in rest], None, cap)
+    return fixed + [tuple(sorted(Counter(rest[j] for j in b).items())) for b in bins]
+
+
 def _types(tokens: Sequence[int]) -> tuple[list[int], list[int], dict[int, list[int]]]:
     """Distinct sizes (largest first), their multiplicities, and the items of each size."""
     where: dict[int, list[int]] = {}
@@ -193,6 +213,8 @@ def _to_bins(patterns: list[Pattern], sizes: list[int],
 
 #: Items the greedy fills choose from per bin (the largest left, then a spread of the rest).
 FILL_POOL = 48
+#: Greedy packings whose bins start the pool (the first in order, the others randomised).
+SEEDS = 4
 
 
 def _fill(sizes: list[int], avail: list[int], room: int, rng: random.Random | None,
@@ -273,7 +295,7 @@ def search_count(
     for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
         lp.add(tuple(sorted(Counter(index[tokens[j]] for j in b).items())))
     total = sum(s * d for s, d in zip(sizes, demand, strict=True))
-    for r in (None, random.Random(seed)):
+    for r in [None] + [random.Random(seed + j) for j in range(SEEDS - 1)]:
         for pattern in seed_patterns(sizes, demand, cap, result.lower_bound * cap - total, r,
                                      work):
             lp.add(pattern)
@@ -292,6 +314,8 @@ def search_count(
             # the waste allowance is larger, so the refutation says nothing there).
             result.lower_bound = result.lp_bound = goal + 1
             continue
+        if found is None and dive.partial is not None:
+            found = _complete(dive.partial, sizes, cap)
         if found is not None:
             bins = _to_bins(found, sizes, where)
             if len(bins) < len(best):
@@ -304,11 +328,11 @@ def search_count(
 #: Work units per second (LP cells, solves, fills, exact nodes as counted above), measured
 #: inside partition on Falkenauer's instances (benchmarks/bench_binpack.py) on a 2-core
 #: machine: 60-200 million per second; the lower end keeps the charge at or above the time.
-WORK_PER_SECOND = 120_000_000
+WORK_PER_SECOND = 150_000_000
 #: Share of the call's time limit the count search may spend (the rest balances the loads
 #: at the count it found). The count comes first: one micro-batch fewer is one forward and
 #: backward less for every rank.
-COUNT_SHARE = 0.7
+COUNT_SHARE = 0.85
 #: The search runs only when its allowance holds this many column-generation iterations at
 #: the root (fewer rarely reach the LP optimum, so they would prove and steer nothing).
 MIN_ITERATIONS = 10
