@@ -31,8 +31,14 @@ SOLVE_WORK = 150_000
 SOLVE_WORK_PER_COLUMN = 450
 #: Objective price of one uncovered item (an artificial column): above any count.
 BIG = 1 << 20
-#: Largest pricing table (chunks x capacity); above it the LP is not run.
-MAX_CELLS = 30_000_000
+#: Largest pricing table (chunks x capacity); above it the branch and bound prices.
+DP_CELLS = 10_000_000
+#: Branch-and-bound nodes per pricing call, and a node's cost in work units (~3 us).
+BB_NODES = 20_000
+BB_NODE_WORK = 450
+#: A branch-and-bound pricing call's usual cost in work units (few items per bin), for
+#: estimates before the search.
+BB_TYPICAL_WORK = 200_000
 
 #: A bound meaning "no packing at all" (the waste limit leaves an item no pattern).
 INFEASIBLE = 1 << 62
@@ -121,9 +127,13 @@ class PatternLP:
         self.columns.append((pattern, var))
         return True
 
-    def price(self, w: list[int], demand: list[int], work: Work) -> tuple[int, Pattern]:
-        """The exact best pattern for integer weights ``w`` (copies at most the demand) whose
-        load is at least ``min_load``; value -1 when none is."""
+    def price(self, w: list[int], demand: list[int], work: Work) -> tuple[int, Pattern, bool]:
+        """The best pattern for integer weights ``w`` (copies at most the demand) whose load
+        is at least ``min_load`` (value -1 when none is), and whether it is proven best. The
+        table over the capacity when it is small; else a branch and bound (large token caps
+        with few items per bin), which may stop at its node limit unproven."""
+        if self.cells(demand) > DP_CELLS:
+            return _price_bb(w, demand, self.small, self.cap, self.min_load, work)
         cap = self.cap
         chunks: list[tuple[int, int, int]] = []  # (type, copies, size)
         for i, (s, d) in enumerate(zip(self.small, demand, strict=True)):
@@ -148,14 +158,14 @@ class PatternLP:
         lo = self.min_load
         c = lo + int(np.argmax(dp[lo:]))
         if dp[c] < 0:
-            return -1, ()
+            return -1, (), True
         value = int(dp[c])
         out: dict[int, int] = {}
         for (i, copies, size), better in zip(reversed(chunks), reversed(taken), strict=True):
             if c >= size and better[c - size]:
                 out[i] = out.get(i, 0) + copies
                 c -= size
-        return value, tuple(sorted(out.items()))
+        return value, tuple(sorted(out.items())), True
 
     def set_waste(self, waste: int | None) -> None:
         """Allow only patterns that leave at most ``waste`` (original units) of the capacity
@@ -202,8 +212,12 @@ class PatternLP:
                 max(0, int(row.dual_value() * SCALE)) if d > 0 else 0
                 for row, d in zip(self.rows, demand, strict=True)
             ]
-            priced, pattern = self.price(w, demand, work)
+            priced, pattern, exact = self.price(w, demand, work)
             need = sum(d * x for d, x in zip(demand, w, strict=True))
+            if not exact:  # a column, maybe, but no proof: the bound needs the true best
+                if priced <= SCALE or not self.add(pattern):
+                    break
+                continue
             if priced <= 0:
                 if need > 0:  # some weighted item fits in no allowed pattern
                     return LPResult(INFEASIBLE, True, math.inf)
@@ -215,3 +229,61 @@ class PatternLP:
         if converged and uncovered > 0.5:
             value = math.inf
         return LPResult(bound, converged, value, cols)
+
+
+def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_load: int,
+              work: Work) -> tuple[int, Pattern, bool]:
+    """Branch and bound for the pricing knapsack: types by value density, Dantzig's bound
+    (the fractional knapsack), pruned too when the sizes left cannot reach ``min_load``."""
+    idx = [i for i, d in enumerate(demand)
+           if d > 0 and sizes[i] <= cap and (w[i] > 0 or min_load > 0)]
+    idx.sort(key=lambda i: (-w[i] / sizes[i], -sizes[i]))
+    m = len(idx)
+    reach = [0] * (m + 1)  # the largest load the types from j on could add
+    for j in range(m - 1, -1, -1):
+        i = idx[j]
+        reach[j] = reach[j + 1] + sizes[i] * min(demand[i], cap // sizes[i])
+    best, best_x = -1, [0] * m
+    x = [0] * m
+    nodes = 0
+
+    def dantzig(j: int, room: int) -> float:
+        gain = 0.0
+        for t in range(j, m):
+            i = idx[t]
+            if w[i] <= 0:
+                break
+            q = min(demand[i], room // sizes[i])
+            gain += q * w[i]
+            room -= q * sizes[i]
+            if q < demand[i] and room > 0:
+                return gain + room * w[i] / sizes[i]
+        return gain
+
+    def dfs(j: int, load: int, val: int) -> bool:
+        nonlocal best, best_x, nodes
+        nodes += 1
+        if nodes > BB_NODES:
+            return False
+        if load >= min_load and val > best:
+            best, best_x = val, x[:]
+        if j >= m or load + reach[j] < min_load:
+            return True
+        if val + dantzig(j, cap - load) * (1 + 1e-9) < best + 1:
+            return True
+        i = idx[j]
+        for q in range(min(demand[i], (cap - load) // sizes[i]), -1, -1):
+            x[j] = q
+            if not dfs(j + 1, load + q * sizes[i], val + q * w[i]):
+                x[j] = 0
+                return False
+        x[j] = 0
+        return True
+
+    try:
+        finished = dfs(0, 0, 0)
+    except RecursionError:  # more sizes than Python's stack allows: no proof this round
+        finished = False
+    work.used += nodes * BB_NODE_WORK
+    pattern = tuple(sorted((idx[j], q) for j, q in enumerate(best_x) if q))
+    return best, pattern, finished

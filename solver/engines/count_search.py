@@ -30,7 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from seqpart.heuristics import first_fit_decreasing
-from seqpart.solver.engines.count_lp import INFEASIBLE, MAX_CELLS, SOLVE_WORK, Pattern, PatternLP, Work
+from seqpart.solver.engines.count_lp import (
+    BB_TYPICAL_WORK,
+    DP_CELLS,
+    INFEASIBLE,
+    SOLVE_WORK,
+    Pattern,
+    PatternLP,
+    Work,
+)
 from seqpart.solver.engines.exact import FOUND, ExactBudget, pack
 from seqpart.solver.engines.exact import INFEASIBLE as PACK_INFEASIBLE
 
@@ -288,9 +296,6 @@ def search_count(
         return result
     sizes, demand, where = _types(tokens)
     lp = PatternLP(sizes, cap)
-    if lp.cells(demand) > MAX_CELLS:
-        result.notes.append("count LP skipped: its pricing table is too large")
-        return result
     index = {s: i for i, s in enumerate(sizes)}
     for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
         lp.add(tuple(sorted(Counter(index[tokens[j]] for j in b).items())))
@@ -342,11 +347,12 @@ NOTE_COUNT_SEARCH = "count: lp-guided dive"
 
 def count_allowance(tokens: Sequence[int], cap: int, seconds: float) -> int:
     """Work units for ``seconds``, or 0 when that cannot pay for the root LP (the search is
-    then skipped: its table or its number of sizes is too large for the budget)."""
+    then skipped)."""
     sizes = set(tokens)
     lp_cells = len(sizes) * 2 * (cap // math.gcd(cap, *sizes) + 1)
+    pricing = lp_cells if lp_cells <= DP_CELLS else BB_TYPICAL_WORK
     work = int(WORK_PER_SECOND * max(seconds, 0.0))
-    if lp_cells > MAX_CELLS or MIN_ITERATIONS * (lp_cells + SOLVE_WORK) > work:
+    if MIN_ITERATIONS * (pricing + SOLVE_WORK) > work:
         return 0
     return work
 
