@@ -313,12 +313,12 @@ def get_minimum_num_micro_batch_size(total_lengths: Any, max_tokens_per_gpu: Any
     2. else against the bin-packing bounds (Martello-Toth L2, then Fekete-Schepers dual
        feasible functions, which prove BFD's count under caps around 1.5x the longest
        sequence); agreement again proves the count;
-    3. else (caps near 1x or 2x the longest sequence), up to :data:`SEARCH_MAX_N` sequences, a
-       short local search at one micro-batch fewer (Karmarkar-Karp, then moves and swaps,
-       within a step budget); failing that, the count search (the Gilmore-Gomory LP bound and
-       an LP-guided dive, :data:`COUNT_SEARCH_SECONDS` of counted work) where its LP is
-       affordable, which finds fewer or proves BFD's count; failing that, BFD's count,
-       unless first fit in arrival order (run until it opens as many bins) needs fewer.
+    3. else (caps near 1x or 2x the longest sequence), the count search (the Gilmore-Gomory
+       LP bound and an LP-guided dive, :data:`COUNT_SEARCH_SECONDS` of counted work) where
+       its LP is affordable, which finds fewer or proves BFD's count; failing that, up to
+       :data:`SEARCH_MAX_N` sequences, a short local search at one micro-batch fewer
+       (Karmarkar-Karp, then moves and swaps, within a step budget); failing that, BFD's
+       count, unless first fit in arrival order (run until it opens as many bins) needs fewer.
 
     Every count returned is that of a packing under the cap (BFD's, the search's or first
     fit's), so it can be used as k. Like the original, a sequence over the cap gets a
@@ -350,13 +350,13 @@ def _count_with_path(total_lengths: Any, max_tokens_per_gpu: Any) -> tuple[int, 
         return n_over + bfd, "L1"
     if _bounds_prove(bfd, fits, cap):
         return n_over + bfd, "bounds"
-    if len(fits) <= SEARCH_MAX_N and _fits_in(fits, bfd - 1, cap):
-        return n_over + bfd - 1, "search"
     counted = _count_search(fits, cap)
     if counted is not None:
         count, proven = counted
         if count < bfd or proven:
             return n_over + count, "count-search" if count < bfd else "lp"
+    if len(fits) <= SEARCH_MAX_N and _fits_in(fits, bfd - 1, cap):
+        return n_over + bfd - 1, "search"
     best = n_over + bfd
     return min(best, _first_fit_count(tokens, cap, stop_at=best)), "first-fit"
 

@@ -49,6 +49,8 @@ FINISH_STEP = 10
 #: Exact-search nodes per hand-over, and a node's cost in work units (~5 us measured).
 NODE_WORK = 800
 FINISH_NODES = 2_000
+#: Work units of a dive node's own Python (state, candidates), besides its LP and search.
+NODE_OVERHEAD_WORK = 20_000
 #: Second choices tried per node of the dive (the first is the LP's own).
 BRANCHING = 3
 #: The dive fixes every column at value >= 1 at once when there are more than this many.
@@ -150,6 +152,7 @@ class _Dive:
 
     def _node(self, discrepancies: int) -> bool:
         st = self.state
+        self.work.used += NODE_OVERHEAD_WORK
         if self.work.spent():
             raise _Stop
         left = sum(st.demand)
@@ -157,10 +160,13 @@ class _Dive:
         if left == 0:
             return True
         if k_left <= 0 or st.waste < 0:
+            self.refuted = self.refuted or not st.fixed  # the total alone needs more bins
             return False
         if left <= min(FINISH_AT, self.finish_below):
             status = self._finish(k_left)
             if status != "unknown":
+                # An exhausted search with nothing fixed refutes the target itself.
+                self.refuted = self.refuted or (status != FOUND and not st.fixed)
                 return status == FOUND
             # Out of nodes: the next hand-over waits until a few more bins are fixed.
             self.finish_below = left - FINISH_STEP
