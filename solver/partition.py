@@ -29,7 +29,7 @@ from seqpart.solver.engines.budget_costs import (
     SEARCH_SETUP_SECONDS_PER_ITEM,
     fallback_cost_seconds,
 )
-from seqpart.solver.engines.count_search import COUNT_SHARE, count_items
+from seqpart.solver.engines.count_search import count_items, count_share
 from seqpart.solver.engines.cpsat import solve_items
 from seqpart.solver.engines.heuristic_phase import (
     heuristic_plan,
@@ -162,15 +162,18 @@ def _search_k(
             bfd, method = ffd, "first_fit_decreasing"
     attempt_seconds = (LPT_SECONDS_PER_ITEM + SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += fallback_cost_seconds(n_items)
-    searched, notes = False, []
+    notes: list[str] = []
     if len(bfd) > floor and not problem.equal_size and engine != "heuristics":
         # The LP bound and the LP-guided dive, with the time a plan at the ceiling leaves.
         # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
-        seconds = min(COUNT_SHARE * time_limit, budget.left() - attempt_seconds)
+        # The LP dive's share depends on the batch (few sequences per micro-batch and a
+        # small pricing table: most); the fixed-k attempts below keep what it leaves.
+        seconds = min(count_share(items.tokens, cap, floor) * time_limit,
+                      budget.left() - attempt_seconds)
         found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
                             budget.charge)
         if found is not None:
-            searched, notes = True, found.notes
+            notes = found.notes
             floor = max(floor, found.lower_bound)
             if found.bins is not None and len(found.bins) < len(bfd):
                 bfd, method = found.bins, "count_search"
@@ -183,9 +186,7 @@ def _search_k(
         at_ceiling = k == ceiling and not problem.equal_size
         if k > ceiling and not problem.equal_size:
             break
-        # After the count search, a fixed-k attempt below its count (a weaker search) is
-        # skipped too.
-        out_of_time = searched or not budget.fits(attempt_seconds)
+        out_of_time = not budget.fits(attempt_seconds)
         if out_of_time and not at_ceiling and not problem.equal_size:
             continue  # out of time: straight to the count best fit decreasing achieves
         try:

@@ -337,13 +337,20 @@ def search_count(
 
 
 #: Work units per second (LP cells, solves, fills, exact nodes as counted above), measured
-#: inside partition on Falkenauer's instances (benchmarks/bench_binpack.py) on a 2-core
-#: machine: 60-200 million per second; the lower end keeps the charge at or above the time.
-WORK_PER_SECOND = 150_000_000
+#: on Falkenauer's t120-t501 and u500 instances (benchmarks/bench_binpack.py) on a 2-core
+#: machine at load ~7: 235 million per second at the 10th percentile, 272 median, 361 at
+#: the 90th. Near the slow end, so the charge stays at or above the time taken.
+WORK_PER_SECOND = 220_000_000
 #: Share of the call's time limit the count search may spend (the rest balances the loads
 #: at the count it found). The count comes first: one micro-batch fewer is one forward and
 #: backward less for every rank.
 COUNT_SHARE = 0.85
+#: Above this many sequences per micro-batch (on average, at the lower bound), or when the
+#: pricing needs the branch and bound (large caps), the search gets the smaller share: there
+#: local search at a fixed count, which runs after it, often finds the count (Scholl's
+#: classes with 5-9 items per bin, and his hard set), and the LP dive seldom does.
+COUNT_FEW_PER_BIN = 4
+COUNT_SHARE_MANY = 0.35
 #: The search runs only when its allowance holds this many column-generation iterations at
 #: the root (fewer rarely reach the LP optimum, so they would prove and steer nothing).
 MIN_ITERATIONS = 10
@@ -361,6 +368,14 @@ def count_allowance(tokens: Sequence[int], cap: int, seconds: float) -> int:
     if MIN_ITERATIONS * (pricing + SOLVE_WORK) > work:
         return 0
     return work
+
+
+def count_share(tokens: Sequence[int], cap: int, lower: int) -> float:
+    """The share of a call's time limit the search gets (see :data:`COUNT_FEW_PER_BIN`)."""
+    sizes = set(tokens)
+    table = len(sizes) * (cap // math.gcd(cap, *sizes) + 1)
+    few = len(tokens) <= COUNT_FEW_PER_BIN * max(lower, 1)
+    return COUNT_SHARE if few and table <= DP_CELLS else COUNT_SHARE_MANY
 
 
 def count_items(
