@@ -168,7 +168,7 @@ def _search_k(
         # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
         # The LP dive's share depends on the batch (few sequences per micro-batch and a
         # small pricing table: most); the fixed-k attempts below keep what it leaves.
-        seconds = min(count_share(items.tokens, cap, floor) * time_limit,
+        seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
                       budget.left() - attempt_seconds)
         found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
                             budget.charge)
