@@ -92,8 +92,8 @@ def run(instances: list[tuple[str, int, list[int], int]], limit: float) -> list[
 def table(rows: list[dict], limit: float) -> None:
     print(f"\ntime_limit={limit}")
     print("| class | at the optimum | above it | extra bins | proven | FFD extra bins "
-          "| median time | max time |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| bins | median time | max time |")
+    print("|---|---|---|---|---|---|---|---|---|")
     classes = [c for c in CLASSES if any(r["cls"] == c for r in rows)]
     classes += sorted({r["cls"] for r in rows} - set(classes))
     for c in classes:
@@ -103,7 +103,7 @@ def table(rows: list[dict], limit: float) -> None:
         ffd_extra = sum(max(0, r["ffd"] - r["opt"]) for r in mine)
         times = [r["seconds"] for r in mine]
         print(f"| {c} | {at} / {len(mine)} | {len(mine) - at} | {extra} "
-              f"| {sum(r['proven'] for r in mine)} | {ffd_extra} "
+              f"| {sum(r['proven'] for r in mine)} | {ffd_extra} | {sum(r['k'] for r in mine)} "
               f"| {statistics.median(times):.2f} s | {max(times):.2f} s |")
     for r in rows:
         if r["k"] < r["opt"]:
