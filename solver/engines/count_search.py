@@ -18,6 +18,13 @@ The search, at a target count k (the best lower bound first):
 
 Everything is counted work (LP cells and solves, exact-search nodes), so a given allowance
 gives the same answer on any machine; the deadline is a safety net.
+
+With ``partition``'s options: the count is a question about tokens under the cap, so the
+search runs on token sums whatever the cost (``partition`` then balances the cost at the count
+found); a group is one unit with its token sum; sequences over the cap (``oversize="alone"``)
+are set apart before. ``equal_size`` is not searched: every micro-batch must then hold the
+same number of sequences, which the patterns do not model, so the fixed-count loop decides
+as before.
 """
 
 from __future__ import annotations
