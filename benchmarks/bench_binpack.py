@@ -14,16 +14,19 @@ bound proves them optimal; a plan there is checked by the validator like every p
 
     python benchmarks/bench_binpack.py                 # time_limit 1.0 and 10
     python benchmarks/bench_binpack.py --limits 1.0 --classes u120 t60
-    python benchmarks/bench_binpack.py --data DIR --format bpplib   # another set (see below)
+    python benchmarks/bench_binpack.py --data DIR      # one-instance files (Scholl, BPPLib)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from common import machine_header
 
 from seqpart.heuristics import first_fit_decreasing
 from seqpart.solver import partition
@@ -144,6 +147,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=None,
                     help="a folder of BPPLib one-instance files instead of Falkenauer's")
     args = ap.parse_args()
+    print(machine_header(["benchmarks/bench_binpack.py", *sys.argv[1:]]))
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.data is None:
         instances = [inst for i in range(1, 9) for inst in load_orlib(DATA / f"binpack{i}.txt")]
         instances = [x for x in instances if x[0].split("_")[0] in args.classes]
