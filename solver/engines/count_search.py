@@ -377,11 +377,16 @@ NOTE_COUNT_LP = "count: proven by the gilmore-gomory LP bound"
 NOTE_COUNT_SEARCH = "count: lp-guided dive"
 
 
-def count_allowance(tokens: Sequence[int], cap: int, seconds: float) -> int:
+def count_allowance(tokens: Sequence[int], cap: int, seconds: float,
+                    table_only: bool = False) -> int:
     """Work units for ``seconds``, or 0 when that cannot pay for the root LP (the search is
-    then skipped)."""
+    then skipped). ``table_only``: 0 also when the pricing would need the branch and bound
+    (large token caps with many distinct lengths), whose LP seldom converges in a short
+    budget."""
     sizes = set(tokens)
     lp_cells = len(sizes) * 2 * (cap // math.gcd(cap, *sizes) + 1)
+    if table_only and lp_cells > DP_CELLS:
+        return 0
     pricing = lp_cells if lp_cells <= DP_CELLS else BB_TYPICAL_WORK
     bins = -(-sum(tokens) // cap)
     seeds = SEEDS * bins * _fill_work(len(tokens) // 2, cap // 2)  # the pool's start
