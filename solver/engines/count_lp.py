@@ -134,7 +134,10 @@ class PatternLP:
         is at least ``min_load`` (value -1 when none is), and whether it is proven best. The
         table over the capacity when it is small; else a branch and bound (large token caps
         with few items per bin), which may stop at its node limit unproven."""
-        if self.cells(demand) > DP_CELLS:
+        # The table sums weights in int64: a pattern's value could reach the largest weight
+        # times the most items a bin holds. Beyond 2**62 the branch and bound (Python ints).
+        most = self.cap // min(self.small)
+        if self.cells(demand) > DP_CELLS or max(w, default=0) * most >= 1 << 62:
             return _price_bb(w, demand, self.small, self.cap, self.min_load, work)
         cap = self.cap
         chunks: list[tuple[int, int, int]] = []  # (type, copies, size)
