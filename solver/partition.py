@@ -29,6 +29,7 @@ from seqpart.solver.engines.budget_costs import (
     SEARCH_SETUP_SECONDS_PER_ITEM,
     fallback_cost_seconds,
 )
+from seqpart.solver.engines.count_search import count_items, count_share
 from seqpart.solver.engines.cpsat import solve_items
 from seqpart.solver.engines.heuristic_phase import (
     heuristic_plan,
@@ -159,9 +160,24 @@ def _search_k(
         ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
         if len(ffd) < len(bfd):
             bfd, method = ffd, "first_fit_decreasing"
-    ceiling = len(bfd)
     attempt_seconds = (LPT_SECONDS_PER_ITEM + SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += fallback_cost_seconds(n_items)
+    notes: list[str] = []
+    if len(bfd) > floor and not problem.equal_size and engine != "heuristics":
+        # The LP bound and the LP-guided dive, with the time a plan at the ceiling leaves.
+        # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
+        # The LP dive's share depends on the batch (few sequences per micro-batch and a
+        # small pricing table: most); the fixed-k attempts below keep what it leaves.
+        seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
+                      budget.left() - attempt_seconds)
+        found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
+                            budget.charge)
+        if found is not None:
+            notes = found.notes
+            floor = max(floor, found.lower_bound)
+            if found.bins is not None and len(found.bins) < len(bfd):
+                bfd, method = found.bins, "count_search"
+    ceiling = len(bfd)
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
@@ -187,6 +203,7 @@ def _search_k(
             last_error = err
             continue
         if best.bins is not None:
+            best.notes.extend(notes)
             return k, best, floor, "optimal" if k <= floor else "upper_bound"
     if last_error is not None and floor > n_items:
         raise last_error
