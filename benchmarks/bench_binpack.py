@@ -1,19 +1,20 @@
-"""The smallest count on the classic bin-packing benchmarks: Falkenauer's OR-Library instances.
+"""The smallest count on the classic bin-packing benchmarks: Falkenauer's classes.
 
-``partition(sizes, k=None, cap=C, time_limit=T)`` on the 160 instances of binpack1-8
-(benchmarks/data/binpack/, see its README): uniform classes u120-u1000 and triplet classes
-t60-t501 (optimum n/3, every bin exactly full). Sizes and capacities are multiplied by 10 (the
-triplet sizes have one decimal). For each class: how many calls returned the optimum, how many
-a larger count, the extra bins in all, how many counts were proven (``k_status``), and the
-median time; then PASS/FAIL lines for the targets. First fit decreasing's count is the
-baseline: no count may be above it.
+``partition(sizes, k=None, cap=C, time_limit=T)`` on 160 instances of Falkenauer's classes:
+uniform u120-u1000 (sizes 20..100, capacity 150) and triplets t60-t501 (capacity 1000, optimum
+n/3, every bin exactly full), 20 of each, generated from the published recipe
+(``falkenauer.py``; seeded, the same on every run). For each class: how many calls returned
+the optimum, how many a larger count, the extra bins in all, how many counts were proven
+(``k_status``), and the median time; then PASS/FAIL lines for the targets. First fit
+decreasing's count is the baseline: no count may be above it.
 
-The optima: n/3 for the triplets; for the uniform classes the counts of the 1996 table, except
-u120_08, u120_19, u250_07 and u250_12, where packings one bin below the table exist (the LP
-bound proves them optimal; a plan there is checked by the validator like every plan).
+The optima: n/3 for the triplets. For the uniform classes none is known in advance: a call
+counts as at the optimum when its count meets the lower bound it proves (``k_lower_bound``),
+which is stricter than matching a table.
 
     python benchmarks/bench_binpack.py                 # time_limit 1.0 and 10
     python benchmarks/bench_binpack.py --limits 1.0 --classes u120 t60
+    python benchmarks/bench_binpack.py --orlib DIR     # OR-Library's binpack1-8.txt, if you have them
     python benchmarks/bench_binpack.py --data DIR      # one-instance files (Scholl, BPPLib)
 """
 
@@ -26,15 +27,15 @@ import sys
 import time
 from pathlib import Path
 
+import falkenauer
 from common import machine_header
 
 from seqpart.heuristics import first_fit_decreasing
 from seqpart.solver import partition
 
-DATA = Path(__file__).parent / "data" / "binpack"
-#: Optima below the 1996 table's counts (packings at the LP bound, found and proven here too).
+#: OR-Library optima below the 1996 table's counts (packings at the LP bound exist), for --orlib.
 BELOW_TABLE = {"u120_08": 50, "u120_19": 49, "u250_07": 103, "u250_12": 105}
-CLASSES = ["u120", "u250", "u500", "u1000", "t60", "t120", "t249", "t501"]
+CLASSES = list(falkenauer.CLASSES)
 
 
 def load_orlib(path: Path) -> list[tuple[str, int, list[int], int]]:
@@ -80,7 +81,7 @@ def _class(name: str) -> str:
 def run(instances: list[tuple[str, int, list[int], int]], limit: float) -> list[dict]:
     rows = []
     for name, cap, sizes, best in instances:
-        opt = BELOW_TABLE.get(name, best)
+        opt = BELOW_TABLE.get(name, best) if best else 0  # 0: unknown, the proven bound decides
         ffd = len(first_fit_decreasing(sizes, None, cap))
         t0 = time.perf_counter()
         plan = partition(sizes, k=None, cap=cap, time_limit=limit)
@@ -144,16 +145,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--limits", type=float, nargs="+", default=[1.0, 10.0])
     ap.add_argument("--classes", nargs="+", default=CLASSES)
+    ap.add_argument("--orlib", type=Path, default=None,
+                    help="a folder with OR-Library's binpack1.txt .. binpack8.txt (Falkenauer's "
+                         "own instances) instead of the generated ones")
     ap.add_argument("--data", type=Path, default=None,
                     help="a folder of BPPLib one-instance files instead of Falkenauer's")
     args = ap.parse_args()
     print(machine_header(["benchmarks/bench_binpack.py", *sys.argv[1:]]))
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if args.data is None:
-        instances = [inst for i in range(1, 9) for inst in load_orlib(DATA / f"binpack{i}.txt")]
+    if args.data is not None:
+        instances = load_bpplib(args.data)
+    elif args.orlib is not None:
+        instances = [inst for i in range(1, 9) for inst in load_orlib(args.orlib / f"binpack{i}.txt")]
         instances = [x for x in instances if x[0].split("_")[0] in args.classes]
     else:
-        instances = load_bpplib(args.data)
+        instances = falkenauer.instances(args.classes)
     ok = True
     for limit in args.limits:
         rows = run(instances, limit)
