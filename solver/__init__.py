@@ -35,11 +35,19 @@ Across ranks (``torch.distributed``; torch is imported lazily)
     :func:`plan_step_across_ranks`, :func:`plan_global_across_ranks`
         The step planned once from every rank's lengths; each rank takes its share.
 
+Measured costs (torch and scipy are imported lazily)
+    :func:`load_cost_profile`, :class:`CostProfile`
+        A step cost calibrated on real hardware (``seqpart calibrate``): ``profile.cost`` and
+        ``profile.overhead`` go into ``plan_step``/``partition``; ``profile.unit_seconds`` turns
+        the model's times into seconds. Calibration and measured replay live in
+        :mod:`seqpart.solver.measure`.
+
 Errors (all in :mod:`seqpart.solver.errors`)
     :class:`InfeasibleError` (no plan: ``.proven`` says whether none exists),
     :class:`InvalidPlanError` (a plan broke a hard constraint), :class:`DistributedPlanError`
     (raised alike on every rank), :class:`TrainerInputError` (bad input to a drop-in; also an
-    ``AssertionError``), :class:`UsageError` (the command line's bad arguments).
+    ``AssertionError``), :class:`UsageError` (the command line's bad arguments),
+    :class:`MeasureError` (a timed model run failed; names the micro-batch).
 
 Elsewhere
     :mod:`seqpart.solver.dropins`: drop-in replacements with verl's, slime's, OpenRLHF's and
@@ -58,9 +66,11 @@ from seqpart.solver.errors import (
     DistributedPlanError,
     InfeasibleError,
     InvalidPlanError,
+    MeasureError,
     TrainerInputError,
     UsageError,
 )
+from seqpart.solver.measure.profile import CostProfile, load_cost_profile
 from seqpart.solver.options import ENGINES, SolverOptions
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
@@ -82,9 +92,11 @@ from seqpart.solver.step import (
 __all__ = [
     "ENGINES",
     "Cost",
+    "CostProfile",
     "DistributedPlanError",
     "InfeasibleError",
     "InvalidPlanError",
+    "MeasureError",
     "PipelineModel",
     "Plan",
     "SolverOptions",
@@ -96,6 +108,7 @@ __all__ = [
     "check_schedule",
     "find_violations",
     "formula_step_time",
+    "load_cost_profile",
     "order_for_pipeline",
     "order_schedule",
     "partition",

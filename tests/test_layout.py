@@ -81,7 +81,7 @@ def test_import_graph_has_no_cycle() -> None:
 LAYERS: list[tuple[str, ...]] = [
     ("seqpart.heuristics",),
     ("seqpart.solver.errors", "seqpart.solver.problem", "seqpart.solver.flops", "seqpart.solver.plan",
-     "seqpart.solver.options"),
+     "seqpart.solver.options", "seqpart.solver.measure.profile", "seqpart.solver.measure.checks"),
     ("seqpart.solver.engines", "seqpart.solver.assemble"),
     ("seqpart.solver.partition",),
     ("seqpart.solver.step",),

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqpart.solver.errors import MeasureError
+
 from .design import Design, make_design
-from .errors import MeasureError
 from .profile import SCHEMA_VERSION, CostProfile, load_cost_profile, profile_from_json
 
 __all__ = [

@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.solver.errors import MeasureError
+
 from .checks import positive_int
 from .design import Design, MicroBatch, make_design
-from .errors import MeasureError
 from .fit import Fit, select_and_fit
 from .profile import CostProfile
 
@@ -35,6 +36,7 @@ class Timings:
     seconds: np.ndarray  # median per micro-batch
     samples: np.ndarray  # [micro-batch, round]
     peak_bytes: np.ndarray | None = None  # CUDA only: peak memory of each micro-batch
+    cpu_samples: np.ndarray | None = None  # the process's CPU seconds of the same runs
 
     @property
     def noise(self) -> float:
@@ -58,7 +60,7 @@ def _call(run: Runner, mb: MicroBatch, what: str) -> None:
 def time_micro_batches(run: Runner, micro_batches: Sequence[MicroBatch], *, repeats: int = 3,
                        warmup: int = 1, seed: int = 0, progress: bool = True,
                        memory: Callable[[], tuple[Callable[[], None], Callable[[], int]]] | None = None,
-                       desc: str = "calibrate", clock: str = "wall") -> Timings:
+                       desc: str = "calibrate", clock: str | Callable[[], float] = "wall") -> Timings:
     """Time every micro-batch ``repeats`` times in interleaved, shuffled rounds (after
     ``warmup`` rounds); ``memory`` (CUDA) gives a reset and a peak-bytes reader. ``clock``:
     "wall" (elapsed time) or "cpu" (this process's CPU time, which leaves out the time a shared
@@ -72,6 +74,7 @@ def time_micro_batches(run: Runner, micro_batches: Sequence[MicroBatch], *, repe
     mbs = [tuple(int(x) for x in mb) for mb in micro_batches]
     rng = np.random.default_rng(seed)
     samples = np.empty((len(mbs), repeats))
+    cpu = np.empty((len(mbs), repeats))
     peaks = np.zeros(len(mbs)) if memory is not None else None
     rounds = warmup + repeats
     with tqdm(total=rounds * len(mbs), desc=desc, unit="mb", disable=not progress, leave=False) as bar:
@@ -81,18 +84,22 @@ def time_micro_batches(run: Runner, micro_batches: Sequence[MicroBatch], *, repe
                 what = "a warm-up" if r < warmup else f"round {r - warmup + 1}'s"
                 if memory is not None:
                     memory()[0]()
-                t0 = timer()
+                c0, t0 = time.process_time(), timer()
                 _call(run, mb, what)
-                elapsed = timer() - t0
+                elapsed, cpu_elapsed = timer() - t0, time.process_time() - c0
                 if r >= warmup:
                     samples[i, r - warmup] = elapsed
+                    cpu[i, r - warmup] = cpu_elapsed
                     if peaks is not None and memory is not None:
                         peaks[i] = max(peaks[i], memory()[1]())
                 bar.update()
-    return Timings(tuple(mbs), np.median(samples, axis=1), samples, peaks)
+    return Timings(tuple(mbs), np.median(samples, axis=1), samples, peaks, cpu)
 
 
-def clock_function(clock: str) -> Callable[[], float]:
+def clock_function(clock: str | Callable[[], float]) -> Callable[[], float]:
+    """"wall", "cpu", or a callable returning seconds (e.g. a simulated clock in tests)."""
+    if callable(clock):
+        return clock
     if clock == "wall":
         return time.perf_counter
     if clock == "cpu":
@@ -152,7 +159,7 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
               hf_config: dict[str, Any] | None = None, reference: Any = None,
               design: Design | None = None, repeats: int = 3, warmup: int = 1, threads: int | None = 1,
               seed: int = 0, progress: bool = True, model: dict[str, Any] | None = None,
-              clock: str = "wall") -> CostProfile:
+              clock: str | Callable[[], float] = "wall") -> CostProfile:
     """Time forward+backward of the design's micro-batches and fit the step cost.
 
     What runs: ``run`` (any callable ``run(lengths)``, e.g. a trainer's own model step; it must
@@ -162,16 +169,16 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
     :func:`time_micro_batches` ("cpu" only with a CPU device).
     """
     clock_function(clock)
-    if clock == "cpu" and str(device) != "cpu":
+    if isinstance(clock, str) and clock == "cpu" and str(device) != "cpu":
         raise ValueError(f"clock='cpu' measures CPU time, which is meaningless on device={device!r}: "
                          "use clock='wall'")
     design = design or make_design(seed=seed)
     meta: dict[str, Any] = {"torch_version": "", "transformers_version": None}
     memory = None
     if run is None:
-        from .models import dtype_of, hf_runner, reference_runner, resolve_device
-
         import torch
+
+        from .models import dtype_of, hf_runner, reference_runner, resolve_device
 
         dev = resolve_device(device)
         if threads is not None:
@@ -199,7 +206,8 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
                                  progress=progress, memory=memory, clock=clock)
     return profile_from_timings(design, timings, device=str(device), dtype=dtype,
                                 model=model or {"kind": "callable"}, meta=meta,
-                                threads=threads, repeats=repeats, warmup=warmup, clock=clock)
+                                threads=threads, repeats=repeats, warmup=warmup,
+                                clock=clock if isinstance(clock, str) else "custom")
 
 
 def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype: str,
@@ -225,8 +233,8 @@ def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype
         fit_error={**err(base), "noise": timings.noise},
         extended=extended, memory=mem,
         design={"max_tokens": design.max_tokens, "max_count": design.max_count,
-                "train": len(design.train), "held_out": len(design.held_out),
-                "repeats": repeats, "warmup": warmup, "threads": threads, "statistic": "median", "clock": clock},
+                "train": len(design.train), "held_out": len(design.held_out), "repeats": repeats,
+                "warmup": warmup, "threads": threads, "statistic": "median", "clock": clock},
         measurements=_timings_records(timings, len(design.held_out)),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import MeasureError
+from seqpart.solver.errors import MeasureError
 
 Runner = Callable[[Sequence[int]], None]
 
@@ -84,7 +84,8 @@ def _cu_seqlens(lengths: Sequence[int]) -> list[int]:
     return out
 
 
-def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     starts: Sequence[int]) -> torch.Tensor:
     """Causal attention of ``(1, heads, T, d)`` tensors, per sequence: ``starts`` are the
     cumulative lengths (``[0, l0, l0+l1, ..., T]``); no token attends across a boundary."""
     parts = [
@@ -225,7 +226,8 @@ def hf_runner(config: dict[str, Any], *, device: str = "cpu", dtype: torch.dtype
         pos = torch.cat([torch.arange(e - s) for s, e in zip(starts[:-1], starts[1:], strict=True)])
         cu = torch.tensor(starts, dtype=torch.int32, device=dev)
         out = model(input_ids=ids, position_ids=pos.unsqueeze(0).to(dev), cu_seq_lens_q=cu,
-                    cu_seq_lens_k=cu, max_length_q=max(b - a for a, b in zip(starts, starts[1:], strict=False)),
+                    cu_seq_lens_k=cu,
+                    max_length_q=max(b - a for a, b in zip(starts, starts[1:], strict=False)),
                     use_cache=False)
         return out.logits
 

@@ -51,7 +51,8 @@ def _measured_vs_fitted(ax: Any, meas: np.ndarray, pred: np.ndarray, held: np.nd
     ax.legend(fontsize=8)
 
 
-def _residuals(ax: Any, lengths: list[list[int]], meas: np.ndarray, pred: np.ndarray, held: np.ndarray) -> None:
+def _residuals(ax: Any, lengths: list[list[int]], meas: np.ndarray, pred: np.ndarray,
+               held: np.ndarray) -> None:
     totals = np.array([sum(ls) for ls in lengths])
     rel = (pred - meas) / meas * 100
     ax.scatter(totals[~held], rel[~held], s=14, label="training")

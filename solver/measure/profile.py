@@ -171,7 +171,8 @@ def load_cost_profile(path: str | Path) -> CostProfile:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise ValueError(f"cost profile {str(p)!r} does not exist: run `seqpart calibrate --out {p}`") from exc
+        raise ValueError(f"cost profile {str(p)!r} does not exist: "
+                         f"run `seqpart calibrate --out {p}`") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cost profile {str(p)!r} cannot be read ({exc})") from exc
     try:

@@ -131,7 +131,8 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     names = list(schedules)
     worlds = {len(s) for s in schedules.values()}
     if len(worlds) != 1:
-        raise ValueError(f"schedules have different rank counts {sorted(worlds)}: replay one dp size at a time")
+        raise ValueError(f"schedules have different rank counts {sorted(worlds)}: "
+                         "replay one dp size at a time")
     world = worlds.pop()
     rng = np.random.default_rng(seed)
     order: list[tuple[int, str, int]] = []  # (trial id or -1 for warm-up, name, repeat)
