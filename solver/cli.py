@@ -1,4 +1,5 @@
-"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods, ``step`` times, ``repro``.
+"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods, ``step`` times,
+``calibrate`` and ``replay`` (measured costs, in ``study.measure_cli``), ``repro``.
 
 This module parses arguments and prints; the work is elsewhere: reading lengths in
 ``study.readers`` (JSON, JSONL, CSV, parquet, saved datasets), the study in ``study.methods``
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from seqpart.solver.errors import UsageError
+from seqpart.solver.study.measure_cli import add_measure_parsers
 from seqpart.solver.study.methods import (
     DEFAULT_CAPS,
     DEFAULT_K,
@@ -162,8 +164,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.file is not None and args.data is not None:
         raise UsageError("give the file once: as FILE or as --data FILE")
     lengths = load_lengths(args.data or args.file, args.fields, say=_stderr)
+    cost: Any = args.cost
+    if args.cost_profile:
+        from seqpart.solver.measure.profile import load_cost_profile
+
+        try:
+            cost = load_cost_profile(args.cost_profile).cost
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     solve = functools.partial(partition, lengths, cap=args.cap, time_limit=args.time_limit,
-                              cost=args.cost, equal_size=args.equal_size,
+                              cost=cost, equal_size=args.equal_size,
                               oversize=args.oversize)
     k_note = None
     try:
@@ -267,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Split a batch of sequences into exactly k non-empty micro-batches under a token cap, "
         "minimising the largest one."))
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,repro}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,calibrate,replay,repro}")
 
     solve = sub.add_parser("solve", help="plan one batch of lengths", description=(
         "Plan one batch. Lengths come from a JSON list (of counts, token-id lists or objects), "
@@ -284,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help=TIME_LIMIT_HELP)
     solve.add_argument("--cost", choices=("tokens", "attention"), default="tokens",
                        help="what to balance (the cap always counts tokens)")
+    solve.add_argument("--cost-profile", metavar="FILE", default=None,
+                       help="balance the cost calibrated by `seqpart calibrate` (replaces --cost)")
     solve.add_argument("--equal-size", action="store_true",
                        help="same number of sequences in every micro-batch")
     solve.add_argument("--oversize", choices=("error", "alone"), default="error",
@@ -339,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     study.set_defaults(func=cmd_study)
 
     add_step_parser(sub)
+    add_measure_parsers(sub)
 
     repro = sub.add_parser("repro", help="reproduce the two counterexamples")
     repro.add_argument("--no-data", action="store_true",
