@@ -19,6 +19,7 @@ import numpy as np
 from seqpart.heuristics import TRAINER_SCHEDULERS
 from seqpart.solver import Cost, plan_step, step_time
 
+from .fit import Fit
 from .profile import CostProfile
 from .replay import RunnerSpec, Trial, ratio_ci, run_trials, schedule_lengths
 
@@ -59,21 +60,41 @@ class ScheduleResult:
     wall_s: float  # median measured step, wall clock
     cpu_s: float  # median measured step, CPU clock for the compute part
     micro_batches: int
+    #: the profile's extended fit (extra terms, e.g. a per-micro-batch-size term) + all-reduce;
+    #: None when calibration kept no extra term. The planners do not optimise it.
+    extended_s: float | None = None
 
     def error(self, clock: str = "wall") -> float:
         meas = self.wall_s if clock == "wall" else self.cpu_s
         return (self.predicted_s - meas) / meas
 
 
+CLOCKS = ("wall", "cpu")
+
+
 @dataclass(frozen=True)
 class BatchResult:
+    """Per clock ("wall", "cpu"): the fastest trainer schedule by median step, plan_step's
+    ratio to it (median of the paired per-repeat ratios, 95% bootstrap CI), the model's
+    predicted ratio to that same trainer (and the extended fit's), and the repeats' noise."""
+
     schedules: dict[str, ScheduleResult]
-    best_trainer: str  # fastest trainer schedule by median wall time
-    ratio_wall: tuple[float, float, float]  # plan/best trainer: median, CI low, CI high
-    ratio_cpu: tuple[float, float, float]
-    predicted_ratio: float
-    noise: float  # median over schedules of the repeats' (p90 - p10) / median, wall clock
+    best: dict[str, str]
+    ratio: dict[str, tuple[float, float, float]]
+    predicted_ratio: dict[str, float]
+    extended_ratio: dict[str, float | None]
+    noise: dict[str, float]  # median over schedules of (p90 - p10) / median of the repeats
     allreduce_s: float
+
+
+def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile) -> float | None:
+    """The step in seconds under the profile's extended fit (max over ranks of the sum of its
+    micro-batches' fitted times); None when the profile has no extended fit."""
+    if not profile.extended:
+        return None
+    fit = Fit(coef=dict(profile.extended["coefficients"]))
+    ranks = [[[int(lengths[i]) for i in mb] for mb in rank] for rank in schedule]
+    return max(float(fit.predict(r).sum()) if r else 0.0 for r in ranks)
 
 
 def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Sequence[int],
@@ -84,24 +105,29 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
     per: dict[str, dict[int, Trial]] = {n: {} for n in names}
     for t in trials:
         per[t.schedule][t.repeat] = t
-    res, noise = {}, []
+    res, noise = {}, {c: [] for c in CLOCKS}
     for n in names:
-        walls = np.array([per[n][r].step("wall") for r in sorted(per[n])])
-        cpus = np.array([per[n][r].step("cpu") for r in sorted(per[n])])
+        steps = {c: np.array([per[n][r].step(c) for r in sorted(per[n])]) for c in CLOCKS}
         model = float(step_time(schedules[n], lengths, cost=profile.cost, overhead=profile.overhead))
-        res[n] = ScheduleResult(n, model * profile.unit_seconds + allreduce, float(np.median(walls)),
-                                float(np.median(cpus)), sum(len(r) for r in schedules[n]))
-        if len(walls) > 2:
-            noise.append(float((np.quantile(walls, 0.9) - np.quantile(walls, 0.1)) / np.median(walls)))
+        ext = extended_step(schedules[n], lengths, profile)
+        res[n] = ScheduleResult(n, model * profile.unit_seconds + allreduce, float(np.median(steps["wall"])),
+                                float(np.median(steps["cpu"])), sum(len(r) for r in schedules[n]),
+                                None if ext is None else ext + allreduce)
+        for c in CLOCKS:
+            if len(steps[c]) > 2:
+                spread = np.quantile(steps[c], 0.9) - np.quantile(steps[c], 0.1)
+                noise[c].append(float(spread / np.median(steps[c])))
     trainers = [n for n in names if n != PLAN]
-    best = min(trainers, key=lambda n: res[n].wall_s)
-    reps = sorted(set(per[PLAN]) & set(per[best]))
-
-    def ci(clock: str) -> tuple[float, float, float]:
-        return ratio_ci([per[PLAN][r].step(clock) for r in reps], [per[best][r].step(clock) for r in reps])
-
-    return BatchResult(res, best, ci("wall"), ci("cpu"), res[PLAN].predicted_s / res[best].predicted_s,
-                       float(np.median(noise)) if noise else float("nan"), allreduce)
+    best, ratio, predicted, extended = {}, {}, {}, {}
+    for c in CLOCKS:
+        b = best[c] = min(trainers, key=lambda n, c=c: res[n].wall_s if c == "wall" else res[n].cpu_s)
+        reps = sorted(set(per[PLAN]) & set(per[b]))
+        ratio[c] = ratio_ci([per[PLAN][r].step(c) for r in reps], [per[b][r].step(c) for r in reps])
+        predicted[c] = res[PLAN].predicted_s / res[b].predicted_s
+        pe, be = res[PLAN].extended_s, res[b].extended_s
+        extended[c] = None if pe is None or be is None else pe / be
+    return BatchResult(res, best, ratio, predicted, extended,
+                       {c: float(np.median(v)) if v else float("nan") for c, v in noise.items()}, allreduce)
 
 
 def replay_batch(lengths: Sequence[int], dp: int, cap: int | None, profile: CostProfile, spec: RunnerSpec,

@@ -210,8 +210,8 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
 
     if as_json:
         return json.dumps({
-            "scale": factor, "cap": cap, "dp": dp, "lengths": scaled, "best_trainer": res.best_trainer,
-            "ratio_wall": res.ratio_wall, "ratio_cpu": res.ratio_cpu, "predicted_ratio": res.predicted_ratio,
+            "scale": factor, "cap": cap, "dp": dp, "lengths": scaled, "best": res.best, "ratio": res.ratio,
+            "predicted_ratio": res.predicted_ratio, "extended_ratio": res.extended_ratio,
             "noise": res.noise, "allreduce_s": res.allreduce_s,
             "schedules": {n: vars(s) for n, s in res.schedules.items()}})
     lines = [f"scale {factor:.4f}: {len(scaled)} sequences, {sum(scaled)} tokens (longest {max(scaled)}), "
@@ -220,10 +220,14 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
     for n, s in res.schedules.items():
         lines.append(f"{n:<11} {s.micro_batches:>4} {s.predicted_s * 1e3:>8.1f}ms {s.wall_s * 1e3:>7.1f}ms "
                      f"{s.cpu_s * 1e3:>7.1f}ms {s.error('cpu'):>+7.1%}")
-    (m, lo, hi), (mc, loc, hic) = res.ratio_wall, res.ratio_cpu
-    lines.append(f"{PLAN} / best trainer ({res.best_trainer}): measured {m:.3f} [{lo:.3f}, {hi:.3f}] wall, "
-                 f"{mc:.3f} [{loc:.3f}, {hic:.3f}] cpu (median, 95% bootstrap CI); predicted "
-                 f"{res.predicted_ratio:.3f}; noise (p90-p10)/median {res.noise:.1%}")
+    for c in ("wall", "cpu"):
+        m, lo, hi = res.ratio[c]
+        ext = res.extended_ratio[c]
+        lines.append(f"{PLAN} / best trainer by {c} clock ({res.best[c]}): "
+                     f"measured {m:.3f} [{lo:.3f}, {hi:.3f}] "
+                     f"(median, 95% bootstrap CI), predicted {res.predicted_ratio[c]:.3f}"
+                     + (f", extended fit {ext:.3f}" if ext is not None else "")
+                     + f"; noise (p90-p10)/median {res.noise[c]:.1%}")
     lines.append(f"({seconds:.1f}s; load {os.getloadavg()[0]:.2f}; "
                  "error = predicted vs measured cpu-clock step)")
     return "\n".join(lines)
