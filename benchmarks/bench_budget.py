@@ -49,6 +49,7 @@ STEPS = {
 #: The function that called Budget.charge -> the step it charged.
 CHARGE_SITES = {
     "tighten_bound": "packing bound", "karmarkar_karp": "kk", "polish": "local search",
+    "resplit": "resplit",
     "dive_items": "dive", "fallback": "fallback", "balanced": "fallback",
     "prove_items": "proof phase", "solve_items": "cp-sat",
 }
@@ -84,9 +85,8 @@ class Recorder:
         def recording_charge(budget: Any, seconds: float) -> None:
             frame = sys._getframe(1)
             site = frame.f_code.co_name
-            if site == "heuristic_plan":  # LPT is charged inline, the re-split too
-                step = "lpt" if "lpt_cost" in frame.f_locals and seconds == frame.f_locals[
-                    "lpt_cost"] else "resplit"
+            if site == "lpt_then_search":  # LPT is charged inline
+                step = "lpt"
             elif site == "dive_items" and frame.f_back and frame.f_back.f_code.co_name == (
                 "prove_items"
             ):

@@ -62,7 +62,7 @@ from seqpart.solver.study.datasets import rl_batch
 SIZES = (32, 64, 128, 256, 512, 1024)
 PARTS = (2, 4, 8, 16, 32)
 COUNT_SIZES = (64, 256, 1024, 2048)
-PATHS = ("trivial", "L1", "bounds", "search", "first-fit")
+PATHS = ("trivial", "L1", "bounds", "search", "count-search", "lp", "first-fit")
 
 
 def _max_load(parts: list[list[int]], weights: list[int]) -> int:

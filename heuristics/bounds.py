@@ -44,6 +44,62 @@ def load_lower_bound(
     return bound
 
 
+def load_lower_bound_token_room(tokens: Any, costs: Any, k: int, cap: int, lower: int) -> int:
+    """A lower bound on the largest load when the cap leaves little room in tokens: at least
+    ``lower``, raised while some load below it cannot hold every token.
+
+    Why: with a cost that is not the token count (attention's ``a*l + l*l``) and micro-batches
+    nearly full at the smallest count, the load bounds see only costs, while the heaviest items
+    cannot sit in a full micro-batch under a low load. For a load ``z``: items of cost above
+    ``z/2`` need micro-batches of their own, and the one holding item i takes at most
+    ``l_i + (z - c_i) / rho`` tokens, ``rho`` the least cost per token of any item (what else
+    it holds costs at least ``rho`` per token). If those micro-batches and ``cap`` tokens in each
+    of the others cannot hold all the tokens, no split has loads of at most ``z``. Feasibility
+    only grows with ``z``, so a binary search finds the least ``z`` that passes. Exact integers.
+    """
+    tok_arr, cst_arr = as_lengths(tokens, "tokens"), as_lengths(costs, "costs")
+    if len(tok_arr) != len(cst_arr):
+        raise ValueError(
+            f"costs has {len(cst_arr)} entries but tokens has {len(tok_arr)}: one per sequence")
+    k, cap = as_positive_int(k, "k"), as_positive_int(cap, "cap")
+    total = int(tok_arr.sum())
+    if total > k * cap:
+        return lower  # no split fits at all: the count bounds say so, not this one
+    # rho = min c/l as an exact fraction num/den, so (z - c) / rho = (z - c) * den // num. The
+    # float ratio picks the candidate; the exact comparison settles near-ties.
+    ratio = cst_arr / tok_arr
+    near = np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9))
+    num, den = int(cst_arr[near[0]]), int(tok_arr[near[0]])
+    for i in near.tolist():
+        if int(cst_arr[i]) * den < num * int(tok_arr[i]):
+            num, den = int(cst_arr[i]), int(tok_arr[i])
+    # Only the heaviest items can cost over z/2 for any z >= lower: at most k + 1 of them matter.
+    top = np.argsort(-cst_arr, kind="stable")[: k + 1].tolist()
+    cst = [int(cst_arr[i]) for i in top]
+    tok = [int(tok_arr[i]) for i in top]
+
+    def fits(z: int) -> bool:
+        room = k * cap
+        for count, (c, length) in enumerate(zip(cst, tok, strict=True)):
+            if 2 * c <= z:
+                break
+            if count >= k:
+                return False
+            room -= cap - min(cap, length + (z - c) * den // num)
+        return room >= total
+
+    lo, hi = lower, max(lower, 2 * cst[0])  # at 2 * c_max no item is over half the load
+    if fits(lo):
+        return lo
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def min_bins_l1(lengths: Any, cap: int) -> int:
     """L1 = ceil(total tokens / cap)."""
     t = as_lengths(lengths)

@@ -22,7 +22,12 @@ Plans for a training step (data-parallel ranks, pipeline stages)
     :func:`plan_global`, :func:`order_for_pipeline`
         The cheap two-level proxy, and the order of a rank's micro-batches under pp > 1.
     :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`
-        Score any schedule (a trainer's own included) under the same model, and bound it.
+        Score any schedule (a trainer's own included) under the same model, and bound it. With
+        pp > 1 a rank's time is the exact makespan of its pipeline schedule in the order given.
+    :class:`PipelineModel`, :func:`order_schedule`, :func:`formula_step_time`
+        Which pipeline schedule is modelled (Megatron-LM's 1F1B, interleaved when vpp > 1, or
+        GPipe; the forward/backward split, p2p latency); the best order of each rank's
+        micro-batches; the closed formula's figure, for comparison only.
 
 Across ranks (``torch.distributed``; torch is imported lazily)
     :func:`partition_across_ranks`
@@ -30,11 +35,19 @@ Across ranks (``torch.distributed``; torch is imported lazily)
     :func:`plan_step_across_ranks`, :func:`plan_global_across_ranks`
         The step planned once from every rank's lengths; each rank takes its share.
 
+Measured costs (torch and scipy are imported lazily)
+    :func:`load_cost_profile`, :class:`CostProfile`
+        A step cost calibrated on real hardware (``seqpart calibrate``): ``profile.cost`` and
+        ``profile.overhead`` go into ``plan_step``/``partition``; ``profile.unit_seconds`` turns
+        the model's times into seconds. Calibration and measured replay live in
+        :mod:`seqpart.solver.measure`.
+
 Errors (all in :mod:`seqpart.solver.errors`)
     :class:`InfeasibleError` (no plan: ``.proven`` says whether none exists),
     :class:`InvalidPlanError` (a plan broke a hard constraint), :class:`DistributedPlanError`
     (raised alike on every rank), :class:`TrainerInputError` (bad input to a drop-in; also an
-    ``AssertionError``), :class:`UsageError` (the command line's bad arguments).
+    ``AssertionError``), :class:`UsageError` (the command line's bad arguments),
+    :class:`MeasureError` (a timed model run failed; names the micro-batch).
 
 Elsewhere
     :mod:`seqpart.solver.dropins`: drop-in replacements with verl's, slime's, OpenRLHF's and
@@ -53,17 +66,22 @@ from seqpart.solver.errors import (
     DistributedPlanError,
     InfeasibleError,
     InvalidPlanError,
+    MeasureError,
     TrainerInputError,
     UsageError,
 )
+from seqpart.solver.measure.profile import CostProfile, load_cost_profile
 from seqpart.solver.options import ENGINES, SolverOptions
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
 from seqpart.solver.problem import Cost
 from seqpart.solver.step import (
+    PipelineModel,
     StepPlan,
     check_schedule,
+    formula_step_time,
     order_for_pipeline,
+    order_schedule,
     plan_global,
     plan_step,
     rank_times,
@@ -74,9 +92,12 @@ from seqpart.solver.step import (
 __all__ = [
     "ENGINES",
     "Cost",
+    "CostProfile",
     "DistributedPlanError",
     "InfeasibleError",
     "InvalidPlanError",
+    "MeasureError",
+    "PipelineModel",
     "Plan",
     "SolverOptions",
     "StepPlan",
@@ -86,7 +107,10 @@ __all__ = [
     "check_plan",
     "check_schedule",
     "find_violations",
+    "formula_step_time",
+    "load_cost_profile",
     "order_for_pipeline",
+    "order_schedule",
     "partition",
     "partition_across_ranks",
     "plan_global",

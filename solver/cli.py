@@ -1,8 +1,14 @@
-"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods over data, ``repro``.
+"""The ``seqpart`` command line: ``solve`` one batch, ``study`` methods, ``step`` times,
+``calibrate`` and ``replay`` (measured costs, in ``study.measure_cli``), ``repro``.
 
 This module parses arguments and prints; the work is elsewhere: reading lengths in
-``lengths_io``, the study in ``study`` (on the engine in ``study_runner``), its plots in
-``plots``, the counterexamples in ``repro``. Errors the user can fix print one line,
+``study.readers`` (JSON, JSONL, CSV, parquet, saved datasets), the study in ``study.methods``
+(on the engine in ``study.runner``), its plots in ``study.plots``, ``seqpart step`` in
+``study.step_cli`` (the grid in ``study.step_study``, a user's data in ``study.step_data``),
+the counterexamples in ``study.repro``. Flags are never abbreviated (``--data`` is not
+``--datasets``), and a flag means the same in every subcommand that has it: ``--data FILE``,
+``--field NAME`` (alias ``--column``), ``--cap``, ``--cost``, ``--time-limit``. Errors the user
+can fix print one line,
 ``seqpart: error: ...``, and exit non-zero: 2 for bad usage or input, 3 when no plan exists (or
 none was found in the time limit). A traceback means a bug in seqpart.
 """
@@ -20,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from seqpart.solver.errors import UsageError
-from seqpart.solver.study.lengths_io import load_lengths
+from seqpart.solver.study.measure_cli import add_measure_parsers
 from seqpart.solver.study.methods import (
     DEFAULT_CAPS,
     DEFAULT_K,
@@ -32,8 +38,9 @@ from seqpart.solver.study.methods import (
     run_study,
 )
 from seqpart.solver.study.methods_report import format_summary
+from seqpart.solver.study.readers import load_lengths
 from seqpart.solver.study.runner import add_executor_arguments
-from seqpart.solver.study.step_study import add_step_parser
+from seqpart.solver.study.step_cli import add_step_parser
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -45,7 +52,13 @@ __all__ = ["UsageError", "build_parser", "format_plan", "load_lengths", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line (no usage dump) so scripts can grep them."""
+    """argparse, but errors are one line (no usage dump) so scripts can grep them, and no
+    abbreviated flags: a prefix like ``--data`` must never be taken for ``--datasets``
+    (subcommands' parsers are this class too, so the rule holds everywhere)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"seqpart: error: {message} (see `{self.prog} --help`)\n")
@@ -109,10 +122,11 @@ def _indices(members: Sequence[int], width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 3].rsplit(" ", 1)[0] + " ..."
 
 
-def format_plan(plan: Any, n: int) -> str:
-    """The human table ``seqpart solve`` prints."""
-    k_note = {"given": "given", "optimal": "smallest feasible, proven",
-              "upper_bound": f"smallest found; >= {plan.k_lower_bound} proven"}[plan.k_status]
+def format_plan(plan: Any, n: int, k_note: str | None = None) -> str:
+    """The human table ``seqpart solve`` prints; ``k_note`` says how k was chosen when the
+    plan's own ``k_status`` does not (``--k min+N``: the plan saw a given k)."""
+    k_note = k_note or {"given": "given", "optimal": "smallest feasible, proven",
+                        "upper_bound": f"smallest found; >= {plan.k_lower_bound} proven"}[plan.k_status]
     cap = f"cap {plan.cap}" if plan.cap is not None else "no cap"
     head = (f"{n} sequences, {sum(plan.tokens)} tokens -> k={plan.k} micro-batches ({k_note}), "
             f"{cap}, cost {plan.cost}")
@@ -148,29 +162,44 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from seqpart.solver.errors import InfeasibleError
     from seqpart.solver.partition import partition
 
-    lengths = load_lengths(args.file, args.column, say=_stderr)
+    if args.file is not None and args.data is not None:
+        raise UsageError("give the file once: as FILE or as --data FILE")
+    lengths = load_lengths(args.data or args.file, args.fields, say=_stderr)
+    cost: Any = args.cost
+    if args.cost_profile:
+        from seqpart.solver.measure.profile import load_cost_profile
+
+        try:
+            cost = load_cost_profile(args.cost_profile).cost
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     solve = functools.partial(partition, lengths, cap=args.cap, time_limit=args.time_limit,
-                              cost=args.cost, equal_size=args.equal_size,
+                              cost=cost, equal_size=args.equal_size,
                               oversize=args.oversize)
+    k_note = None
     try:
         if isinstance(args.k, str):  # min+N: the smallest feasible count first, then N more
             smallest = solve(None)
             extra = int(args.k[4:])
             plan = solve(smallest.k + extra)
-            plan = dataclasses.replace(plan, notes=[
-                *plan.notes, f"k = {smallest.k} (the smallest feasible count, "
-                f"{'proven' if smallest.k_status == 'optimal' else 'found, not proven'}) + {extra}"
-            ])
+            proven = "proven" if smallest.k_status == "optimal" else "found, not proven"
+            k_note = f"the smallest feasible count {smallest.k} ({proven}) + {extra}"
+            plan = dataclasses.replace(plan, notes=[*plan.notes, f"k = {k_note}"])
         else:
             plan = solve(args.k)
     except InfeasibleError as err:
         raise InfeasibleError(_as_flags(str(err).split(": ", 1)[1]), proven=err.proven) from None
     except (ValueError, TypeError) as err:  # the solver's input checks name the fix
         raise UsageError(_as_flags(str(err))) from None
+    if args.cap is None and args.k is None:
+        # Without a cap nothing bounds a micro-batch, so the smallest count is one.
+        _stderr("seqpart: no --cap given, so one micro-batch can hold every sequence and the "
+                "smallest count is 1: pass --cap TOKENS (your trainer's max tokens per "
+                "micro-batch), or --k N for a fixed count")
     if args.json:
         print(json.dumps(plan.to_dict()))
     else:
-        print(format_plan(plan, len(lengths)))
+        print(format_plan(plan, len(lengths), k_note))
     return EXIT_OK
 
 
@@ -192,7 +221,7 @@ def cmd_repro(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     config = StudyConfig(
         methods=args.methods, datasets=args.datasets, data=tuple(args.data or ()),
-        column=args.column, generated=args.generated, n=args.n, k=args.k, caps=args.caps,
+        fields=tuple(args.fields or ()), generated=args.generated, n=args.n, k=args.k, caps=args.caps,
         cost=args.cost, reps=args.reps, seed=args.seed, min_k_time=args.min_k_time,
         jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
         plots=not args.no_plots,
@@ -229,32 +258,50 @@ def _say(args: argparse.Namespace, message: str) -> None:
 # --------------------------------------------------------------------------- main
 
 
+TIME_LIMIT_HELP = (
+    "seconds for the search (default 1: a command-line run can afford a second; in Python, "
+    "partition() defaults to 0.1 because it runs inside every training step, and plan_step() "
+    "to 1 because it plans a whole step, dp*m micro-batches, once)")
+
+
+def _add_field(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--field", "--column", dest="fields", action="append", metavar="NAME",
+        help="the field (JSON/JSONL records, parquet, datasets) or CSV column holding the "
+             "lengths: a name or 1-based number; repeat it (or join with '+') to sum fields, "
+             "e.g. --field prompt_length --field response_length. A field of token-id lists "
+             "counts their lengths. Default: the one field named like a length")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="seqpart", description=(
         "Split a batch of sequences into exactly k non-empty micro-batches under a token cap, "
         "minimising the largest one."))
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,repro}")
+    sub = parser.add_subparsers(dest="command", metavar="{solve,study,step,calibrate,replay,repro}")
 
     solve = sub.add_parser("solve", help="plan one batch of lengths", description=(
-        "Plan one batch. Lengths come from a JSON list, a JSON object with 'lengths', a CSV "
-        "column, or stdin ('-' or no file)."))
-    solve.add_argument("file", nargs="?", default=None, help="JSON or CSV file; '-' for stdin")
+        "Plan one batch. Lengths come from a JSON list (of counts, token-id lists or objects), "
+        "a JSON object with 'lengths', JSONL, CSV, parquet, a saved Hugging Face dataset, or "
+        "stdin ('-' or no file)."))
+    solve.add_argument("file", nargs="?", default=None, help="file of lengths; '-' for stdin")
+    solve.add_argument("--data", metavar="FILE", default=None, help="the same as FILE")
     solve.add_argument("--k", type=_k_arg, default=None,
                        help="number of micro-batches: an int, 'min' (the default: the smallest "
                             "feasible) or 'min+N' (finding the smallest takes up to another "
                             "--time-limit)")
     solve.add_argument("--cap", type=_positive_int, default=None, help="max tokens per micro-batch")
     solve.add_argument("--time-limit", type=_positive_float, default=1.0,
-                       help="seconds for the search (default 1 here; partition() in Python "
-                            "defaults to 0.1, a budget for inside a training step)")
+                       help=TIME_LIMIT_HELP)
     solve.add_argument("--cost", choices=("tokens", "attention"), default="tokens",
                        help="what to balance (the cap always counts tokens)")
+    solve.add_argument("--cost-profile", metavar="FILE", default=None,
+                       help="balance the cost calibrated by `seqpart calibrate` (replaces --cost)")
     solve.add_argument("--equal-size", action="store_true",
                        help="same number of sequences in every micro-batch")
     solve.add_argument("--oversize", choices=("error", "alone"), default="error",
                        help="a sequence over the cap: reject it, or give it a micro-batch alone")
-    solve.add_argument("--column", default=None, help="CSV column name or 1-based number")
+    _add_field(solve)
     solve.add_argument("--json", action="store_true", help="print the plan as JSON")
     solve.set_defaults(func=cmd_solve)
 
@@ -269,8 +316,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bundled dataset names, 'all' or 'none' "
                             "(default all, none with --data)")
     study.add_argument("--data", action="append", metavar="FILE",
-                       help="a JSON/CSV file of lengths (repeatable)")
-    study.add_argument("--column", default=None, help="CSV column for --data files")
+                       help="a file of lengths, any format `solve` reads (repeatable); with "
+                            "--data only your data is studied unless --datasets or "
+                            "--generated asks for more")
+    _add_field(study)
+    study.add_argument("--generated", dest="generated", action="store_true", default=None,
+                       help=f"add the generated '{GENERATED_SOURCE}' batches (the default "
+                            "without --data)")
     study.add_argument("--no-generated", dest="generated", action="store_false",
                        help=f"leave out the generated '{GENERATED_SOURCE}' batches")
     study.add_argument("--n", default=None,
@@ -278,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
                             f"{WHOLE_FILE_MAX} lengths are taken whole)")
     study.add_argument("--k", default=DEFAULT_K,
                        help=f"micro-batch counts: ints, 'min', 'min+N' (default {DEFAULT_K})")
-    study.add_argument("--caps", default=DEFAULT_CAPS,
+    study.add_argument("--caps", "--cap", dest="caps", default=DEFAULT_CAPS,
                        help="token caps, or multiples of the source's longest sequence like 2x "
                             f"(default {DEFAULT_CAPS})")
     study.add_argument("--cost", choices=("tokens", "attention"), default="tokens")
@@ -301,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     study.set_defaults(func=cmd_study)
 
     add_step_parser(sub)
+    add_measure_parsers(sub)
 
     repro = sub.add_parser("repro", help="reproduce the two counterexamples")
     repro.add_argument("--no-data", action="store_true",

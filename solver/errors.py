@@ -1,7 +1,8 @@
 """Every exception seqpart raises on purpose, in one place.
 
 All of them are ``ValueError`` subclasses except :class:`UsageError` (the command line's bad
-arguments, exit code 2), so ``except ValueError`` in a trainer catches any bad-input or no-plan
+arguments, exit code 2) and :class:`MeasureError` (a timed run of a model failed), so
+``except ValueError`` in a trainer catches any bad-input or no-plan
 outcome of a seqpart call. Bad arguments that are not about a plan raise plain ``ValueError`` or
 ``TypeError`` with the argument's name and the fix in the message.
 """
@@ -14,6 +15,7 @@ __all__ = [
     "DistributedPlanError",
     "InfeasibleError",
     "InvalidPlanError",
+    "MeasureError",
     "TrainerInputError",
     "UsageError",
 ]
@@ -65,3 +67,8 @@ class TrainerInputError(ValueError, AssertionError):
 
 class UsageError(Exception):
     """Bad command-line arguments or input file: reported on one line, exit code 2."""
+
+
+class MeasureError(RuntimeError):
+    """A timed run during calibration or replay failed: the message names the micro-batch it was
+    running (its lengths), and the original exception is chained as ``__cause__``."""

@@ -22,15 +22,18 @@ ratio ``a/b``, which is all the balancing sees, is the same for a training step.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "HF_NAMES",
     "ModelShape",
     "cost_coefficients",
     "forward_flops",
     "forward_flops_coefficients",
+    "model_shape",
     "shape_from_hf_config",
 ]
 
@@ -83,6 +86,51 @@ class ModelShape:
             raise ValueError(f"dense_layers={self.dense_layers} exceeds num_layers={self.num_layers}")
 
 
+#: Hugging Face ``config.json`` names -> :class:`ModelShape` fields, so that
+#: ``Cost.from_model(**config)``-style calls work with the names every HF config uses.
+HF_NAMES = {
+    "num_hidden_layers": "num_layers", "n_layer": "num_layers",
+    "num_attention_heads": "num_heads", "n_head": "num_heads",
+    "num_key_value_heads": "num_kv_heads",
+    "intermediate_size": "ffn_size", "n_inner": "ffn_size",
+    "num_experts_per_tok": "moe_top_k",
+    "moe_intermediate_size": "moe_ffn_size",
+    "num_local_experts": "num_experts", "n_routed_experts": "num_experts",
+    "shared_expert_intermediate_size": "shared_ffn_size",
+    "first_k_dense_replace": "dense_layers",
+    "n_embd": "hidden_size",
+}
+
+
+def model_shape(**names: Any) -> ModelShape:
+    """A :class:`ModelShape` from keyword sizes under either its own names or the Hugging Face
+    ones (:data:`HF_NAMES`, e.g. ``intermediate_size``; ``hidden_act`` sets ``gated_mlp``).
+    None values are left out; the same size under two names is refused, as is an unknown name
+    (a typo would otherwise silently fall back to a default size)."""
+    fields = {f.name for f in dataclasses.fields(ModelShape)}
+    given: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for name, value in names.items():
+        if value is None:
+            continue
+        if name == "hidden_act":
+            target, value = "gated_mlp", str(value).lower() in _GATED_ACTIVATIONS
+        else:
+            target = HF_NAMES.get(name, name)
+        if target not in fields:
+            raise TypeError(f"unknown model size {name!r}: use ModelShape's names "
+                            f"({', '.join(sorted(fields))}) or Hugging Face's "
+                            f"({', '.join(sorted(HF_NAMES))}, hidden_act)")
+        if target in given:
+            raise TypeError(f"{source[target]}= and {name}= both give {target}: pass one")
+        given[target], source[target] = value, name
+    missing = [n for n in ("hidden_size", "num_layers", "num_heads") if n not in given]
+    if missing:
+        raise TypeError(f"model_shape needs {', '.join(missing)} (Hugging Face: hidden_size, "
+                        "num_hidden_layers, num_attention_heads)")
+    return ModelShape(**given)
+
+
 def forward_flops_coefficients(shape: ModelShape) -> tuple[int, int]:
     """``(a, b)``: a sequence of length ``l`` costs ``a*l + b*l^2`` forward FLOPs (exact ints)."""
     h, layers = shape.hidden_size, shape.num_layers
@@ -125,8 +173,12 @@ def cost_coefficients(shape: ModelShape, unit: int | None = None) -> tuple[int, 
     ``unit=None`` divides by the quadratic coefficient, so ``quadratic == 1`` and ``linear`` is
     ``round(a / b)``: the same convention as ``Cost.attention`` (only the ratio matters to the
     balance, and small coefficients keep every sum far from int64). An int ``unit`` gives FLOPs
-    divided by ``unit``, rounded to the nearest int (e.g. ``unit=10**9`` for GFLOPs; ``unit=1``
-    for raw FLOPs, which overflow int64 sums for large models and batches).
+    divided by ``unit``, rounded to the nearest int (``unit=1`` for raw FLOPs, exact; the
+    planners handle their large sums exactly). A unit that would round a non-zero coefficient
+    to 0 is refused: dropping the attention term silently changes what is balanced. The
+    quadratic coefficient is per token pair, far smaller than the linear one (``2*q*layers``,
+    about 2.6e5 for a 4096-wide, 32-layer model), so ``unit=10**9`` (GFLOPs) is refused for
+    such a model; the message names the largest unit that keeps both terms.
     """
     a, b = forward_flops_coefficients(shape)
     if unit is None:
@@ -135,8 +187,15 @@ def cost_coefficients(shape: ModelShape, unit: int | None = None) -> tuple[int, 
         return max(1, (2 * a + b) // (2 * b)), 1
     unit = _positive(unit, "unit")
     linear, quadratic = (2 * a + unit) // (2 * unit), (2 * b + unit) // (2 * unit)
-    if linear == 0 and quadratic == 0:
-        raise ValueError(f"unit={unit} rounds both coefficients ({a}, {b}) to 0: use a smaller unit")
+    dropped = [(name, v) for name, v, r in (("linear", a, linear), ("quadratic", b, quadratic))
+               if v and not r]
+    if dropped:
+        # round(v / unit) >= 1 exactly when unit <= 2*v.
+        largest = 2 * min(v for v in (a, b) if v)
+        raise ValueError(
+            f"unit={unit} rounds the {dropped[0][0]} coefficient ({dropped[0][1]} FLOPs) to 0, "
+            f"dropping that term from the cost: use unit <= {largest}, or unit=None (the "
+            "ratio, which is all the balance uses)")
     return linear, quadratic
 
 

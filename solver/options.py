@@ -97,20 +97,25 @@ TIMINGS = ("work", "strict", "clock")
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """Knobs passed through to CP-SAT. The defaults suit a 2-core machine.
+    """How a call spends its time limit, and the knobs passed through to CP-SAT.
 
     ``timing`` says how ``time_limit`` is spent:
 
-    - ``"work"`` (default): repeatable. Each step is charged an estimate of its cost computed
-      from the sizes and the work it did (local search counts the elements its vectorised
-      operations process, CP-SAT runs on its deterministic time), calibrated on a 2-core
-      machine so that the estimate stays below the wall time. The same input takes the same
-      steps everywhere. The wall clock is only a safety net: when it stops a step first
-      (a heavily loaded machine), ``plan.notes`` says so and that plan may differ.
-    - ``"strict"``: the same budget without the safety net: always repeatable, but wall time
-      can overrun the limit on a loaded machine. ``deterministic=True`` selects it.
-    - ``"clock"``: every decision reads the wall clock (the most work in the limit, but the
-      plan depends on machine speed and load).
+    - ``"clock"`` (default): the best plan within the limit. Every phase reads the wall clock,
+      hands on what it leaves, and an unproven call keeps improving its plan until the limit
+      (perturb-and-search rounds after the proofs and CP-SAT). The plan can differ from run to
+      run and machine to machine: identical work was measured to take 1.4-2.9x as long from
+      one call to the next on a 2-core machine, so no fixed amount of work both fills a limit
+      and never overruns it.
+    - ``"strict"``: repeatable. Each step is charged an estimate of its cost computed from the
+      sizes and the work it did (local search counts the elements its vectorised operations
+      process, CP-SAT runs on its deterministic time), and no clock decides anything: the same
+      input gives the same plan on every run and machine. The estimates were calibrated to stay
+      below the wall time, so such a call usually ends well before its limit, and on a loaded
+      machine it can overrun it. ``deterministic=True`` selects it; code that every rank
+      computes from the same data (the trainer drop-ins) uses it.
+    - ``"work"``: the strict budget with the wall clock as a safety net (when the clock stops
+      a step first, ``plan.notes`` says so and that plan may differ).
     """
 
     workers: int = 2
@@ -122,7 +127,7 @@ class SolverOptions:
     max_model_vars: int = 400_000
     #: Any other CP-SAT parameter by name, e.g. {"linearization_level": 2}; applied last.
     cp_sat_parameters: dict[str, Any] = field(default_factory=dict)
-    timing: str = "work"
+    timing: str = "clock"
     #: Pause Python's cyclic garbage collector for the call (restored after). A collection
     #: that lands in the middle of a step added 20-45 ms to a 20 ms call (Karmarkar-Karp at
     #: n=2048 allocates enough to trigger one), which both broke the limit and made the
@@ -196,6 +201,8 @@ class Budget:
     by_clock: bool = False
     spent: float = 0.0
     cut: bool = False
+    #: A Ctrl-C stopped a step (the caller's handler did not raise): nothing more is started.
+    interrupted: bool = False
 
     def left(self) -> float:
         if self.by_clock:

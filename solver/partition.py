@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
+from seqpart.heuristics.bounds import load_lower_bound_token_room
 from seqpart.heuristics.kernels import (
     argsort_desc,
     best_fit_with_room,
@@ -28,10 +29,12 @@ from seqpart.solver.engines.budget_costs import (
     SEARCH_SETUP_SECONDS_PER_ITEM,
     fallback_cost_seconds,
 )
+from seqpart.solver.engines.count_search import count_items, count_share
 from seqpart.solver.engines.cpsat import solve_items
 from seqpart.solver.engines.heuristic_phase import (
     heuristic_plan,
 )
+from seqpart.solver.engines.perturb import keep_improving
 from seqpart.solver.engines.prove import prove_items
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
@@ -85,6 +88,10 @@ def _fixed_k(
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
+    if cap is not None and not items.shift and items.costs != items.tokens:
+        # A cost other than tokens under a cap with little room: the heaviest items cannot sit
+        # in full micro-batches under a low load, which the cost-only bounds cannot see.
+        lb = load_lower_bound_token_room(items.token_array, items.cost_array, k, cap, lb)
 
     def check_count(need: int) -> None:
         if need > k:
@@ -123,7 +130,8 @@ def _fixed_k(
                     items, k, cap, max_count, best, budget, time_limit, options,
                     engine == "cp-sat",
                 )
-    return best
+    # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
+    return keep_improving(items, k, cap, max_count, best, budget, options.seed)
 
 
 def _search_k(
@@ -152,9 +160,24 @@ def _search_k(
         ffd = first_fit_tree(items.token_array, None, cap, argsort_desc(items.token_array))
         if len(ffd) < len(bfd):
             bfd, method = ffd, "first_fit_decreasing"
-    ceiling = len(bfd)
     attempt_seconds = (LPT_SECONDS_PER_ITEM + SEARCH_SETUP_SECONDS_PER_ITEM) * n_items
     attempt_seconds += fallback_cost_seconds(n_items)
+    notes: list[str] = []
+    if len(bfd) > floor and not problem.equal_size and engine != "heuristics":
+        # The LP bound and the LP-guided dive, with the time a plan at the ceiling leaves.
+        # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
+        # The LP dive's share depends on the batch (few sequences per micro-batch and a
+        # small pricing table: most); the fixed-k attempts below keep what it leaves.
+        seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
+                      budget.left() - attempt_seconds)
+        found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
+                            budget.charge)
+        if found is not None:
+            notes = found.notes
+            floor = max(floor, found.lower_bound)
+            if found.bins is not None and len(found.bins) < len(bfd):
+                bfd, method = found.bins, "count_search"
+    ceiling = len(bfd)
     last_error: InfeasibleError | None = None
     for k in range(floor, n_items + 1):
         if problem.equal_size and sum(items.counts) % k:
@@ -180,6 +203,7 @@ def _search_k(
             last_error = err
             continue
         if best.bins is not None:
+            best.notes.extend(notes)
             return k, best, floor, "optimal" if k <= floor else "upper_bound"
     if last_error is not None and floor > n_items:
         raise last_error
@@ -206,12 +230,27 @@ def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) ->
     mode = options.mode
     budget = Budget(
         limit=time_limit - finish_reserve,
-        wall_deadline=None
-        if mode == "strict"
-        else t0 + time_limit - finish_reserve + SAFETY_NET_SLACK,
+        # Work timing: the clock is a safety net a little past the estimate. Clock timing: the
+        # clock is the budget itself, so its deadline is the limit less the finish reserve.
+        wall_deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
+            SAFETY_NET_SLACK if mode == "work" else 0.0),
         by_clock=mode == "clock",
     )
     return budget
+
+
+def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
+    """Which budget ended the search, and after how long: in work timing the estimate of the
+    work can run out long before the clock reaches ``time_limit``."""
+    after = f"after {elapsed * 1000:.1f} ms" if elapsed < 1 else f"after {elapsed:.2f} s"
+    if budget.by_clock:
+        return f"the clock reached time_limit={time_limit}s ({after})"
+    if budget.left() <= 0:
+        return (f"the work budget for time_limit={time_limit}s ran out {after} of wall time (work "
+                "is estimated, not timed, so the same input gives the same answer)")
+    if budget.cut:
+        return f"the wall-clock safety net stopped the search {after} (a loaded machine)"
+    return f"every search that fit ended {after}, inside time_limit={time_limit}s"
 
 
 @pauses_gc
@@ -291,8 +330,9 @@ def partition(
         k_items, best, k_floor, k_status = 0, BestPlan([], 0, 0, "oversize_only", []), n_over, "optimal"
     if best.bins is None:
         raise InfeasibleError(
-            f"no plan with k={k_items + n_over} under cap={problem.cap} was found in "
-            f"{time_limit}s, and none is proven impossible: raise time_limit or k"
+            f"no plan with k={k_items + n_over} under cap={problem.cap} was found: "
+            f"{_what_ran_out(budget, time_limit, time.perf_counter() - t0)}, and none is proven "
+            "impossible: raise time_limit or k"
             + (f" ({'; '.join(best.notes)})" if best.notes else ""),
             proven=False,
         )

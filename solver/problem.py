@@ -51,13 +51,16 @@ class Cost:
         return cls(linear=6 * as_positive_int(hidden, "hidden"), quadratic=1)
 
     @classmethod
-    def from_model(cls, hidden_size: int, num_layers: int, num_heads: int, *,
-                   unit: int | None = None, **shape: Any) -> Cost:
+    def from_model(cls, hidden_size: int | None = None, num_layers: int | None = None,
+                   num_heads: int | None = None, *, unit: int | None = None, **shape: Any) -> Cost:
         """Forward FLOPs per sequence from a model's shape (see :mod:`seqpart.solver.flops` for
-        the formula and ``shape``'s names); ``unit=None`` scales to ``quadratic == 1``."""
-        from seqpart.solver.flops import ModelShape, cost_coefficients
+        the formula); ``shape`` takes ModelShape's names or Hugging Face's (``intermediate_size``,
+        ``num_hidden_layers``, ``num_key_value_heads``, ...). ``unit=None`` scales to
+        ``quadratic == 1``; a unit that would round a term to 0 is refused."""
+        from seqpart.solver.flops import cost_coefficients, model_shape
 
-        return cls(*cost_coefficients(ModelShape(hidden_size, num_layers, num_heads, **shape), unit))
+        return cls(*cost_coefficients(model_shape(
+            hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, **shape), unit))
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], *, unit: int | None = None) -> Cost:

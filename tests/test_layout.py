@@ -81,7 +81,7 @@ def test_import_graph_has_no_cycle() -> None:
 LAYERS: list[tuple[str, ...]] = [
     ("seqpart.heuristics",),
     ("seqpart.solver.errors", "seqpart.solver.problem", "seqpart.solver.flops", "seqpart.solver.plan",
-     "seqpart.solver.options"),
+     "seqpart.solver.options", "seqpart.solver.measure.profile", "seqpart.solver.measure.checks"),
     ("seqpart.solver.engines", "seqpart.solver.assemble"),
     ("seqpart.solver.partition",),
     ("seqpart.solver.step",),
@@ -126,7 +126,7 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
 
 def test_modules_folders_and_functions_stay_small() -> None:
     """A module does one thing: at most 500 lines; a folder at most 12 modules (its __init__ aside);
-    a function at most 100 lines, so its steps have names."""
+    a function's code at most 100 lines (its docstring aside), so its steps have names."""
     folders: dict[Path, int] = {}
     for name, path in MODULES.items():
         lines = len(path.read_text(encoding="utf-8").splitlines())
@@ -135,7 +135,13 @@ def test_modules_folders_and_functions_stay_small() -> None:
             folders[path.parent] = folders.get(path.parent, 0) + 1
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                # The code, not its docstring: a long Args section hides no steps.
+                first = node.body[0]
+                documented = isinstance(first, ast.Expr) and isinstance(
+                    getattr(first, "value", None), ast.Constant) and isinstance(first.value.value, str)
+                start = (first.end_lineno or first.lineno) + 1 if documented and len(node.body) > 1 \
+                    else node.lineno
+                length = (node.end_lineno or node.lineno) - start + 1
                 assert length <= 100 or (name, node.name) in LONG_FUNCTIONS, (
                     f"{name}.{node.name} has {length} lines: name its steps")
     for folder, count in folders.items():
@@ -143,12 +149,7 @@ def test_modules_folders_and_functions_stay_small() -> None:
 
 
 #: Functions allowed past 100 lines, each with the reason it is one piece.
-LONG_FUNCTIONS: set[tuple[str, str]] = {
-    # The two orchestrators: one pipeline of phases each, to be named phase by phase with the
-    # budget each phase gets.
-    ("seqpart.solver.step.planner", "plan_step"),
-    ("seqpart.solver.engines.heuristic_phase", "heuristic_plan"),
-}
+LONG_FUNCTIONS: set[tuple[str, str]] = set()
 
 
 def test_heuristic_modules_show_one_public_function() -> None:

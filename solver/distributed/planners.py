@@ -319,7 +319,7 @@ def _plan_once_across_ranks(
             _check_fits(value, arg)
         tokens = as_lengths(local_lengths, "local_lengths")
         as_positive_int(cap, "cap", allow_none=True)
-        as_positive_int(multiple_of, "multiple_of")
+        as_positive_int(multiple_of, "multiple_of", allow_none=op == _OP_STEP)
     except Exception as err:  # reported collectively
         local_error, code, text = err, _classify(err), str(err)
     rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text,
@@ -417,7 +417,7 @@ def plan_step_across_ranks(
     cap: int | None,
     *,
     group: Any = None,
-    multiple_of: int = 1,
+    multiple_of: int | None = None,
     time_limit: float = 0.5,
     timeout: float | None = None,
     **step_kwargs: Any,
@@ -426,21 +426,16 @@ def plan_step_across_ranks(
     the identical schedule (or the identical error), with the same collective-failure guarantees
     as :func:`partition_across_ranks` (bad input, mismatched arguments or calls, ``timeout``).
 
-    The planner is :func:`seqpart.solver.step.plan_step` when this seqpart has it, else
-    :func:`plan_global` (``schedule`` is then its list of per-rank plans). Only rank 0's
+    The planner is :func:`seqpart.solver.step.plan_step`; ``multiple_of=None`` takes its rule
+    (a multiple of ``pp`` when ``vpp > 1``, else 1). Only rank 0's
     ``time_limit`` is used; ``step_kwargs`` (cost, pp, vpp, overhead, ...) must match on every
     rank (checked in the status exchange: "mismatched_args" otherwise).
     """
-    from seqpart.solver.step import planner as step_module
-
-    plan_step = getattr(step_module, "plan_step", None)
+    from seqpart.solver.step import plan_step
 
     def planner(lengths: np.ndarray, dp_size: int) -> Any:
-        if plan_step is not None:
-            return plan_step(lengths, dp_size, cap, multiple_of=multiple_of,
-                             time_limit=time_limit, **step_kwargs)
-        return plan_global(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
-                           **step_kwargs)
+        return plan_step(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
+                         **step_kwargs)
 
     schedule, offsets, lengths, rank = _plan_once_across_ranks(
         _OP_STEP, local_lengths, cap, group, multiple_of, timeout, planner, step_kwargs

@@ -158,6 +158,7 @@ def solve_items(
     took = (time.perf_counter() - t_solve) * 1000
     budget.charge(took / 1000 if budget.by_clock else solve_seconds)
     if watch.stopped:  # the caller's SIGINT handler did not raise: this plan is what we have
+        budget.interrupted = True
         best.notes.append("cp-sat stopped by a Ctrl-C: this plan may differ from another run's")
     return _read_result(solver, status, y, members, keys, k, max_count, best, budget, det_limit, took)
 

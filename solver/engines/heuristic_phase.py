@@ -116,63 +116,101 @@ def heuristic_plan(
     start: list[list[int]] | None = None,
     start_method: str = "best_fit_decreasing",
 ) -> BestPlan:
-    """Constructions and local search, in the order that pays off soonest.
+    """Constructions and local search, in the order that pays off soonest (the phases of
+    :meth:`_HeuristicPhase.run`). Every optional step runs only when its measured per-item cost
+    fits the budget left, and is charged that cost (local search: the work it did), so the call
+    stays near its limit at any n and, outside "clock" timing, takes the same steps on every
+    machine. Returns the best valid plan, or with none the least-violating split as a hint."""
+    return _HeuristicPhase(items, k, cap, max_count, lb, budget, time_limit).run(start, start_method)
 
-    1. Capped LPT (cheapest), then local search from it. When loads are tokens the search also
-       starts from an LPT that breaks the cap, and usually repairs it. Skipped when LPT and the
-       fallback together do not fit in ``time_limit`` at this size.
-    2. When that left no valid plan, the fallback that always exists for k at least the
-       first-fit-decreasing count (time is kept back for it in step 1): the capped balancer
-       after LPT up to CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins,
-       then first fit decreasing, then the capped balancer; then local search from it. Up to
-       that size steps 1 and 2 are the local_search heuristic's own path, so partition is
-       never behind it when the budget holds that path.
-    3. Karmarkar-Karp, when no plan is proven optimal and its estimated cost fits the budget
-       (a choice from the sizes, ``time_limit`` and the budget left).
-    4. Local search from the remaining starts, least load above the bound first, then from the
-       fallback if it has not run yet, while time remains.
-    Every optional step runs only when its measured per-item cost fits the budget left, and
-    is charged that cost (local search: the work it did), so the call stays near its limit at
-    any n and, outside "clock" timing, takes the same steps on every machine.
-    """
-    n = len(items)
-    by_tokens = items.costs is items.tokens or items.costs == items.tokens
-    fallback_seconds = fallback_cost_seconds(n, by_tokens)
 
-    def searchable(bins: list[list[int]], is_valid: bool) -> bool:
+class _HeuristicPhase:
+    """The heuristic phase's state: the best plan so far, the starts still to search from, and
+    the steps (bound, constructions, searches) that each phase combines."""
+
+    def __init__(
+        self, items: Items, k: int, cap: int | None, max_count: int | None, lb: int,
+        budget: Budget, time_limit: float,
+    ) -> None:
+        self.items, self.k, self.cap, self.max_count = items, k, cap, max_count
+        self.lb, self.budget, self.time_limit = lb, budget, time_limit
+        self.n = n = len(items)
+        self.by_tokens = items.costs is items.tokens or items.costs == items.tokens
+        self.fallback_seconds = fallback_cost_seconds(n, self.by_tokens)
+        self.kk_seconds = karmarkar_karp_seconds(n, k)
+        self.kk_planned = self.kk_seconds < KK_SHARE * time_limit
+        self.best = BestPlan(None, 0, lb, "", [])
+        self.hints: list[list[list[int]]] = []  # invalid splits: the least violating is a hint
+        self.starts: list[tuple[str, list[list[int]]]] = []  # still to search from
+        self.kk_done = False
+        self.tightened = False
+        self.lpt_bins: list[list[int]] | None = None
+        self.lpt_valid = False
+        self.need_fallback = False
+
+    def run(self, start: list[list[int]] | None, start_method: str) -> BestPlan:
+        """The phases, in order; each runs only while no plan is proven and budget is left."""
+        if start is not None:
+            self.offer(start_method, start)
+            self.starts.append((start_method, start))
+        self.tighten_bound()
+        self.dive()  # 0. a subset-sum dive at the bound: optimal at once when it lands
+        if self.cap is None:
+            self.karmarkar_karp()  # without a cap KK is always valid: first, and a start
+        self.lpt_then_search()  # 1. LPT (and KK when many share a micro-batch), searched
+        self.fallback_when_nothing_valid()  # 2. the packing that always exists, searched
+        if not self.kk_done:
+            self.karmarkar_karp()  # 3. KK with what the searches left
+        self.tighten_bound()
+        self.search_other_starts()  # 4. the other starts, least excess first; the fallback
+        self.resplit()  # 5. optimal re-splits of the heaviest micro-batch with a partner
+        best = self.best
+        if best.bins is None and self.hints:
+            # The least-violating split: a start for CP-SAT.
+            best.hint = min(self.hints, key=lambda bins: violation(bins, self.items, self.cap))
+        if self.budget.left() <= 0:  # which budget ran out: a call can end before time_limit
+            best.notes.append(
+                "heuristics stopped: the clock reached the time limit" if self.budget.by_clock else
+                f"heuristics stopped: their work budget ran out ({self.budget.spent:.3g}s of "
+                f"estimated work for time_limit={self.time_limit:g}s; work is counted, not the "
+                "clock, so a call can end before time_limit and the same input gives the same plan)")
+        return best
+
+    # ----------------------------------------------------------------- shared steps
+
+    def searchable(self, bins: list[list[int]], is_valid: bool) -> bool:
         # A start that only breaks the cap is searched from when loads are tokens: the search
         # lowers the heaviest (most over-cap) bin first and gets under the cap when it can.
-        return is_valid or (by_tokens and valid_bins(bins, k, items, None, max_count))
+        return is_valid or (self.by_tokens and valid_bins(bins, self.k, self.items, None,
+                                                          self.max_count))
 
-    def out_of_time(margin: float = 0.0) -> bool:
-        return not budget.fits(margin)
+    def out_of_time(self, margin: float = 0.0) -> bool:
+        return not self.budget.fits(margin)
 
-
-    best = BestPlan(None, 0, lb, "", [])
-    hints: list[list[list[int]]] = []  # invalid splits: the least violating is a CP-SAT hint
-
-    def offer(method: str, bins: list[list[int]]) -> bool:
+    def offer(self, method: str, bins: list[list[int]]) -> bool:
         """Keep ``bins`` if it is the best valid plan so far; say whether it is valid."""
-        load = measure_bins(bins, k, items, cap, max_count)
+        load = measure_bins(bins, self.k, self.items, self.cap, self.max_count)
         if load is None:
-            hints.append(bins)
+            self.hints.append(bins)
             return False
+        best = self.best
         if best.bins is None or load < best.max_load:
             best.bins, best.max_load, best.method = bins, load, method
         return True
 
-    def proven() -> bool:
-        return best.bins is not None and best.max_load <= best.lower_bound
+    def proven(self) -> bool:
+        return self.best.bins is not None and self.best.max_load <= self.best.lower_bound
 
     def polish(
-        method: str, bins: list[list[int]], keep_back: float | None = None,
+        self, method: str, bins: list[list[int]], keep_back: float | None = None,
         until_repaired: bool = False,
     ) -> tuple[list[list[int]], bool, str]:
         """Local search from ``bins``; ``keep_back``: seconds of budget to leave for the
         fallback when the start breaks the cap and the search cannot repair it in time;
         ``until_repaired``: stop once such a start is under the cap ("repaired"; it can be
         resumed). Returns the result, whether it is valid, and why the search stopped."""
-        if out_of_time(SEARCH_SETUP_SECONDS_PER_ITEM * n):
+        items, budget = self.items, self.budget
+        if self.out_of_time(SEARCH_SETUP_SECONDS_PER_ITEM * self.n):
             return bins, False, "budget"
         report: dict[str, Any] = {}
         by_clock = budget.by_clock
@@ -186,9 +224,9 @@ def heuristic_plan(
             if budget.wall_deadline is not None:
                 repair_by = budget.wall_deadline - keep_back
         polished = improve_lists(
-            items.tokens, items.costs, items.counts, bins, cap, max_count, budget.wall_deadline,
-            None if items.shift else best.lower_bound, repair_deadline=repair_by,
-            repair_work=None if repair_work is None else int(repair_work),
+            items.tokens, items.costs, items.counts, bins, self.cap, self.max_count,
+            budget.wall_deadline, None if items.shift else self.best.lower_bound,
+            repair_deadline=repair_by, repair_work=None if repair_work is None else int(repair_work),
             report=report, max_work=None if work is None else int(work),
             until_repaired=until_repaired,
         )
@@ -196,140 +234,56 @@ def heuristic_plan(
         stopped = report.get("stopped", "converged")
         if stopped == "deadline":
             budget.mark_cut()
-        return polished, offer(method + "+local_search", polished), stopped
+        return polished, self.offer(method + "+local_search", polished), stopped
 
-    kk_seconds = karmarkar_karp_seconds(n, k)
-    kk_planned = kk_seconds < KK_SHARE * time_limit
-    starts: list[tuple[str, list[list[int]]]] = []  # still to search from
-    if start is not None:
-        offer(start_method, start)
-        starts.append((start_method, start))
-    tightened = False
-
-    def tighten_bound() -> None:
+    def tighten_bound(self) -> None:
         # Many items over half the load cannot share a micro-batch: a bin-packing bound sees
         # it. Searched up to the best load, so it waits for the first valid plan; once is enough.
-        nonlocal tightened
-        if items.shift:  # the packing bound works in int64: exact costs beyond it skip it
+        best, budget, n = self.best, self.budget, self.n
+        if self.items.shift:  # the packing bound works in int64: exact costs beyond it skip it
             return
-        if tightened or best.bins is None or best.max_load <= lb:
+        if self.tightened or best.bins is None or best.max_load <= self.lb:
             return
         # A binary search over [lb, best load]: as many steps as the budget pays for (a
         # stopped search still gives a valid bound), charged for the steps it made.
-        steps = min(2 + (best.max_load - lb).bit_length(), packing_bound_steps(n, budget.left()))
+        steps = min(2 + (best.max_load - self.lb).bit_length(),
+                    packing_bound_steps(n, budget.left()))
         if steps >= 2 and budget.fits(packing_bound_seconds(n, steps)):
-            tightened = True
+            self.tightened = True
             report: dict[str, int] = {}
             best.lower_bound = max(best.lower_bound, load_lower_bound_packing(
-                items.cost_array, k, lb, best.max_load, max_steps=steps, report=report
+                self.items.cost_array, self.k, self.lb, best.max_load, max_steps=steps,
+                report=report,
             ))
             budget.charge(packing_bound_seconds(n, report.get("steps", steps)))
 
-    tighten_bound()
-
-    # A subset-sum dive at the bound (few sequences per micro-batch): a plan there is optimal
-    # at once. Its work is charged as estimated.
-    if not proven() and not out_of_time():
-        dived = dive_items(items, k, cap, max_count, best.lower_bound,
-                           best.max_load if best.bins is not None else None,
-                           min(DIVE_SHARE * time_limit, budget.left()),
-                           deadline=budget.wall_deadline, charge=budget.charge,
-                           on_cut=budget.mark_cut)
-        if dived is not None:
-            offer("dive", dived)
-
-    # Without a cap KK's plan is always valid, so it can come first and be a start for local
-    # search: on grouped batches (GRPO, n=2048) it is often at the bound, and after the
-    # searches it no longer fitted the budget.
-    kk_done = False
-
-    def karmarkar_karp() -> list[list[int]] | None:
+    def karmarkar_karp(self) -> list[list[int]] | None:
         """KK's plan when it ran and is valid (it is then also a start in ``starts``)."""
-        nonlocal kk_done
-        kk_done = True
-        if kk_planned and not proven() and budget.fits(kk_seconds):
-            budget.charge(kk_seconds)
-            kk = karmarkar_karp_lists(items.costs, items.counts, k, max_count,
+        self.kk_done = True
+        budget, items = self.budget, self.items
+        if self.kk_planned and not self.proven() and budget.fits(self.kk_seconds):
+            budget.charge(self.kk_seconds)
+            kk = karmarkar_karp_lists(items.costs, items.counts, self.k, self.max_count,
                                       budget.wall_deadline)
             if kk is None:  # the safety net stopped it (a slow or loaded machine)
                 budget.mark_cut()
                 return None
-            kk_valid = offer("karmarkar_karp", kk)
-            if searchable(kk, kk_valid):
-                starts.append(("karmarkar_karp", kk))
-            tighten_bound()
+            kk_valid = self.offer("karmarkar_karp", kk)
+            if self.searchable(kk, kk_valid):
+                self.starts.append(("karmarkar_karp", kk))
+            self.tighten_bound()
             return kk if kk_valid else None
         return None
 
-    if cap is None:
-        karmarkar_karp()
-
-    # 1. LPT and local search from it, when LPT and the fallback both fit the budget. When
-    # LPT breaks the cap, time is kept back for the fallback in case the search cannot
-    # repair it.
-    lpt_valid = False
-    lpt_bins: list[list[int]] | None = None
-    lpt_cost = lpt_seconds(n, k, by_tokens)
-    if not proven() and lpt_cost + fallback_seconds <= time_limit and not out_of_time(lpt_cost):
-        budget.charge(lpt_cost)
-        # Sorted like the capped balancer's output, so local search from it retraces the
-        # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
-        lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, cap,
-                                            max_count)]
-        lpt_bins = lpt
-        lpt_valid = offer("lpt", lpt)
-        tighten_bound()
-        first_method, first, first_valid = "lpt", lpt, lpt_valid
-        many_per_bin = n >= KK_FIRST_ITEMS_PER_BIN * k
-        # KK before local search when many sequences share a micro-batch: on long-tail batches
-        # it often reaches the bound outright, where local search from LPT needed more than
-        # 20 ms (n=2048); with few per micro-batch KK is poor (0.5-1% above local search) and
-        # its time is better spent searching. After a valid LPT, KK's time cannot cost the
-        # fallback; after an LPT that broke the cap, KK runs first only if the fallback still
-        # fits after it. Its plan is often valid there (its loads differ by at most one
-        # sequence) and saves the repair, which left KK no time at n=2048 under tight caps.
-        # (The fallback after LPT starts from LPT's plan: 1.3 us/item measured, against the
-        # 2 charged for it in general, hence three quarters of its charge kept back here.)
-        if not kk_done and many_per_bin and (
-            lpt_valid or budget.left() >= kk_seconds + 0.75 * fallback_seconds
-        ):
-            kk = karmarkar_karp()
-            if kk is not None and not proven() and (
-                not lpt_valid
-                or excess(kk, items, best.lower_bound) < excess(lpt, items, best.lower_bound)
-            ):
-                starts.remove(("karmarkar_karp", kk))
-                if searchable(lpt, lpt_valid):
-                    starts.append(("lpt", lpt))
-                first_method, first, first_valid = "karmarkar_karp", kk, True
-        # LPT broke the cap and KK did not run yet: the search stops once it has repaired
-        # LPT, KK runs, and the search resumes from the better plan; only when KK is likely
-        # to fit after the repair (otherwise the search's set-up is paid twice for nothing).
-        kk_waits = (not first_valid and kk_planned and not kk_done and many_per_bin
-                    and budget.left() >= 2 * kk_seconds)
-        if not proven() and searchable(first, first_valid):
-            polished, repaired, stopped = polish(
-                first_method, first, None if first_valid else fallback_seconds,
-                until_repaired=kk_waits,
-            )
-            if stopped in ("repair", "deadline", "repaired") and (
-                not repaired or stopped == "repaired"
-            ):
-                starts.append((first_method, polished))  # cut short: resume it later
-            if stopped == "repaired":
-                karmarkar_karp()
-            tighten_bound()
-
-    # 2. The fallback, at once when no valid plan is known yet: it always exists from the
-    # best-fit count up. Otherwise only as one more start, after the others.
-    def balanced(lpt_in: list[list[int]] | None) -> list[list[int]]:
+    def balanced(self, lpt_in: list[list[int]] | None) -> list[list[int]]:
         """The capped balancer, its repair steps paid from the budget (at least a few: no
         valid plan is known when it runs), and charged for the steps it took."""
-        step = repair_step_seconds(n)
+        budget, items = self.budget, self.items
+        step = repair_step_seconds(self.n)
         steps = max(16, min(int(max(budget.left(), 0.0) / step), 10_000))
         report: dict[str, int] = {}
         cb = capped_balance_lists(
-            items.tokens, items.costs, items.counts, k, cap, max_count,
+            items.tokens, items.costs, items.counts, self.k, self.cap, self.max_count,
             budget.wall_deadline, lpt_in, steps, report,
         )
         budget.charge(report.get("repair_steps", 0) * step)
@@ -337,79 +291,156 @@ def heuristic_plan(
             budget.mark_cut()
         return cb
 
-    def fallback() -> tuple[str, list[list[int]], bool]:
-        if n <= CAPPED_BALANCE_UP_TO and lpt_bins is not None:
+    def fallback(self) -> tuple[str, list[list[int]], bool]:
+        """The packing that always exists from the best-fit count up: the capped balancer after
+        LPT up to CAPPED_BALANCE_UP_TO items; otherwise best fit decreasing into k bins, then
+        first fit decreasing, then the capped balancer."""
+        budget, items, n, cap = self.budget, self.items, self.n, self.cap
+        if n <= CAPPED_BALANCE_UP_TO and self.lpt_bins is not None:
             # It begins with the same LPT, passed in; only its packings are new here.
-            budget.charge(fallback_seconds)
-            cb = balanced(lpt_bins)
-            return "capped_balance", cb, offer("capped_balance", cb)
+            budget.charge(self.fallback_seconds)
+            cb = self.balanced(self.lpt_bins)
+            return "capped_balance", cb, self.offer("capped_balance", cb)
         # Without LPT's start (no time for it), the cheapest packing first.
         budget.charge(PACK_SECONDS_PER_ITEM * n)
-        packed = pack_fallback(items, k, cap, max_count)
-        if offer("best_fit_decreasing", packed):
+        packed = pack_fallback(items, self.k, cap, self.max_count)
+        if self.offer("best_fit_decreasing", packed):
             return "best_fit_decreasing", packed, True
-        if cap is not None and max_count is None:  # first fit, valid from its own count up
+        if cap is not None and self.max_count is None:  # first fit, valid from its own count up
             budget.charge(FFD_SECONDS_PER_ITEM * n)
-            ff = first_fit_tree(items.token_array, k, cap, argsort_desc(items.token_array))
+            ff = first_fit_tree(items.token_array, self.k, cap, argsort_desc(items.token_array))
             ff = fill_empty(ff, items.costs, items.counts, None)
-            if offer("first_fit_decreasing", ff):
+            if self.offer("first_fit_decreasing", ff):
                 return "first_fit_decreasing", ff, True
-        if best.bins is None and (
-            n <= CAPPED_BALANCE_UP_TO or not out_of_time(CAPPED_BALANCE_SECONDS_PER_ITEM * n)
+        if self.best.bins is None and (
+            n <= CAPPED_BALANCE_UP_TO or not self.out_of_time(CAPPED_BALANCE_SECONDS_PER_ITEM * n)
         ):
             # Fewer bins than best fit needs: the capped balancer's repair may still get there.
             budget.charge(CAPPED_BALANCE_SECONDS_PER_ITEM * n)
-            cb = balanced(None)
-            return "capped_balance", cb, offer("capped_balance", cb)
+            cb = self.balanced(None)
+            return "capped_balance", cb, self.offer("capped_balance", cb)
         return "best_fit_decreasing", packed, False
 
-    need_fallback = not lpt_valid and not proven()
-    if need_fallback and best.bins is None:
-        need_fallback = False
-        method, packed, packed_valid = fallback()
-        tighten_bound()
-        if packed_valid and not proven():  # and search from it at once
-            polish(method, packed)
-            tighten_bound()
+    # ----------------------------------------------------------------- phases
 
-    # 3. Karmarkar-Karp, with what the searches left (its estimate against the budget), unless
-    # it ran first (no cap). After them under a cap so that a valid plan comes first: at the
-    # exact smallest count under a tight cap, KK first left LPT's repair and the fallback no
-    # time at 20 ms (n=1024, k=179: no plan); and with its share kept back, local search from
-    # LPT, which usually beats it, was starved.
-    if not kk_done:
-        karmarkar_karp()
+    def dive(self) -> None:
+        """A subset-sum dive at the bound (few sequences per micro-batch): a plan there is
+        optimal at once. Its work is charged as estimated."""
+        best, budget = self.best, self.budget
+        if self.proven() or self.out_of_time():
+            return
+        dived = dive_items(self.items, self.k, self.cap, self.max_count, best.lower_bound,
+                           best.max_load if best.bins is not None else None,
+                           min(DIVE_SHARE * self.time_limit, budget.left()),
+                           deadline=budget.wall_deadline, charge=budget.charge,
+                           on_cut=budget.mark_cut)
+        if dived is not None:
+            self.offer("dive", dived)
 
-    tighten_bound()
+    def lpt_then_search(self) -> None:
+        """Capped LPT (the cheapest construction), then local search from it, when LPT and the
+        fallback both fit the budget. When loads are tokens the search also starts from an LPT
+        that breaks the cap, with time kept back for the fallback in case it cannot repair it.
+        Up to CAPPED_BALANCE_UP_TO items this and the fallback are the local_search heuristic's
+        own path, so partition is never behind it when the budget holds that path."""
+        items, budget, n, k = self.items, self.budget, self.n, self.k
+        lpt_cost = lpt_seconds(n, k, self.by_tokens)
+        if (self.proven() or lpt_cost + self.fallback_seconds > self.time_limit
+                or self.out_of_time(lpt_cost)):
+            return
+        budget.charge(lpt_cost)
+        # Sorted like the capped balancer's output, so local search from it retraces the
+        # local_search heuristic's steps exactly (its tie-breaks follow the order within a bin).
+        lpt = [sorted(b) for b in lpt_lists(items.tokens, items.costs, items.counts, k, self.cap,
+                                            self.max_count)]
+        self.lpt_bins = lpt
+        self.lpt_valid = lpt_valid = self.offer("lpt", lpt)
+        self.tighten_bound()
+        first_method, first, first_valid = self.kk_before_search(lpt, lpt_valid)
+        # LPT broke the cap and KK did not run yet: the search stops once it has repaired
+        # LPT, KK runs, and the search resumes from the better plan; only when KK is likely
+        # to fit after the repair (otherwise the search's set-up is paid twice for nothing).
+        kk_waits = (not first_valid and self.kk_planned and not self.kk_done
+                    and n >= KK_FIRST_ITEMS_PER_BIN * k and budget.left() >= 2 * self.kk_seconds)
+        if self.proven() or not self.searchable(first, first_valid):
+            return
+        polished, repaired, stopped = self.polish(
+            first_method, first, None if first_valid else self.fallback_seconds,
+            until_repaired=kk_waits,
+        )
+        if stopped in ("repair", "deadline", "repaired") and (not repaired or stopped == "repaired"):
+            self.starts.append((first_method, polished))  # cut short: resume it later
+        if stopped == "repaired":
+            self.karmarkar_karp()
+        self.tighten_bound()
 
-    # 4. The other starts, the least load above the bound first (the least work left).
-    if len(starts) > 1 and not out_of_time():  # its key is a pass over the items
-        starts.sort(key=lambda row: excess(row[1], items, best.lower_bound))
-    for method, bins in starts:
-        if proven() or out_of_time():
-            break
-        polish(method, bins)
-    if need_fallback and not proven() and not out_of_time(fallback_seconds):
-        method, packed, packed_valid = fallback()
-        if packed_valid:
-            polish(method, packed)
+    def kk_before_search(
+        self, lpt: list[list[int]], lpt_valid: bool
+    ) -> tuple[str, list[list[int]], bool]:
+        """Which plan the first search starts from: LPT's, or KK's when many sequences share a
+        micro-batch. On long-tail batches KK often reaches the bound outright, where local
+        search from LPT needed more than 20 ms (n=2048); with few per micro-batch KK is poor
+        (0.5-1% above local search) and its time is better spent searching. After a valid LPT,
+        KK's time cannot cost the fallback; after an LPT that broke the cap, KK runs first only
+        if the fallback still fits after it (its plan is often valid there, and saves the
+        repair). The fallback after LPT starts from LPT's plan: 1.3 us/item measured, against
+        the 2 charged for it in general, hence three quarters of its charge kept back here."""
+        many_per_bin = self.n >= KK_FIRST_ITEMS_PER_BIN * self.k
+        if self.kk_done or not many_per_bin or not (
+            lpt_valid or self.budget.left() >= self.kk_seconds + 0.75 * self.fallback_seconds
+        ):
+            return "lpt", lpt, lpt_valid
+        kk = self.karmarkar_karp()
+        lb = self.best.lower_bound
+        if kk is not None and not self.proven() and (
+            not lpt_valid or excess(kk, self.items, lb) < excess(lpt, self.items, lb)
+        ):
+            self.starts.remove(("karmarkar_karp", kk))
+            if self.searchable(lpt, lpt_valid):
+                self.starts.append(("lpt", lpt))
+            return "karmarkar_karp", kk, True
+        return "lpt", lpt, lpt_valid
 
-    # Optimal re-splits of the heaviest micro-batch with a partner (few per micro-batch),
-    # charged the subsets it scored.
-    if best.bins is not None and not proven() and not out_of_time() and not items.shift:
+    def fallback_when_nothing_valid(self) -> None:
+        """The fallback at once when no valid plan is known yet (it always exists from the
+        best-fit count up), then a search from it; otherwise it waits as one more start."""
+        self.need_fallback = not self.lpt_valid and not self.proven()
+        if not self.need_fallback or self.best.bins is not None:
+            return
+        self.need_fallback = False
+        method, packed, packed_valid = self.fallback()
+        self.tighten_bound()
+        if packed_valid and not self.proven():
+            self.polish(method, packed)
+            self.tighten_bound()
+
+    def search_other_starts(self) -> None:
+        """Local search from the remaining starts, the least load above the bound first (the
+        least work left), then from the fallback if it has not run yet, while time remains."""
+        starts = self.starts
+        if len(starts) > 1 and not self.out_of_time():  # its key is a pass over the items
+            starts.sort(key=lambda row: excess(row[1], self.items, self.best.lower_bound))
+        for method, bins in starts:
+            if self.proven() or self.out_of_time():
+                break
+            self.polish(method, bins)
+        if self.need_fallback and not self.proven() and not self.out_of_time(self.fallback_seconds):
+            method, packed, packed_valid = self.fallback()
+            if packed_valid:
+                self.polish(method, packed)
+
+    def resplit(self) -> None:
+        """Optimal re-splits of the heaviest micro-batch with a partner (few per micro-batch),
+        charged the subsets it scored."""
+        best, budget, items = self.best, self.budget, self.items
+        if best.bins is None or self.proven() or self.out_of_time() or items.shift:
+            return
         report: dict[str, int] = {}
-        offer(best.method + "+resplit", resplit_pairs(
-            items.tokens, items.costs, items.counts, best.bins, cap, max_count,
+        self.offer(best.method + "+resplit", resplit_pairs(
+            items.tokens, items.costs, items.counts, best.bins, self.cap, self.max_count,
             lower_bound=best.lower_bound, deadline=budget.wall_deadline, report=report,
-            max_work=min(resplit_work(time_limit), resplit_work(max(budget.left(), 0.0))),
+            max_work=min(resplit_work(self.time_limit), resplit_work(max(budget.left(), 0.0))),
         ))
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
         if report.get("deadline"):
             budget.mark_cut()
-
-    if best.bins is None and hints:
-        # The least-violating split: a start for CP-SAT.
-        best.hint = min(hints, key=lambda bins: violation(bins, items, cap))
-    if budget.left() <= 0:
-        best.notes.append("heuristics stopped by the time limit")
-    return best

@@ -4,6 +4,9 @@
 * :mod:`~seqpart.solver.step.global_plan`: :func:`plan_global`, the cheap two-level proxy.
 * :mod:`~seqpart.solver.step.order`: :func:`order_for_pipeline`, micro-batch order under pp > 1.
 * :mod:`~seqpart.solver.step.model`: the step-time model, the schedule validator and :class:`StepPlan`.
+* :mod:`~seqpart.solver.step.pipeline`: the exact makespan of a rank's pipeline schedule
+  (:class:`PipelineModel`: Megatron-LM's 1F1B / interleaved 1F1B, GPipe), its bound, order search.
+* :mod:`~seqpart.solver.step.exact`: the planner's choice of schedule and orders by exact makespan.
 * :mod:`~seqpart.solver.step.bound`: :func:`step_lower_bound`, below every valid schedule's step time.
 * :mod:`~seqpart.solver.step.starts`, :mod:`~seqpart.solver.step.trainer_starts`: starting
   schedules (seqpart's constructions, and the trainers' schedulers as fast starts).
@@ -14,15 +17,26 @@
 from __future__ import annotations
 
 from seqpart.solver.step.bound import step_lower_bound
+from seqpart.solver.step.exact import order_schedule
 from seqpart.solver.step.global_plan import plan_global, round_up
-from seqpart.solver.step.model import StepPlan, check_schedule, rank_times, step_time
+from seqpart.solver.step.model import (
+    StepPlan,
+    check_schedule,
+    formula_step_time,
+    rank_times,
+    step_time,
+)
 from seqpart.solver.step.order import order_for_pipeline
+from seqpart.solver.step.pipeline import PipelineModel
 from seqpart.solver.step.planner import plan_step
 
 __all__ = [
+    "PipelineModel",
     "StepPlan",
     "check_schedule",
+    "formula_step_time",
     "order_for_pipeline",
+    "order_schedule",
     "plan_global",
     "plan_step",
     "rank_times",

@@ -1,5 +1,9 @@
 """The step lower bound: no valid schedule's step time is below it.
 
+:func:`scaled_bounds` bounds the closed formula (exact at pp = 1, the search's proxy at pp > 1);
+:func:`exact_scaled_bounds` bounds the exact pipeline makespan, and :func:`step_lower_bound`
+reports it.
+
 Per count m, the bound is the largest of the load terms (the heaviest rank's share of the total
 and the heaviest micro-batches) and the pipeline bubble, searched over the counts the cap allows.
 A schedule whose step time meets it is optimal under the model of :mod:`seqpart.solver.step.model`.
@@ -13,8 +17,14 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.step.model import StepInstance, exact, make_instance
+from seqpart.solver.step.pipeline import (
+    DEFAULT_MODEL,
+    PipelineModel,
+    scale,
+    scaled_load_bound,
+)
 
-__all__ = ["scaled_bounds", "step_lower_bound"]
+__all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound"]
 
 
 def _load_bounds(costs_desc: np.ndarray, prefix: np.ndarray, k: int) -> int:
@@ -163,6 +173,47 @@ def _rank_maxima_bounds(
     return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
 
 
+def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL) -> dict[int, int]:
+    """For each feasible count, a lower bound on the step time times
+    :func:`~seqpart.solver.step.pipeline.scale` valid for every schedule with that count, in
+    every order, under every pipeline schedule.
+
+    With ``pp == 1`` a rank's time is the sum of its micro-batches', which the formula's bounds
+    (:func:`scaled_bounds`) bound. Else, per count ``m`` (``o`` the overhead, ``P`` the heaviest
+    rank's cost floor, ``L`` the heaviest micro-batch's, ``c_min`` the cheapest sequence), from
+    :func:`~seqpart.solver.step.pipeline.scaled_lower_bound` of one rank:
+
+    * the heaviest rank's load ``A = P + m*o`` (or the rank holding the heaviest micro-batch,
+      ``L + m*o`` plus the ``m-1`` cheapest sequences), through
+      :func:`~seqpart.solver.step.pipeline.scaled_load_bound`: at least ``A/(1 - q^m)`` with
+      ``q = (pp-1)/(pp-1+vpp)``, and ``A + (pp-1)*(o + c_min)/vpp`` (every micro-batch takes
+      at least ``o + c_min``);
+    * the heaviest micro-batch's whole path through every virtual stage, ``pp*(L + o)``;
+
+    each with the p2p latencies those terms cross. The formula's bubble ``(pp-1)*max/vpp`` is
+    not a bound on the real schedule, so the pp > 1 bound is weaker than the formula's.
+    """
+    sc = scale(inst.vpp, model)
+    if inst.pp == 1:
+        return {m: x * sc // inst.vpp for m, x in scaled_bounds(inst).items()}
+    c = np.array(sorted(inst.costs, reverse=True), dtype=object)
+    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
+    asc = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
+    o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
+    lat = model.p2p_latency * sc
+    p_rank = _load_bounds(c, prefix, dp)
+    # Every feasible count, runnable by the schedule or not (checking is O(pp*vpp*m) a count,
+    # and a minimum over more counts is still a bound).
+    ms = inst.feasible_ms()
+    out = {}
+    for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
+        total = max(p_rank + m * o, heavy + m * o + int(asc[m - 1]))
+        load = scaled_load_bound(total, m, o + int(c[-1]), pp, vpp, model)
+        path = pp * sc * (heavy + o) + 2 * (pp * vpp - 1) * lat
+        out[m] = max(load, path)
+    return out
+
+
 def step_lower_bound(
     lengths: Any,
     dp_size: int,
@@ -174,14 +225,17 @@ def step_lower_bound(
     vpp: int = 1,
     multiple_of: int = 1,
     oversize: str = "error",
+    pipeline: PipelineModel | None = None,
 ) -> int | Fraction:
-    """A lower bound on the step time of every valid schedule: the minimum over feasible ``m``
+    """A lower bound on the step time (:func:`~seqpart.solver.step.model.step_time`) of every
+    valid schedule, in every order, under the pipeline schedule ``pipeline`` (default:
+    Megatron-LM's, forward:backward 1:2, no p2p latency): the minimum over the feasible counts
     (multiples of ``multiple_of``, ``dp_size*m`` at least the bin-packing floor on the count and
-    at most ``n``) of the per-``m`` bound described in :func:`scaled_bounds`. It is never below
-    the issue's ``max((C/dp + m*o)(1 + (pp-1)/(m*vpp)), c_max + m*o + (pp-1)(c_max + o)/vpp)``.
+    at most ``n``) of :func:`exact_scaled_bounds`.
     """
+    model = pipeline or DEFAULT_MODEL
     inst = make_instance(
         lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
         multiple_of=multiple_of, oversize=oversize,
     )
-    return exact(min(scaled_bounds(inst).values()), inst.vpp)
+    return exact(min(exact_scaled_bounds(inst, model).values()), scale(inst.vpp, model))

@@ -4,13 +4,14 @@ The model (docs/step-planning.md states it the same way):
 
 * a micro-batch's time is ``t = overhead + sum over its sequences of (a*l + b*l^2)``, with
   ``(a, b)`` the :class:`~seqpart.solver.problem.Cost` and ``overhead`` in the same units;
-* a rank with ``pp`` pipeline stages and ``vpp`` virtual stages per rank runs its ``m``
-  micro-batches in ``sum_j t_j + (pp - 1) * max_j t_j / vpp`` (with ``pp = 1``, just the sum);
+* with ``pp = 1`` a rank runs its micro-batches back to back: its time is their sum;
+* with ``pp > 1`` its time is the exact makespan of the pipeline schedule it runs (Megatron-LM's
+  1F1B, interleaved when ``vpp > 1``, by default), in its order: :mod:`~.pipeline`;
 * the step time is the max over ranks.
 
-Arithmetic is exact: costs are Python ints, and a time is an ``int`` when ``vpp`` divides the
-bubble term, else a :class:`fractions.Fraction`. Internally times are kept multiplied by
-``vpp`` (``vpp*sum + (pp-1)*max``), which is always an integer.
+The closed formula ``sum_j t_j + (pp - 1) * max_j t_j / vpp`` (:func:`formula_step_time`,
+:func:`scaled_rank_time`, kept multiplied by ``vpp``: an integer) is the local search's fast
+proxy. Arithmetic is exact: costs are Python ints, times ints or :class:`fractions.Fraction`.
 """
 
 from __future__ import annotations
@@ -27,11 +28,19 @@ from seqpart.heuristics.inputs import as_lengths, as_positive_int
 from seqpart.solver.errors import InfeasibleError, InvalidPlanError
 from seqpart.solver.plan import check_nesting, find_violations
 from seqpart.solver.problem import Cost
+from seqpart.solver.step.pipeline import (
+    DEFAULT_MODEL,
+    PipelineModel,
+    scale,
+    scaled_makespans,
+    schedule_error,
+)
 
 __all__ = [
     "StepPlan",
     "check_schedule",
     "find_schedule_violations",
+    "formula_step_time",
     "rank_times",
     "step_time",
 ]
@@ -109,15 +118,38 @@ def rank_times(
     overhead: int = 0,
     pp: int = 1,
     vpp: int = 1,
+    pipeline: PipelineModel | None = None,
 ) -> list[int | Fraction]:
-    """Each rank's time under the step model: ``sum_j t_j + (pp - 1) * max_j t_j / vpp``.
+    """Each rank's time: with ``pp == 1`` the sum of its micro-batch times; else the exact
+    makespan of the pipeline schedule ``pipeline`` (default: Megatron-LM's 1F1B, interleaved
+    when ``vpp > 1``, forward:backward 1:2, no p2p latency; see
+    :mod:`seqpart.solver.step.pipeline`) running its micro-batches in the order listed.
 
     Scores any schedule, valid or not (a trainer's may break the cap): only the indices are
     checked. A rank with no micro-batch takes 0; an empty micro-batch takes ``overhead``.
+    Raises ValueError when the pipeline schedule cannot run a rank's count (Megatron's
+    interleaved schedule needs at least ``pp`` micro-batches, and deadlocks on some others).
     """
     pp, vpp = as_pipeline(pp, vpp)
+    model = pipeline or DEFAULT_MODEL
     times = _micro_batch_times(schedule, lengths, cost, overhead)
-    return [exact(scaled_rank_time(t, pp, vpp), vpp) for t in times]
+    if pp == 1:
+        return [sum(t) for t in times]
+    out: list[int | Fraction] = [0] * len(times)
+    by_count: dict[int, list[int]] = {}
+    for r, t in enumerate(times):
+        if t:
+            by_count.setdefault(len(t), []).append(r)
+    sc = scale(vpp, model)
+    for m, ranks in by_count.items():
+        why = schedule_error(pp, vpp, m, model)
+        if why is not None:
+            raise ValueError(f"rank {ranks[0]} has {m} micro-batches: {why}")
+        # Ranks with the same count share the schedule's graph: one vectorised pass.
+        for r, value in zip(ranks, scaled_makespans([times[r] for r in ranks], pp, vpp, model),
+                            strict=True):
+            out[r] = exact(value, sc)
+    return out
 
 
 def step_time(
@@ -128,14 +160,36 @@ def step_time(
     overhead: int = 0,
     pp: int = 1,
     vpp: int = 1,
+    pipeline: PipelineModel | None = None,
 ) -> int | Fraction:
     """The step time of ``schedule`` (list over ranks of lists of micro-batches of indices into
-    ``lengths``): the max over ranks of :func:`rank_times`. Exact: an int, or a Fraction when
-    ``vpp`` does not divide the bubble term."""
-    times = rank_times(schedule, lengths, cost=cost, overhead=overhead, pp=pp, vpp=vpp)
+    ``lengths``, each rank's in execution order): the max over ranks of :func:`rank_times`.
+    Exact: an int, or a Fraction."""
+    times = rank_times(schedule, lengths, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
+                       pipeline=pipeline)
     if not times:
         raise ValueError("schedule has no ranks: pass one list of micro-batches per rank")
     return max(times)
+
+
+def formula_step_time(
+    schedule: Schedule,
+    lengths: Any,
+    *,
+    cost: Any = "tokens",
+    overhead: int = 0,
+    pp: int = 1,
+    vpp: int = 1,
+) -> int | Fraction:
+    """The closed formula's step time, ``max over ranks of sum_j t_j + (pp-1)*max_j t_j/vpp``:
+    the search's fast proxy, reported next to the exact :func:`step_time` for comparison. Equal
+    to it at ``pp == 1``; with ``pp > 1`` it is neither exact nor a bound (it ignores the order,
+    and at ``vpp > 1`` a long micro-batch's whole path through every virtual stage)."""
+    pp, vpp = as_pipeline(pp, vpp)
+    times = _micro_batch_times(schedule, lengths, cost, overhead)
+    if not times:
+        raise ValueError("schedule has no ranks: pass one list of micro-batches per rank")
+    return max(exact(scaled_rank_time(t, pp, vpp), vpp) for t in times)
 
 
 # ----------------------------------------------------------------------------- lower bound
@@ -301,7 +355,9 @@ class StepPlan:
     """A checked step schedule and what is known about it (like scipy.optimize's result).
 
     ``ranks[r]`` lists rank r's micro-batches in execution order, each a list of global sequence
-    indices. ``step_time`` and ``rank_times`` are the model's (exact: int or Fraction);
+    indices. ``step_time`` and ``rank_times`` are the model's (exact: int or Fraction): with
+    ``pp > 1`` the exact makespan of ``pipeline``'s schedule in that order, and
+    ``formula_step_time`` the closed formula's figure for the same schedule, for comparison;
     ``lower_bound`` bounds every valid schedule's step time (see :func:`step_lower_bound`, raised
     by CP-SAT proofs when they ran); ``status`` is "optimal" when ``step_time`` meets it, else
     "feasible".
@@ -324,6 +380,8 @@ class StepPlan:
     multiple_of: int = 1
     oversize: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    pipeline: PipelineModel = DEFAULT_MODEL
+    formula_step_time: int | Fraction | None = None
 
     @property
     def gap(self) -> float:
@@ -369,4 +427,9 @@ class StepPlan:
             "multiple_of": self.multiple_of,
             "oversize": self.oversize,
             "notes": self.notes,
+            "schedule": self.pipeline.resolved(self.vpp) if self.pp > 1 else "sequential",
+            "forward_backward": [self.pipeline.forward, self.pipeline.backward],
+            "p2p_latency": self.pipeline.p2p_latency,
+            "formula_step_time": None if self.formula_step_time is None
+            else _num(self.formula_step_time),
         }

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.errors import UsageError
-from seqpart.solver.study.lengths_io import load_lengths
 from seqpart.solver.study.methods_report import (
     format_timing_note,
     summarize,
     write_summary_csv,
 )
+from seqpart.solver.study.readers import load_lengths
 from seqpart.solver.study.runner import (
     ResultStore,
     Task,
@@ -62,8 +62,10 @@ class StudyConfig:
     methods: str = DEFAULT_METHODS
     datasets: str | None = None  # names, "all" or "none"; None: all, or none with ``data``
     data: tuple[str, ...] = ()  # files of lengths
-    column: str | None = None  # CSV column for ``data``
-    generated: bool = True  # add the generated long-tail RL batches
+    fields: tuple[str, ...] = ()  # the length field(s) of ``data`` files, summed
+    # add the generated long-tail RL batches; None: only without ``data`` (a user's study is of
+    # their data unless they ask for more)
+    generated: bool | None = None
     n: str | None = None  # None: DEFAULT_N (and whole ``data`` files up to WHOLE_FILE_MAX)
     k: str = DEFAULT_K
     caps: str = DEFAULT_CAPS
@@ -206,14 +208,15 @@ def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> l
             data = load_dataset(name)
             sources.append(Source(name, data.lengths, max(data.lengths)))
     for path in config.data or []:
-        raw = load_lengths(path, config.column, say)
+        raw = load_lengths(path, config.fields, say)
         try:
             lengths = tuple(int(x) for x in as_lengths(raw))
         except (TypeError, ValueError) as err:
             raise UsageError(f"{path}: {err}") from None
         whole = config.n is None and len(lengths) <= WHOLE_FILE_MAX
         sources.append(Source(Path(path).stem, lengths, max(lengths), whole))
-    for _ in range(1 if config.generated else 0):
+    generated = config.generated if config.generated is not None else not config.data
+    for _ in range(1 if generated else 0):
         sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
     if not sources:
         raise UsageError("no data: use bundled datasets, --data FILE, or --generated")

@@ -8,7 +8,7 @@ output is PNG files. Nothing here solves or measures anything.
   empty, or returned no plan: the failures trainers hit (an OOM, a crash on ``torch.cat([])``).
 - ``time_vs_n.png``: median time against batch size.
 - ``loads.png``: the micro-batches of every method on two instances: the one where most methods
-  break the cap, and the one where most leave micro-batches empty.
+  break the cap, and the one where the most leave micro-batches empty (the title counts them).
 """
 
 from __future__ import annotations
@@ -191,19 +191,23 @@ def _loads(plt: Any, records: Sequence[Record], methods: Sequence[str]) -> Any:
 def showcase_instances(records: Sequence[Record]) -> list[tuple[str, str]]:
     """Up to two instances to draw: where most methods break the cap, and where most leave a
     micro-batch empty (the two failures of the trainers' methods, docs/partition.md), with few
-    enough micro-batches for the bars to stay readable. Returns (instance, why) pairs."""
-    score: dict[str, list[int]] = {}  # instance -> [runs over cap, runs with empty, k]
+    enough micro-batches for the bars to stay readable. Returns (instance, why) pairs; ``why``
+    counts the methods, e.g. "2 of 8 methods leave a micro-batch empty"."""
+    score: dict[str, list[int]] = {}  # instance -> [runs over cap, runs with empty, k, runs]
     for r in records:
-        s = score.setdefault(r["instance"], [0, 0, int(r["k"])])
+        s = score.setdefault(r["instance"], [0, 0, int(r["k"]), 0])
         s[0] += 1 if r["over_cap_bins"] else 0
         s[1] += 1 if r["empty_bins"] else 0
+        s[3] += 1
     readable = {i: s for i, s in score.items() if 2 <= s[2] <= 24} or score
     chosen: list[tuple[str, str]] = []
-    for which, why in ((0, "most methods over the cap"), (1, "most methods leave one empty")):
+    # The title counts the methods: "most" was wrong when 2 of 8 left one empty.
+    for which, what in ((0, "go over the cap"), (1, "leave a micro-batch empty")):
         candidates = {i: s for i, s in readable.items() if i not in {c for c, _ in chosen}}
         if not candidates:
             break
         best = max(candidates, key=lambda i: (candidates[i][which], -candidates[i][2], i))
-        if candidates[best][which] or not chosen:
-            chosen.append((best, why if candidates[best][which] else "an instance"))
+        hits, runs = candidates[best][which], candidates[best][3]
+        if hits or not chosen:
+            chosen.append((best, f"{hits} of {runs} methods {what}" if hits else "an instance"))
     return chosen

@@ -26,14 +26,19 @@ def _mean(xs: Sequence[float]) -> float:
 
 def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Sequence[int]
               ) -> list[dict[str, Any]]:
-    """Per method: validity, violations, mean step time over the bound per pp (valid schedules),
-    mean count per rank, plan time; and plan_step against the best valid trainer schedule."""
+    """Per method: validity, violations, mean step time over the bound per pp (valid schedules;
+    the step is the exact makespan of Megatron's schedule in the schedule's own order), the
+    closed formula's figure over it (mean and range), mean count per rank, plan time; and each
+    against the best valid trainer schedule, in its own order and in seqpart's order for it."""
     best: dict[tuple[str, str], float] = {}  # (setting, pp) -> best valid trainer step time
+    best_ordered: dict[tuple[str, str], float] = {}
     for r in records:
         if r["method"] in TRAINERS and r["valid"]:
             for pp, v in r["pp"].items():
                 k = (r["setting"], pp)
-                best[k] = min(best.get(k, math.inf), v["step"])
+                if v["step"] is not None:
+                    best[k] = min(best.get(k, math.inf), v["step"])
+                    best_ordered[k] = min(best_ordered.get(k, math.inf), v["step_ordered"])
     rows = []
     for m in methods:
         mine = [r for r in records if r["method"] == m]
@@ -55,27 +60,41 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
             vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]
                     and r["pp"][str(pp)]["ratio"] is not None]
             row[f"step_over_lb_pp{pp}"] = _mean(vals)
-        vs = [v["step"] / best[(r["setting"], pp)] for r in mine if r["valid"]
-              for pp, v in r["pp"].items() if (r["setting"], pp) in best]
+        fe = [v["formula_over_exact"] for r in mine if r["valid"] for pp, v in r["pp"].items()
+              if int(pp) > 1 and v.get("formula_over_exact") is not None]
+        row["formula_over_exact_mean"] = _mean(fe)
+        row["formula_over_exact_min"] = min(fe, default=float("nan"))
+        row["formula_over_exact_max"] = max(fe, default=float("nan"))
+        ran = [(r, pp, v) for r in mine if r["valid"] for pp, v in r["pp"].items()
+               if v["step"] is not None and (r["setting"], pp) in best]
+        vs = [v["step"] / best[(r["setting"], pp)] for r, pp, v in ran]
         row["vs_best_trainer"] = _mean(vs)
         row["behind_best_trainer"] = sum(1 for x in vs if x > 1 + 1e-12)
+        row["behind_reordered_trainer"] = sum(
+            1 for r, pp, v in ran if v["step"] > best_ordered[(r["setting"], pp)] * (1 + 1e-12))
         rows.append(row)
     return rows
 
 
 def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
-    """The table: "vs best trainer" is the mean step time over the best valid trainer
-    schedule's on the same (setting, pp), "behind" how many times it was slower."""
+    """The table: "formula/exact" is the closed formula's step over the exact makespan at
+    pp > 1 (mean, then range); "vs best trainer" the mean step time over the best valid trainer
+    schedule's on the same (setting, pp), "behind" how many times it was slower, "behind
+    reordered" slower than a trainer's schedule in the order seqpart finds for it."""
     head = ["method", "runs", "valid", "over-cap runs", "unequal m", "failed",
-            *[f"step/LB pp={pp}" for pp in pps], "vs best trainer", "behind", "mean m", "time p50",
-            "time p95"]
+            *[f"step/LB pp={pp}" for pp in pps], "formula/exact", "range", "vs best trainer",
+            "behind", "behind reordered", "mean m", "time p50", "time p95"]
     table = [head]
     for r in rows:
         table.append([
             r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["over_cap_runs"]),
             str(r["unequal_runs"]), str(r["failed"]),
             *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
+            _fmt(r["formula_over_exact_mean"], "{:.3f}"),
+            _fmt(r["formula_over_exact_min"], "{:.3f}") + ".."
+            + _fmt(r["formula_over_exact_max"], "{:.3f}"),
             _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
+            str(r["behind_reordered_trainer"]),
             _fmt(r["mean_m"], "{:.1f}"),
             *(_fmt_seconds(r[c]) + ("*" if r["timed_runs"] and r["cpu_per_wall_p50"] < STARVED
                                     else "") for c in ("time_p50_s", "time_p95_s")),

@@ -21,10 +21,8 @@ the same command again resumes), then ``OUT/step_summary.csv`` and ``OUT/step_vs
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,10 +41,9 @@ from seqpart.solver.study.methods import (
     stable_seed,
 )
 from seqpart.solver.study.methods_report import format_timing_note
-from seqpart.solver.study.runner import ResultStore, Task, add_executor_arguments, open_executor, run_tasks
+from seqpart.solver.study.runner import ResultStore, Task, open_executor, run_tasks
 from seqpart.solver.study.step_report import (
     TRAINERS,
-    format_summary,
     summarize,
     write_plot,
     write_summary_csv,
@@ -110,6 +107,13 @@ class Setting:
     vpp: int
     pps: tuple[int, ...]
     lengths: tuple[int, ...]
+    #: m is a multiple of this for every method; 0: of ``vpp`` (the grid's rule, whose schedules
+    #: are scored at several pp). ``step --data`` sets it (pp when vpp > 1, Megatron's rule).
+    multiple_of: int = 0
+
+    @property
+    def group(self) -> int:
+        return self.multiple_of or self.vpp
 
 
 # --------------------------------------------------------------------------- the grid
@@ -253,22 +257,21 @@ def _schedule(
     lengths = list(s.lengths)
     if method in TRAINER_SCHEDULERS:
         costs = Cost.parse(s.cost).of(np.asarray(lengths, dtype=np.int64)).tolist()
-        return TRAINER_SCHEDULERS[method](lengths, s.dp, s.cap, costs=costs, multiple_of=s.vpp)
+        return TRAINER_SCHEDULERS[method](lengths, s.dp, s.cap, costs=costs, multiple_of=s.group)
     if method == "plan_global":
-        plans = plan_global(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
+        plans = plan_global(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.group,
                             time_limit=time_limit, options=options)
         return [p.bins for p in plans]
     if method == "per_rank":
-        return per_rank_agreement(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.vpp,
+        return per_rank_agreement(lengths, s.dp, s.cap, cost=s.cost, multiple_of=s.group,
                                   time_limit=time_limit / 10, options=options)
-    return plan_step(lengths, s.dp, s.cap, pp=pp, vpp=s.vpp, multiple_of=s.vpp, cost=s.cost,
+    return plan_step(lengths, s.dp, s.cap, pp=pp, vpp=s.vpp, multiple_of=s.group, cost=s.cost,
                      overhead=s.overhead, time_limit=time_limit, options=options).ranks
 
 
 def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
     from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.step import step_lower_bound, step_time
     from seqpart.solver.step.model import find_schedule_violations
 
     s, method, pps, time_limit, workers = payload
@@ -286,23 +289,39 @@ def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> 
     seconds = time.perf_counter() - t0
     lengths = s.lengths
     counts = [len(r) for r in sched]
-    msgs = find_schedule_violations(sched, lengths, s.dp, max(max(counts), 1), s.cap, s.vpp)
+    msgs = find_schedule_violations(sched, lengths, s.dp, max(max(counts), 1), s.cap, s.group)
     over = sum(1 for r in sched for mb in r if len(mb) > 1 and sum(lengths[i] for i in mb) > s.cap)
     by_pp = {}
     for pp in pps:
-        t = step_time(sched, lengths, cost=s.cost, overhead=s.overhead, pp=pp, vpp=s.vpp)
-        try:
-            lb: Any = step_lower_bound(lengths, s.dp, s.cap, cost=s.cost, overhead=s.overhead,
-                                       pp=pp, vpp=s.vpp, multiple_of=s.vpp)
-        except InfeasibleError:
-            lb = None
-        by_pp[str(pp)] = {"step": float(t), "lb": None if lb is None else float(lb),
-                          "ratio": None if not lb else float(Fraction(t) / Fraction(lb))}
+        by_pp[str(pp)] = _score_pp(sched, s, pp)
     return {**record, "seconds": seconds, "valid": not msgs, "why": msgs[:2], "m": max(counts),
             "unequal": len(set(counts)) > 1, "over_cap": over, "pp": by_pp}
 
 
-# --------------------------------------------------------------------------- summary
+def _score_pp(sched: list[list[list[int]]], s: Setting, pp: int) -> dict[str, Any]:
+    """One schedule at one pp: the exact makespan of Megatron's schedule in its own order
+    ("step") and in the order seqpart finds for it ("step_ordered"), the closed formula's figure
+    ("formula") and the step lower bound ("lb"); steps are None when the schedule cannot run
+    the count (interleaving needs at least pp micro-batches)."""
+    from seqpart.solver.errors import InfeasibleError
+    from seqpart.solver.step import formula_step_time, order_schedule, step_lower_bound, step_time
+
+    kw = {"cost": s.cost, "overhead": s.overhead, "pp": pp, "vpp": s.vpp}
+    try:
+        lb: Any = step_lower_bound(s.lengths, s.dp, s.cap, multiple_of=s.group, **kw)
+    except InfeasibleError:
+        lb = None
+    formula = formula_step_time(sched, s.lengths, **kw)
+    try:
+        t = step_time(sched, s.lengths, **kw)
+        ordered = order_schedule(sched, s.lengths, **kw)[1]
+    except ValueError:
+        t = ordered = None
+    return {"step": None if t is None else float(t),
+            "step_ordered": None if ordered is None else float(ordered),
+            "formula": float(formula), "lb": None if lb is None else float(lb),
+            "formula_over_exact": None if t is None else float(Fraction(formula) / Fraction(t)),
+            "ratio": None if not lb or t is None else float(Fraction(t) / Fraction(lb))}
 
 
 # --------------------------------------------------------------------------- run
@@ -373,94 +392,3 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
                 "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
     outcome.seconds = time.perf_counter() - t0
     return outcome
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def _positive(kind: type) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0 or (kind is float and math.isinf(value)):
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-        return value
-
-    return parse
-
-
-def add_step_parser(sub: Any) -> None:
-    """Register ``seqpart step`` on the CLI's subparsers (the CLI's only hunk for it)."""
-    p = sub.add_parser("step", help="study step times: trainers' schedulers vs plan_step",
-                       description=(
-        "Run the trainers' step schedulers (slime, prime-rl, verl, Megatron, re-implemented), "
-        "plan_global, seqpart per-rank agreement and plan_step over bundled datasets and "
-        "generated RL batches across dp, pp, caps and costs; score every schedule with the step "
-        "model against the step lower bound. Results go to OUT/results.jsonl as they finish "
-        "(re-running resumes), then OUT/step_summary.csv and OUT/step_vs_pp.png."))
-    p.add_argument("--methods", default=",".join(STEP_METHODS), help="comma list")
-    p.add_argument("--datasets", default="all", help="bundled dataset names, 'all' or 'none'")
-    p.add_argument("--no-generated", dest="generated", action="store_false",
-                   help=f"leave out the generated '{GENERATED_SOURCE}' batches")
-    p.add_argument("--n", default=DEFAULT_N, help=f"batch sizes (default {DEFAULT_N})")
-    p.add_argument("--dp", default=DEFAULT_DP, help=f"data-parallel sizes (default {DEFAULT_DP})")
-    p.add_argument("--pp", default=DEFAULT_PP, help=f"pipeline depths (default {DEFAULT_PP})")
-    p.add_argument("--vpp", type=_positive(int), default=1,
-                   help="virtual stages per rank; m is then a multiple of it (default 1)")
-    p.add_argument("--caps", default=DEFAULT_CAPS,
-                   help=f"token caps, or multiples of the source's longest like 2x (default {DEFAULT_CAPS})")
-    p.add_argument("--costs", default=DEFAULT_COSTS,
-                   help=f"tokens and/or attention (24576*l + l^2) (default {DEFAULT_COSTS})")
-    p.add_argument("--overhead-tokens", type=int, default=DEFAULT_OVERHEAD_TOKENS,
-                   help="per-micro-batch overhead as the linear cost of this many tokens "
-                        f"(default {DEFAULT_OVERHEAD_TOKENS})")
-    p.add_argument("--time-limit", type=_positive(float), default=DEFAULT_TIME_LIMIT,
-                   help=f"seconds for plan_step and plan_global (default {DEFAULT_TIME_LIMIT})")
-    p.add_argument("--reps", type=_positive(int), default=1, help="batches per setting")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=_positive(int), default=None, help="processes (default: all cores)")
-    p.add_argument("--timed-jobs", type=_positive(int), default=None,
-                   help="time-budgeted runs (plan_step, plan_global, per_rank) at a time, after "
-                        "the others (default: as --jobs)")
-    p.add_argument("--out", default="seqpart-step-study", help="output directory")
-    p.add_argument("--limit", type=_positive(int), default=None,
-                   help="run at most this many new results")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    add_executor_arguments(p)
-    p.set_defaults(func=cmd_step)
-
-
-def cmd_step(args: argparse.Namespace) -> int:
-    config = StepStudyConfig(
-        methods=args.methods, datasets=args.datasets, generated=args.generated, n=args.n,
-        dp=args.dp, pp=args.pp, vpp=args.vpp, caps=args.caps, costs=args.costs,
-        overhead_tokens=args.overhead_tokens, time_limit=args.time_limit, reps=args.reps,
-        seed=args.seed, jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
-        plots=not args.no_plots, progress=not args.quiet, executor=args.executor, address=args.address,
-    )
-
-    def say(message: str) -> None:
-        if not args.quiet:
-            sys.stderr.write(message + "\n")
-
-    outcome = run_step_study(config, say)
-    if outcome.interrupted:
-        sys.stderr.write(f"seqpart: interrupted; finished results are in {outcome.results_path}: "
-                         "run the same command again to resume\n")
-        return EXIT_INTERRUPTED
-    print(format_summary(outcome.rows, outcome.pps))
-    if outcome.timing_note:
-        print(outcome.timing_note)
-    if outcome.missing:
-        print(f"({outcome.missing} of {outcome.wanted} results still to run: run the same "
-              "command to resume)")
-    if outcome.plots_skipped:
-        say(outcome.plots_skipped)
-    if outcome.plots:
-        print("plots: " + ", ".join(str(p) for p in outcome.plots))
-    print(f"results: {outcome.results_path}, summary: {outcome.out / 'step_summary.csv'} "
-          f"({outcome.seconds:.1f}s)")
-    return 0

@@ -103,7 +103,7 @@ def test_solve_csv_length_named_column_and_chosen_column(tmp_path: Path) -> None
     proc = run("solve", str(path), "--cap", "15", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["tokens"] == [15, 15]  # 'len': named like a length
-    assert "using column 'len'" in proc.stderr and "--column" in proc.stderr
+    assert "using field 'len'" in proc.stderr and "--field" in proc.stderr
     proc = run("solve", str(path), "--column", "id", "--k", "5", "--json")
     assert json.loads(proc.stdout)["tokens"] == [1, 1, 1, 1, 1]
     proc = run("solve", str(path), "--column", "2", "--cap", "15", "--json")
@@ -146,7 +146,12 @@ def test_solve_options_cost_equal_size_oversize(issue_json: Path, tmp_path: Path
         ('[5, "a"]', (), ("lengths[1]",)),
         ("[5, true]", (), ("bool",)),
         ("[1, 2", (), ("not valid JSON",)),
-        ('{"x": [1]}', (), ("'lengths'",)),
+        ('{"x": 1}', (), ("'lengths'",)),
+        ('{"a": [1], "b": [2, 3]}', (), ("'lengths'", "equal length")),
+        ('[{"a": 1, "b": 2}]', (), ("--field", "a, b")),
+        ('[{"len": 1}, {"n": 2}]', (), ("record 2", "no field 'len'")),
+        ('[{"len": 1}, {"len": 2.5}]', (), ("record 2", "field 'len'", "whole numbers")),
+        ('{"len": 4}\n{"len": }', (), ("line 2", "JSONL")),
         ("[8, 7, 6]", ("--k", "4"), ("k=4", "3 sequences")),
         ("[8, 7, 6]", ("--cap", "7"), ("over cap=7", "--oversize alone")),
         ("len\n5\nabc\n", ("--column", "len"), ("line 3", "column 'len'", "'abc'")),
@@ -184,16 +189,16 @@ def test_csv_with_several_columns_and_no_length_name_is_refused(tmp_path: Path) 
     """`id,total`: summing the ids would be a wrong answer with exit 0; refuse and list."""
     path = tmp_path / "b1.csv"
     path.write_text("id,total\n1,900\n2,800\n3,700\n")
-    assert_one_line_error(run("solve", str(path), "--cap", "8192"), 2, "id, total", "--column")
+    assert_one_line_error(run("solve", str(path), "--cap", "8192"), 2, "id, total", "--field")
     proc = run("solve", str(path), "--column", "total", "--k", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     assert sum(json.loads(proc.stdout)["tokens"]) == 2400
     two = tmp_path / "two.csv"
     two.write_text("tokens,seq_len\n1,2\n3,4\n")  # two length-like names: which one?
-    assert_one_line_error(run("solve", str(two)), 2, "tokens, seq_len", "--column")
+    assert_one_line_error(run("solve", str(two)), 2, "tokens, seq_len", "--field")
     bare = tmp_path / "bare.csv"
     bare.write_text("1,900\n2,800\n")  # no header: no name to go by
-    assert_one_line_error(run("solve", str(bare)), 2, "2 columns", "--column")
+    assert_one_line_error(run("solve", str(bare)), 2, "2 columns", "--field")
 
 
 @pytest.mark.parametrize("name", ["length", "lengths", "tokens", "num_tokens", "total_tokens",
@@ -204,7 +209,7 @@ def test_csv_length_column_names_are_recognised(tmp_path: Path, name: str) -> No
     proc = run("solve", str(path), "--cap", "15", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["tokens"] == [15, 15]
-    assert f"using column {name!r}" in proc.stderr
+    assert f"using field {name!r}" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -233,14 +238,18 @@ def test_byte_order_mark_is_ignored(tmp_path: Path) -> None:
         assert json.loads(proc.stdout)["tokens"] == [15, 15]
     proc = run("solve", "--cap", "15", "--json", stdin=csv_path.read_text(encoding="utf-8"))
     assert json.loads(proc.stdout)["tokens"] == [15, 15]  # stdin too
-    assert "using column 'length'" in proc.stderr  # no invisible character in the name
+    assert "using field 'length'" in proc.stderr  # no invisible character in the name
 
 
 def test_solve_k_min_plus_n(issue_json: Path) -> None:
     plan = json.loads(run("solve", str(issue_json), "--cap", "15", "--k", "min+2",
                           "--json").stdout)
     assert plan["k"] == 4 and plan["k_status"] == "given"  # smallest feasible is 2
-    assert any("smallest feasible count, proven) + 2" in note for note in plan["notes"])
+    assert any("smallest feasible count 2 (proven) + 2" in note for note in plan["notes"])
+    # The table says how k was chosen, not "(given)": the user gave min+2, not 4.
+    table = run("solve", str(issue_json), "--cap", "15", "--k", "min+2").stdout
+    assert "k=4 micro-batches (the smallest feasible count 2 (proven) + 2)" in table
+    assert "(given)" not in table
     assert_one_line_error(run("solve", str(issue_json), "--k", "min+x"), 2, "min+N")
     assert_one_line_error(run("solve", str(issue_json), "--k", "min+9"), 2, "k=10", "5 sequences")
 
@@ -269,7 +278,8 @@ def test_version_help_and_time_limit_defaults() -> None:
     proc = run("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"seqpart {version('seqpart')}"
     help_text = " ".join(run("solve", "--help").stdout.split())
-    assert "default 1 here" in help_text and "defaults to 0.1" in help_text
+    assert "default 1:" in help_text and "defaults to 0.1 because it runs inside every training" in help_text
+    assert "plan_step() to 1 because" in help_text
     assert "min+N" in help_text
 
 
@@ -497,8 +507,9 @@ def test_showcase_picks_an_over_cap_and_an_empty_instance() -> None:
 
     records = [rec("a", 1, 0), rec("a", 2, 0), rec("b", 0, 1), rec("b", 0, 0, True),
                rec("c", 0, 0, True)]
-    assert showcase_instances(records) == [("a", "most methods over the cap"),
-                                           ("b", "most methods leave one empty")]
+    # The titles count the methods: "most methods leave one empty" was printed when 1 of 2 did.
+    assert showcase_instances(records) == [("a", "2 of 2 methods go over the cap"),
+                                           ("b", "1 of 2 methods leave a micro-batch empty")]
     assert [outcome(r) for r in records] == ["over the cap", "over the cap",
                                              "empty micro-batch", "valid", "valid"]
     assert outcome(rec("d", 1, 1)) == "over the cap and empty"

@@ -104,9 +104,38 @@ def test_llama3_8b_is_about_15_gflops_per_token() -> None:
     cost = Cost.from_hf_config(LLAMA3_8B)
     assert cost.quadratic == 1 and cost.linear == round(a / b)
     assert Cost.from_model(4096, 32, 32, num_kv_heads=8, ffn_size=14336, vocab_size=128256) == cost
-    giga = Cost.from_hf_config(LLAMA3_8B, unit=10**9)
-    assert giga == Cost(15, 0)  # b rounds to 0 GFLOPs: documented
     assert Cost.from_hf_config(LLAMA3_8B, unit=1) == Cost(a, b)
+
+
+@pytest.mark.parametrize("unit", [10**9, 10**6, 2 * 4096 * 32 * 2 + 1])
+def test_a_unit_that_drops_the_attention_term_is_refused(unit: int) -> None:
+    # GFLOPs used to give Cost(15, 0): the l^2 term silently gone, the balance on tokens.
+    with pytest.raises(ValueError, match=r"rounds the quadratic coefficient \(262144 FLOPs\) to "
+                                         r"0.*use unit <= 524288"):
+        Cost.from_hf_config(LLAMA3_8B, unit=unit)
+    with pytest.raises(ValueError, match="quadratic"):
+        Cost.from_model(4096, 32, 32, num_kv_heads=8, ffn_size=14336, unit=unit)
+
+
+def test_the_largest_unit_named_keeps_both_terms() -> None:
+    a, b = forward_flops_coefficients(shape_from_hf_config(LLAMA3_8B))
+    cost = Cost.from_hf_config(LLAMA3_8B, unit=2 * b)
+    assert cost.quadratic == 1 and cost.linear == (2 * a + 2 * b) // (4 * b)
+
+
+def test_from_model_takes_hugging_face_names() -> None:
+    hf = {k: LLAMA3_8B[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                   "num_key_value_heads", "intermediate_size", "vocab_size",
+                                   "hidden_act")}
+    assert Cost.from_model(**hf) == Cost.from_hf_config(LLAMA3_8B)
+    assert Cost.from_model(4096, 32, 32, num_key_value_heads=8, intermediate_size=14336,
+                           vocab_size=128256) == Cost.from_hf_config(LLAMA3_8B)
+    with pytest.raises(TypeError, match="ffn_size= and intermediate_size= both"):
+        Cost.from_model(4096, 32, 32, ffn_size=1, intermediate_size=2)
+    with pytest.raises(TypeError, match="unknown model size 'intermediate_sise'"):
+        Cost.from_model(4096, 32, 32, intermediate_sise=14336)
+    with pytest.raises(TypeError, match="num_hidden_layers"):
+        Cost.from_model(hidden_size=4096, num_attention_heads=32)
 
 
 def test_gqa_and_moe_count_what_runs() -> None:
@@ -159,7 +188,7 @@ def test_bad_shapes_and_configs() -> None:
         shape_from_hf_config("config.json")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unit"):
         cost_coefficients(ModelShape(8, 1, 1), unit=0)
-    with pytest.raises(ValueError, match="smaller unit"):
+    with pytest.raises(ValueError, match="use unit <="):
         cost_coefficients(ModelShape(8, 1, 1), unit=10**12)
 
 

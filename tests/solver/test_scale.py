@@ -91,21 +91,36 @@ def test_large_batch_path_returns_valid_plans(k_extra: int | None) -> None:
     assert plan.gap < 0.01
 
 
-def test_default_plans_repeat_and_strict_mode_too() -> None:
+def test_work_plans_repeat_and_strict_mode_too() -> None:
     rng = np.random.default_rng(7)
     lengths = rng.integers(100, 4000, 700).tolist()
     k = -(-sum(lengths) // 8192) + 1
-    runs = [partition(lengths, k, 8192, time_limit=0.2, cost="attention") for _ in range(2)]
+    work = SolverOptions(timing="work")
+    runs = [partition(lengths, k, 8192, time_limit=0.2, cost="attention", options=work)
+            for _ in range(2)]
     cut = any("safety net" in note for r in runs for note in r.notes)
     assert cut or runs[0].bins == runs[1].bins
-    strict = SolverOptions(timing="strict")
+    strict = SolverOptions(deterministic=True)
     a, b = (partition(lengths, k, 8192, time_limit=0.05, options=strict) for _ in range(2))
     assert a.bins == b.bins
 
 
-def test_clock_timing_still_works() -> None:
-    plan = partition([8, 7, 6, 5, 4], 2, 15, options=SolverOptions(timing="clock"))
+def test_clock_timing_is_the_default_and_keeps_improving_until_the_limit() -> None:
+    """An unproven clock-timed call spends its limit: perturb-and-search rounds after the
+    heuristics, and the plan is never worse than the repeatable one's."""
+    assert SolverOptions().timing == "clock"
+    plan = partition([8, 7, 6, 5, 4], 2, 15)
     assert plan.status == "optimal"
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(100, 4000, 300).tolist()
+    k = -(-sum(lengths) // 8192) + 3
+    strict = partition(lengths, k, 8192, time_limit=0.3, cost="attention",
+                       options=SolverOptions(deterministic=True), engine="heuristics")
+    clock = partition(lengths, k, 8192, time_limit=0.3, cost="attention", engine="heuristics")
+    check_plan(clock.bins, lengths, k, 8192)
+    assert clock.max_load <= strict.max_load
+    if clock.status != "optimal":
+        assert any("perturb and search" in note for note in clock.notes)
 
 
 def naive_first_fit(tokens: list[int], order: list[int], cap: int) -> list[list[int]]:
@@ -192,7 +207,8 @@ def test_partition_keeps_a_plan_when_the_net_stops_karmarkar_karp(
 
     patch_solver(monkeypatch, "karmarkar_karp_lists", stopped)
     lengths = np.random.default_rng(4).integers(50, 500, 600).tolist()  # 50 per micro-batch:
-    plan = partition(lengths, 12, None, time_limit=0.05)  # KK runs first (no cap)
+    plan = partition(lengths, 12, None, time_limit=0.05,  # KK runs first (no cap)
+                     options=SolverOptions(timing="work"))
     check_plan(plan.bins, lengths, 12, None)
     assert any("safety net" in note for note in plan.notes)
     strict = partition(lengths, 12, None, time_limit=0.05, options=SolverOptions(timing="strict"))

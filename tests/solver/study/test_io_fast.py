@@ -25,7 +25,7 @@ from seqpart.heuristics.kernels import best_fit_lists, first_fit_lists
 from seqpart.solver import InvalidPlanError, check_plan, partition
 from seqpart.solver.errors import UsageError
 from seqpart.solver.problem import make_items, make_problem
-from seqpart.solver.study.lengths_io import parse_lengths
+from seqpart.solver.study.readers.text import parse_lengths
 
 
 @settings(max_examples=60, deadline=None)
@@ -55,12 +55,12 @@ def test_text_that_is_not_a_json_list_is_refused_as_before(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "[0, 2]", "[3, 0]", "[-1, 2]", "[1.5, 2]", "[1e3]", "[true, 1]", '["1"]', "[[1, 2]]",
+        "[0, 2]", "[3, 0]", "[-1, 2]", "[1.5, 2]", "[1e3]", "[true, 1]", '["1"]', "[[1, 2], 3]",
         "[99999999999999999999, 1]", "[1000000000000000000]", '{"lengths": [1, 2]}', "[]",
     ],
 )
 def test_other_json_is_parsed_by_json_loads(text: str) -> None:
-    # Zero, signs, floats, bools, strings, nested lists, values that may not fit int64 and
+    # Zero, signs, floats, bools, strings, mixed lists, values that may not fit int64 and
     # objects: left to json.loads, so the solver sees (and names) the value as written.
     got = parse_lengths(text, "x.json")
     assert isinstance(got, list)

@@ -114,7 +114,11 @@ def test_runner_counts_a_trainer_cap_violation() -> None:
     rec = run_step_task((setting, "verl", (1, 2), 0.05, 1))
     assert rec["over_cap"] == 1 and not rec["valid"]
     assert rec["m"] == 3 and set(rec["pp"]) == {"1", "2"}
-    assert rec["pp"]["1"]["step"] == 24 and rec["pp"]["2"]["step"] == 24 + 12
+    assert rec["pp"]["1"]["step"] == 24 and rec["pp"]["2"]["formula"] == 24 + 12
+    # verl's order puts the 12 in the middle (6, 12, 6): 1F1B over two stages, forward a third
+    # of each time and backward two thirds, ends at 32 (12 first or last would take 36).
+    assert rec["pp"]["2"]["step"] == 32 and rec["pp"]["2"]["step_ordered"] == 32
+    assert rec["pp"]["2"]["formula_over_exact"] == 36 / 32
     ps = run_step_task((setting, "plan_step", (2,), 0.05, 1))
     assert ps["valid"] and ps["over_cap"] == 0 and ps["m"] == 4
     assert ps["pp"]["2"]["ratio"] >= 1

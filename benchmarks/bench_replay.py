@@ -1,0 +1,167 @@
+"""Measured replay: plan_step (with a calibrated cost) against the trainers' schedulers, each
+step run for real on dp=2 gloo processes, on real length data.
+
+    python benchmarks/bench_replay.py [--quick] [--profile FILE] [--repeats 5] [--out results.json]
+
+1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
+   one thread), unless --profile gives a profile.
+2. Batches: seeded draws from /work/shared/data (or the bundled copies): reasoning long-CoT
+   (n=128, cap 32,768), math SFT (n=1024, cap 4,096), chat (n=512, cap 4,096), at the target
+   cost (24576*l + l^2, a 7B-class model's a/b). Lengths and caps are scaled by the calibrated
+   a/b over the target's, so each sequence's linear/quadratic balance is the target's.
+3. Per batch: every trainer scheduler (TRAINER_SCHEDULERS, balancing the calibrated cost) and
+   plan_step (the profile's cost and overhead, 1 s) are run ``--repeats`` times each, paired and
+   interleaved (a fresh order per repeat) after one warm-up round, on 2 processes of one thread
+   in a gloo group: forward+backward per micro-batch, then a gradient all-reduce.
+Reports per batch the median step per schedule (wall clock and CPU clock), plan_step / best
+trainer with a 95% bootstrap CI, the model's predicted ratio, and the step prediction error;
+then PASS/FAIL per target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seqpart.solver import Cost
+from seqpart.solver.measure.calibrate import calibrate
+from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths
+from seqpart.solver.measure.design import make_design
+from seqpart.solver.measure.models import ReferenceConfig
+from seqpart.solver.measure.profile import load_cost_profile
+from seqpart.solver.measure.replay import RunnerSpec
+from seqpart.solver.study.datasets import load_dataset, sample_batch
+
+SHARED = Path("/work/shared/data")
+TARGET = Cost.attention()  # 24576*l + l^2
+MODEL = ReferenceConfig(hidden=128, layers=2, heads=4, ffn=344, vocab=512)
+#: (kind, file, n, cap at the target's scale, batches)
+SOURCES = [
+    ("long-CoT", "reasoning_short_cot_sky_t1_short_qwen25_32k", 128, 32768, 8),
+    ("math", "math_sft_gsm8k_train", 1024, 4096, 6),
+    ("chat", "sft_chat_alpaca_eval_4models", 512, 4096, 6),
+]
+
+
+def _lengths(name: str) -> list[int]:
+    path = SHARED / f"{name}.json"
+    if path.exists():
+        return [int(x) for x in json.loads(path.read_text())["lengths"]]
+    return list(load_dataset(name).lengths)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="one batch per source, 3 repeats")
+    ap.add_argument("--profile", default=None, help="a cost profile of the reference model above")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--save-profile", default=None, help="write the calibrated profile here")
+    args = ap.parse_args()
+    repeats = 3 if args.quick else args.repeats
+    print(f"load: {os.getloadavg()}", flush=True)
+    if args.profile:
+        profile = load_cost_profile(args.profile)
+    else:
+        t0 = time.perf_counter()
+        profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu", progress=False)
+        print(f"calibrated in {time.perf_counter() - t0:.0f}s", flush=True)
+        if args.save_profile:
+            profile.save(args.save_profile)
+    held = profile.fit_error["held_out"]
+    print(f"profile: {profile.overhead_s * 1e3:.2f} ms + {profile.linear_s * 1e6:.2f} us*l + "
+          f"{profile.quadratic_s * 1e9:.2f} ns*l^2 (a/b {profile.ratio:.0f}); held-out median "
+          f"{held['median_rel']:.1%} max {held['max_rel']:.1%}", flush=True)
+    factor = scale_factor(profile, TARGET)
+    spec = RunnerSpec("reference", {"hidden": MODEL.hidden, "layers": MODEL.layers, "heads": MODEL.heads,
+                                    "ffn": MODEL.ffn, "vocab": MODEL.vocab})
+    print(f"scale {factor:.4f}: target cost {TARGET} over the model's a/b {profile.ratio:.0f}", flush=True)
+    rows = []
+    t_all = time.perf_counter()
+    for kind, name, n, cap, count in SOURCES:
+        pool = _lengths(name)
+        for b in range(1 if args.quick else count):
+            raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
+            lengths = scale_lengths(raw, factor)
+            c = max(max(lengths), round(cap * factor))
+            t0 = time.perf_counter()
+            res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0)
+            row = _row(kind, b, lengths, c, res, time.perf_counter() - t0)
+            rows.append(row)
+            print(_fmt(row), flush=True)
+    print(f"total {time.perf_counter() - t_all:.0f}s; load {os.getloadavg()}")
+    ok = _verdicts(rows)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"rows": rows, "scale": factor, "repeats": repeats}, indent=1))
+    return 0 if ok else 1
+
+
+def _row(kind: str, b: int, lengths: list[int], cap: int, res: Any, seconds: float) -> dict:
+    return {
+        "kind": kind, "batch": b, "n": len(lengths), "tokens": sum(lengths), "cap": cap, "seconds": seconds,
+        "best": res.best, "ratio": res.ratio, "predicted_ratio": res.predicted_ratio,
+        "extended_ratio": res.extended_ratio, "noise": res.noise,
+        "errors": {c: {k: s.error(c) for k, s in res.schedules.items()} for c in ("wall", "cpu")},
+        "steps": {k: [s.predicted_s, s.wall_s, s.cpu_s, s.micro_batches, s.extended_s]
+                  for k, s in res.schedules.items()},
+    }
+
+
+def _fmt(row: dict) -> str:
+    out = f"{row['kind']:>8} #{row['batch']} n={row['n']} tokens={row['tokens']} cap={row['cap']}:"
+    for c in ("cpu", "wall"):
+        m, lo, hi = row["ratio"][c]
+        ext = row["extended_ratio"][c]
+        err = np.mean([abs(e) for e in row["errors"][c].values()])
+        out += (f"\n    [{c}] plan/{row['best'][c]} {m:.3f} [{lo:.3f},{hi:.3f}] predicted "
+                f"{row['predicted_ratio'][c]:.3f}" + (f" (extended fit {ext:.3f})" if ext is not None else "")
+                + f"; |step err| {err:.1%}; noise {row['noise'][c]:.1%}")
+    return out + f" ({row['seconds']:.0f}s)"
+
+
+def _verdicts(rows: list[dict]) -> bool:
+    ok = True
+    for clock in ("cpu", "wall"):
+        ratio = [r["ratio"][clock] for r in rows]
+        pred = [r["predicted_ratio"][clock] for r in rows]
+        slower = [i for i, q in enumerate(ratio) if q[1] > 1.0]
+        gains = [i for i, p in enumerate(pred) if p <= 0.95]
+        off = [i for i in gains if abs(ratio[i][0] - pred[i]) > 0.05]
+        err = float(np.mean([abs(e) for r in rows for e in r["errors"][clock].values()]))
+        ratio_err = float(np.mean([abs(q[0] - p) for q, p in zip(ratio, pred, strict=True)]))
+        print(f"[{clock}] plan_step / best trainer: mean {np.mean([q[0] for q in ratio]):.3f} measured, "
+              f"{np.mean(pred):.3f} predicted; slower beyond the CI on {len(slower)}/{len(rows)} batches; "
+              f"predicted gain >= 5% on {len(gains)}, measured gain off by > 5 points on {len(off)}; "
+              f"mean |step error| {err:.1%}; mean |ratio error| {ratio_err:.3f}")
+        for name, passed in ((f"[{clock}] never slower beyond noise", not slower),
+                             (f"[{clock}] gain within 5 points where predicted >= 5%", not off),
+                             (f"[{clock}] mean absolute step error <= 5%", err <= 0.05)):
+            print(f"{'PASS' if passed else 'FAIL'} {name}")
+            ok &= passed
+        _extended_note(rows, clock)
+    return ok
+
+
+def _extended_note(rows: list[dict], clock: str) -> None:
+    """How far the calibration's extended fit (extra terms the step model lacks) predicts better."""
+    col = 1 if clock == "wall" else 2
+    pairs = [(s[4], s[col]) for r in rows for s in r["steps"].values() if s[4] is not None]
+    if not pairs:
+        print(f"[{clock}] (the calibration kept no extra term: no extended prediction)")
+        return
+    err = float(np.mean([abs(p - m) / m for p, m in pairs]))
+    ratio_err = [abs(r["ratio"][clock][0] - r["extended_ratio"][clock]) for r in rows
+                 if r["extended_ratio"][clock] is not None]
+    print(f"[{clock}] with the extended fit instead: mean |step error| {err:.1%}, mean |ratio error| "
+          f"{float(np.mean(ratio_err)):.3f} (informative; the planners use the base fit)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

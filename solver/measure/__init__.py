@@ -1,0 +1,40 @@
+"""Measured step costs: calibrate the step model on real hardware, and replay real schedules.
+
+* :func:`calibrate` times forward+backward passes of a designed set of micro-batches (the
+  reference decoder, a transformers model from a config, or any ``run(lengths)`` callable) and
+  fits ``overhead + a*sum(l) + b*sum(l^2)`` by non-negative least squares, reporting the error on
+  held-out micro-batches; the result is a :class:`CostProfile`.
+* :func:`load_cost_profile` reads a saved profile; ``profile.cost`` and ``profile.overhead`` go
+  straight into ``plan_step``/``partition``.
+* :mod:`seqpart.solver.measure.compare` replays one step of plan_step's and the trainers'
+  schedules on real processes in a gloo group and times them.
+
+torch, transformers, scipy and matplotlib are imported only by the functions that need them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seqpart.solver.errors import MeasureError
+
+from .design import Design, make_design
+from .profile import SCHEMA_VERSION, CostProfile, load_cost_profile, profile_from_json
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "CostProfile",
+    "Design",
+    "MeasureError",
+    "calibrate",
+    "load_cost_profile",
+    "make_design",
+    "profile_from_json",
+]
+
+
+def calibrate(*args: Any, **kwargs: Any) -> CostProfile:
+    """See :func:`seqpart.solver.measure.calibrate.calibrate` (imported on first use: scipy)."""
+    from .calibrate import calibrate as _calibrate
+
+    return _calibrate(*args, **kwargs)

@@ -1,0 +1,113 @@
+"""Which micro-batches calibration times: a design that separates the cost's terms.
+
+A micro-batch's time is fitted as ``overhead + a*sum(l) + b*sum(l^2)`` (plus candidate extra
+terms). Those features are collinear in naive samples (long micro-batches have both more tokens
+and more ``l^2``), so the training design varies them independently:
+
+* the same token total split into 1, 2, 4, ... ``max_count`` equal sequences: ``sum l`` fixed,
+  ``sum l^2`` falls as ``T^2 / count`` (separates ``a`` from ``b`` and from a per-sequence term);
+* one long sequence against many short ones of the same total (skew at a fixed count);
+* token totals on a geometric grid up to ``max_tokens``, down to tiny micro-batches (overhead).
+
+Held-out micro-batches are drawn at random (seeded): a random count in ``1..max_count``, a total
+log-uniform up to ``max_tokens`` and random lengths summing to it, so the reported error is on
+shapes the fit never saw. Pure: no timing, no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checks import positive_int
+
+MicroBatch = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Design:
+    """The training micro-batches (fitted) and the held-out ones (only scored)."""
+
+    train: tuple[MicroBatch, ...]
+    held_out: tuple[MicroBatch, ...]
+    max_tokens: int
+    max_count: int
+
+    @property
+    def all(self) -> tuple[MicroBatch, ...]:
+        return self.train + self.held_out
+
+
+def _split_equal(total: int, count: int) -> MicroBatch:
+    base, extra = divmod(total, count)
+    return tuple(base + (1 if i < extra else 0) for i in range(count))
+
+
+def _grid(max_tokens: int, min_tokens: int) -> list[int]:
+    """Token totals from ``max_tokens`` down by halves, and 3/4 points between (not only powers)."""
+    out: list[int] = []
+    t = max_tokens
+    while t >= min_tokens:
+        out.append(t)
+        if (t * 3) // 4 >= min_tokens and t < max_tokens:
+            out.append((t * 3) // 4)
+        t //= 2
+    return sorted(set(out))
+
+
+def training_set(max_tokens: int, max_count: int, min_tokens: int = 64) -> list[MicroBatch]:
+    """Equal splits at every grid total and power-of-two count, plus skewed ones (one long
+    sequence holding half or 7/8 of the total, the rest in short ones)."""
+    counts = [c for c in (1, 2, 4, 8, 16, 32, 64) if c <= max_count]
+    if counts[-1] != max_count:
+        counts.append(max_count)
+    out: list[MicroBatch] = []
+    for total in _grid(max_tokens, min_tokens):
+        for count in counts:
+            if total // count >= 16:  # sequences shorter than this tell nothing new
+                out.append(_split_equal(total, count))
+        for share in (2, 8):  # one long sequence of total*(share-1)/share, the rest short
+            short_count = min(max_count - 1, 8)
+            rest = total // share
+            if short_count >= 1 and rest // short_count >= 16:
+                out.append((total - rest, *_split_equal(rest, short_count)))
+    return sorted(set(out), key=lambda mb: (sum(mb), len(mb), mb))
+
+
+def held_out_set(count: int, max_tokens: int, max_count: int, rng: np.random.Generator,
+                 min_tokens: int = 64) -> list[MicroBatch]:
+    """``count`` random micro-batches; every fourth one has the largest total, so the large
+    micro-batches (where a cost model is most often wrong) are always scored."""
+    out: list[MicroBatch] = []
+    for i in range(count):
+        n = int(rng.integers(1, max_count + 1))
+        if i % 4 == 0:
+            total = max_tokens
+        else:
+            total = int(np.exp(rng.uniform(np.log(max(min_tokens, n)), np.log(max_tokens))))
+        total = max(total, n)
+        # random lengths summing to total: a Dirichlet split, each at least one token
+        weights = rng.dirichlet(np.full(n, 0.7))
+        lengths = np.maximum(1, np.floor(weights * (total - n)).astype(int) + 1)
+        lengths[int(np.argmax(lengths))] += total - int(lengths.sum())
+        out.append(tuple(int(x) for x in lengths))
+    return out
+
+
+def make_design(max_tokens: int = 4096, max_count: int = 16, held_out: int = 16, seed: int = 0,
+                min_tokens: int = 64) -> Design:
+    """The calibration design: :func:`training_set` and ``held_out`` random micro-batches."""
+    max_tokens = positive_int(max_tokens, "max_tokens", minimum=64)
+    max_count = positive_int(max_count, "max_count")
+    held_out = positive_int(held_out, "held_out", minimum=0)
+    min_tokens = positive_int(min_tokens, "min_tokens", minimum=1)
+    if min_tokens > max_tokens:
+        raise ValueError(f"min_tokens={min_tokens} exceeds max_tokens={max_tokens}")
+    rng = np.random.default_rng(seed)
+    return Design(
+        train=tuple(training_set(max_tokens, max_count, min_tokens)),
+        held_out=tuple(held_out_set(held_out, max_tokens, max_count, rng, min_tokens)),
+        max_tokens=max_tokens,
+        max_count=max_count,
+    )

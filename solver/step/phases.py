@@ -1,0 +1,423 @@
+"""plan_step's search, as a pipeline of named phases over one state.
+
+The phases, in the order :meth:`StepSearch.run` lists them, each with its share of the budget
+(work counted in candidate evaluations; the clock, unless ``deterministic``, as a guard):
+
+1. ``given_and_cheap_trainer_starts``: the caller's schedules and the trainers' cheap ones
+   (Megatron-LM, slime, verl), the trainers taking at most ``_TRAINER_SHARE`` of the budget;
+2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first, up to
+   ``_BUILD_SHARE`` of the budget; the trainers' open-ended schedules (verl's retry, prime-rl's
+   refinement) with the trainers' share left, once the first count gave a start;
+3. ``capped_balancer_when_no_start``: when every construction broke the cap;
+4. ``search_and_build``: local search from the best start not searched yet (half of what is
+   left each time), one more count while the budget allows, the trainers' open-ended schedules
+   again with what the search left;
+5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
+   small;
+6. with pp > 1, ``choose_by_exact_makespan``: ``_EXACT_SHARE`` of the time evaluates the best
+   candidates exactly and searches their orders.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seqpart.solver.errors import InfeasibleError
+from seqpart.solver.options import SolverOptions
+from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
+from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
+from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact, count_penalty
+from seqpart.solver.step.model import StepInstance, StepPlan
+from seqpart.solver.step.model import exact as exact_time
+from seqpart.solver.step.pipeline import PipelineModel, scale, schedule_error
+from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
+from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
+from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
+
+#: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
+#: per sequence for both at n=4096, dp=64 under loads of 3-5).
+_BUILD_WORK_PER_SEQUENCE = 400
+#: Share of the work budget spent on starts at several counts before the first search.
+_BUILD_SHARE = 0.4
+#: Share of the work budget the trainers' schedules may take (the cheap ones first).
+_TRAINER_SHARE = 0.4
+#: Counts built whatever the clock says while no valid start exists yet.
+_COUNTS_BEFORE_CLOCK = 3
+#: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
+#: and the trainers' exactly, and the order search on the slowest rank.
+_EXACT_SHARE = 0.25
+#: ...and the unsearched starts evaluated exactly besides the searched ones, the trainers' and
+#: the given ones (best proxy first).
+_EXTRA_CANDIDATES = 4
+
+#: A start in the pool: (objective, arrival, method, m, mb_of); searched best first.
+Row = tuple[int, int, str, int, np.ndarray]
+
+
+@dataclass
+class _Best:
+    objective: int | None = None  # vpp x step time
+    m: int = 0
+    mb_of: np.ndarray | None = None
+    method: str = ""
+
+
+class StepSearch:
+    """One plan_step call's state: its budget and deadlines, the pool of valid starts, the
+    best schedule so far, and the counts still to build."""
+
+    def __init__(self, inst: StepInstance, seconds: float, t0: float, options: SolverOptions,
+                 engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
+        self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
+        self.trainer_starts, self.model = trainer_starts, model
+        # Kept back from the clock for checking and assembling the plan.
+        reserve = 0.008 + 5e-6 * inst.n
+        if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
+            reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
+        self.deadline = None if options.deterministic else t0 + seconds - reserve
+        # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
+        self.final_deadline = self.deadline
+        if self.deadline is not None and inst.pp > 1:
+            self.deadline = t0 + (seconds - reserve) * (1 - _EXACT_SHARE)
+        self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
+        self.notes: list[str] = []
+        self.bounds = scaled_bounds(inst)  # of the formula: the search's proxy (exact at pp = 1)
+        self.exact_work = 0
+        self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
+        if inst.pp > 1:
+            self._check_interleaving()
+            self.exact_work = int(_EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
+            self.budget -= int(_EXACT_SHARE * self.budget)
+        # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
+        # so that the split does not depend on the clock.
+        self.use_exact = engine == "auto" and exact_fits(inst, list(self.bounds))
+        if self.use_exact:
+            self.budget //= 2
+        self.costs = np.asarray(inst.costs, dtype=object)
+        self.pool: list[Row] = []
+        self.constructed: list[str] = []  # valid starts of our own constructions
+        self.spent = 0
+        self.trainer_share = None if trainer_starts else int(_TRAINER_SHARE * self.budget)
+        self.retry: VerlRetry | None = None
+        self.kept_back = 0
+        self.best = _Best()
+        self.clock_cut = False
+        self.searched: set[int] = set()
+        self.finals: list[Row] = []  # every search's result
+        self.build = _BUILD_WORK_PER_SEQUENCE * inst.n
+        # A count's constructions take about this long; on a loaded machine (or at small dp,
+        # where each rank's split is long) the last count's wall time says more: the larger
+        # guards the clock (a safety net only: it decides nothing on an unloaded machine).
+        self.nominal_build = self.build / CANDIDATES_PER_SECOND
+        self.walls = {"count": self.nominal_build, "make": self.nominal_build / 2}
+        self.pending = sorted(self.bounds,
+                              key=lambda m: (self.bounds[m] * count_penalty(inst, model, m), m))
+        self.tried = 0
+        self.costly_cut, self.costly_work, self.costly_done, self.prime_cut = False, 0, False, False
+        self.usable = functools.cache(self._usable)
+
+    def run(self, starts: Sequence[Any]) -> StepPlan:
+        self.given_and_cheap_trainer_starts(starts)
+        self.starts_at_counts()
+        self.capped_balancer_when_no_start()
+        if self.trainer_starts is not False and not self.costly_done:
+            self.costly_work, self.costly_cut = self.costly(self.kept_back_share())
+        self.search_and_build()
+        self.take_the_best_unsearched_start()
+        proven = self.cp_sat_on_tiny_instances()
+        self.closing_notes()
+        if self.inst.pp == 1:
+            best, inst = self.best, self.inst
+            return assemble(inst, self.model, best.m, best.mb_of, best.method, None,
+                            exact_time(best.objective, inst.vpp),
+                            exact_time(min(proven.values()), inst.vpp), self.notes, self.t0)
+        return self.choose_by_exact_makespan()
+
+    # ----------------------------------------------------------------- shared steps
+
+    def _check_interleaving(self) -> None:
+        inst, model = self.inst, self.model
+        group = model.group or inst.pp
+        if model.resolved(inst.vpp) == "interleaved" and max(self.bounds) < group:
+            raise InfeasibleError(
+                f"interleaving needs at least {group} micro-batches per rank (Megatron-LM's "
+                f"group per chunk), but {inst.n} sequences over {inst.dp_size} ranks give at most "
+                f"{max(self.bounds)}: use fewer ranks, vpp=1, or add samples",
+                proven=True,
+            )
+
+    def _usable(self, m: int) -> bool:
+        """Checked lazily (compiling a count's schedule is O(pp*vpp*m)): only the counts met."""
+        ok = self.inst.pp == 1 or schedule_error(self.inst.pp, self.inst.vpp, m, self.model) is None
+        if not ok:
+            self.unusable.append(m)
+        return ok
+
+    def out_of_clock(self, margin: float = 0.0) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline - margin
+
+    def add(self, method: str, m: int, mb_of: np.ndarray) -> None:
+        if not self.usable(m):
+            return
+        if not method.startswith(("start ", "trainer:")):
+            self.constructed.append(method)
+        inst = self.inst
+        obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,
+                                 inst.vpp)
+        self.pool.append((obj, len(self.pool), method, m, mb_of))
+
+    def kept_back_share(self) -> int | None:
+        return None if self.trainer_share is None else self.kept_back
+
+    def search_next(self, share: int) -> None:
+        """Local search from the best start not searched yet."""
+        open_ = [row for row in self.pool if row[1] not in self.searched]
+        if not open_:
+            return
+        obj, arrival, method, m, mb_of = min(open_, key=lambda row: (row[0], row[1]))
+        self.searched.add(arrival)
+        inst = self.inst
+        result = improve_schedule(
+            mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
+            inst.pp, inst.vpp, bound=self.bounds[m], work_budget=share, deadline=self.deadline,
+        )
+        self.spent += result.work
+        self.clock_cut |= result.stopped_by == "clock"
+        if result.objective > obj:  # never: the search only takes improving changes
+            raise RuntimeError("step local search made a schedule worse (please report)")
+        name = method + ("+local_search" if result.steps else "")
+        self.finals.append((result.objective, arrival, name, m, result.mb_of))
+        best = self.best
+        if best.objective is None or result.objective < best.objective:
+            best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
+
+    def incumbent(self) -> int | None:
+        values = [row[0] for row in self.pool]
+        if self.best.objective is not None:
+            values.append(self.best.objective)
+        return min(values) if values else None
+
+    def build_seconds(self) -> float:
+        return max(self.nominal_build, self.walls["count"])
+
+    def build_next(self) -> None:
+        m = self.pending.pop(0)
+        if not self.usable(m):
+            return
+        self.tried += 1
+        began_count = time.perf_counter()
+        for make in CONSTRUCTIONS:
+            # Once a construction gave a valid start, the next only while the clock allows (the
+            # given and trainers' starts do not count: ours are usually far better).
+            if self.constructed and self.out_of_clock(max(self.nominal_build / 2, self.walls["make"])):
+                break
+            began = time.perf_counter()
+            for method, mb_of in make(self.inst, m, self.seconds, self.bounds[m], self.deadline):
+                self.add(method, m, mb_of)
+            self.walls["make"] = max(self.walls["make"], time.perf_counter() - began)
+            self.spent += self.build // len(CONSTRUCTIONS)
+        self.walls["count"] = max(self.walls["count"], time.perf_counter() - began_count)
+
+    def drop_hopeless(self) -> None:
+        # Both sides weighed by what the schedule makes of the count (1 when pp == 1).
+        inst, model, bounds, pending = self.inst, self.model, self.bounds, self.pending
+        rows = [(row[0], row[3]) for row in self.pool]
+        if self.best.objective is not None:
+            rows.append((self.best.objective, self.best.m))
+        if not rows:
+            return
+        top = min(obj * count_penalty(inst, model, m) for obj, m in rows)
+        while pending and bounds[pending[0]] * count_penalty(inst, model, pending[0]) >= top:
+            pending.pop(0)
+
+    def hopeless(self, m: int, onwards: bool) -> bool:
+        """No valid schedule with count m (or any count from m on) beats the incumbent. With
+        pp > 1 the formula's bounds do not bound the exact makespan: never."""
+        top = self.incumbent()
+        if top is None or self.inst.pp > 1:
+            return False
+        if onwards:
+            return all(v >= top for q, v in self.bounds.items() if q >= m)
+        return m not in self.bounds or self.bounds[m] >= top
+
+    def costly(self, share: int | None, run_prime_rl: bool = True) -> tuple[int, bool]:
+        """The trainers' open-ended schedules (verl's retry, prime-rl's refinement)."""
+        self.costly_done = True
+        found, more, work, cut = costly_trainer_starts(self.inst, share, self.hopeless,
+                                                       self.deadline, self.retry, run_prime_rl)
+        self.spent += work
+        self.notes.extend(more)
+        # A retry cut short resumes on the next call (its state kept); one that ended does not.
+        if not any(note.startswith("trainer start verl_retry") for note in more):
+            self.retry = None
+        self.prime_cut = any(note.startswith("trainer start prime_rl") for note in more)
+        for method, sched in found:
+            start = from_schedule(sched, self.inst)
+            if start is not None and start[0] in self.bounds:
+                self.add(method, *start)
+        return work, cut
+
+    # ----------------------------------------------------------------- phases
+
+    def given_and_cheap_trainer_starts(self, starts: Sequence[Any]) -> None:
+        """The caller's schedules and the trainers' cheap ones now; the open-ended ones later,
+        with the share kept back for them."""
+        given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
+        if self.trainer_starts is not False:
+            trainers, trainer_notes, self.spent, self.retry = cheap_trainer_starts(
+                self.inst, self.trainer_share)
+            given += trainers
+            self.notes += trainer_notes
+        self.kept_back = 0 if self.trainer_share is None else max(0, self.trainer_share - self.spent)
+        skipped = []
+        for method, sched in given:
+            found = from_schedule(sched, self.inst)
+            if found is None or found[0] not in self.bounds:
+                skipped.append(method)
+            else:
+                self.add(method, *found)
+        if skipped:
+            self.notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
+
+    def starts_at_counts(self) -> None:
+        """Starts at several counts before any search: with pp > 1 the bounds of neighbouring
+        counts are close, and the constructions' own step times separate them better. Until a
+        construction gave a valid start the clock is not looked at for the first
+        ``_COUNTS_BEFORE_CLOCK`` counts: a plan beats an error. The trainers' open-ended
+        schedules run once the first count is built (its starts are the incumbent that rules
+        out the trainers that cannot beat it), before the search and the other counts."""
+        while self.pending and (
+            (not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
+            or not self.out_of_clock(self.build_seconds())
+        ):
+            self.drop_hopeless()
+            if not self.pending or (self.constructed
+                                    and self.spent + self.build > _BUILD_SHARE * self.budget):
+                break
+            if (self.constructed and self.deadline is not None
+                    and time.perf_counter() - self.t0 > _BUILD_SHARE * self.seconds):
+                self.clock_cut = True  # a slow machine: leave the rest of the time to the search
+                break
+            self.build_next()
+            if self.trainer_starts is not False and not self.costly_done and self.constructed:
+                self.costly_work, self.costly_cut = self.costly(self.kept_back_share())
+
+    def capped_balancer_when_no_start(self) -> None:
+        """No start yet (every construction broke the cap): the capped balancer, count by
+        count, from the smallest; it always finds a split when one is easy to find."""
+        for j, m in enumerate(m for m in sorted(self.bounds) if self.usable(m)):
+            if self.pool or (j and self.out_of_clock()):
+                break
+            for method, mb_of in micro_first(self.inst, m, self.seconds, repair=True):
+                self.add(method, m, mb_of)
+
+    def search_and_build(self) -> None:
+        """Search the best start, then build one more count, while the budget lasts."""
+        while True:
+            progressed = False
+            if len(self.searched) < len(self.pool) and self.spent < self.budget and not self.out_of_clock():
+                self.search_next(max(0, (self.budget - self.spent) // 2))
+                progressed = True
+            self.drop_hopeless()
+            if self.pending and self.spent + self.build <= self.budget:
+                if self.out_of_clock(self.build_seconds()):
+                    self.clock_cut = True  # the budget allowed another count, the clock did not
+                else:
+                    self.build_next()
+                    progressed = True
+            left = self.budget - self.spent
+            if not progressed and self.costly_cut and left > 0 and not self.out_of_clock():
+                # The search left some of the budget: the trainers' open-ended schedules again
+                # with all of it (against the better incumbent): verl's retry resumes where it
+                # stopped, prime-rl (which starts over) only when more is left than it had.
+                self.costly_work, self.costly_cut = self.costly(
+                    left, self.prime_cut and left > self.costly_work)
+                self.costly_cut = False
+                progressed = True
+            if not progressed:
+                break
+        self.clock_cut |= self.out_of_clock() and self.spent < self.budget
+
+    def take_the_best_unsearched_start(self) -> None:
+        """The best start may never have been searched (budget spent): it still counts."""
+        best, inst = self.best, self.inst
+        for obj, arrival, method, m, mb_of in self.pool:
+            if arrival not in self.searched and (best.objective is None or obj < best.objective):
+                best.objective, best.m, best.mb_of, best.method = obj, m, mb_of, method
+        if best.mb_of is None:
+            raise InfeasibleError(
+                f"no schedule of {inst.dp_size} ranks with an equal count of non-empty "
+                f"micro-batches under cap={inst.cap} that the pipeline schedule can run was found "
+                f"in {self.seconds}s, and none is proven impossible: raise time_limit or the cap, "
+                "or use fewer ranks (with vpp > 1, Megatron-LM's interleaving needs at least pp "
+                "micro-batches per rank)",
+                proven=False,
+            )
+        self.notes.append(
+            f"counts built: {self.tried} of {len(self.bounds)} feasible (best bound first); starts "
+            f"searched: {len(self.searched)} of {len(self.pool)}; work {self.spent} of {self.budget}"
+        )
+
+    def cp_sat_on_tiny_instances(self) -> dict[int, int]:
+        """CP-SAT improves and proves, count by count (the formula's optimum: with pp > 1 a
+        candidate for the exact choice, and its bounds bound the formula only). Returns each
+        count's proven bound."""
+        proven = dict(self.bounds)
+        best, inst = self.best, self.inst
+        if self.use_exact and not self.out_of_clock():
+            exact = solve_step_exactly(inst, self.bounds, best.objective, self.deadline,
+                                       self.seconds / 2, self.options)
+            if exact is not None:
+                if inst.pp == 1:
+                    proven = exact.bounds
+                self.notes += exact.notes
+                if exact.mb_of is not None and exact.objective is not None and self.usable(exact.m):
+                    self.finals.append((exact.objective, len(self.pool), "cp-sat", exact.m,
+                                        exact.mb_of))
+                    if best.objective is None or exact.objective < best.objective:
+                        best.objective, best.m, best.mb_of, best.method = (
+                            exact.objective, exact.m, exact.mb_of, "cp-sat")
+        return proven
+
+    def closing_notes(self) -> None:
+        if self.clock_cut:
+            self.notes.append(
+                "stopped by the clock, not the work budget: the plan may differ between runs")
+        if self.unusable:
+            self.notes.append(f"counts the {self.model.resolved(self.inst.vpp)} schedule cannot "
+                              f"run, skipped: {sorted(self.unusable)}")
+
+    def choose_by_exact_makespan(self) -> StepPlan:
+        """pp > 1: the exact makespan decides between the searches' results, the trainers' and
+        the given schedules and the best unsearched starts, each rank ordered for it."""
+        inst, model, pool = self.inst, self.model, self.pool
+        given_rows = [row for row in pool if row[2].startswith(("start ", "trainer:"))]
+        given_ids = {row[1] for row in given_rows}
+        rest = sorted((row for row in pool if row[1] not in self.searched and row[1] not in given_ids),
+                      key=lambda row: (row[0], row[1]))
+        # The best unsearched starts, and the best start of every count built: the formula
+        # ranks counts differently from the schedule (interleaving at a count that is not a
+        # multiple of pp runs slower than the formula says).
+        per_count = {row[3]: row for row in reversed(rest)}
+        top = {row[1] for row in rest[:_EXTRA_CANDIDATES]}
+        others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
+        cands = sorted(self.finals + given_rows + others, key=lambda row: (row[0], row[1]))
+        choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, self.exact_work,
+                              self.final_deadline, first=[row[1] in given_ids for row in cands])
+        if choice.clock_cut:
+            self.notes.append("the exact makespan's order search was stopped by the clock, not the "
+                              "work budget: the plan may differ between runs")
+        _, _, method, m, mb_of = cands[choice.index]
+        self.notes.append(f"exact makespan: {len(cands)} schedules evaluated, {choice.evaluated} "
+                          f"order-searched; work {choice.work} of {self.exact_work}")
+        sc = scale(inst.vpp, model)
+        return assemble(inst, model, m, mb_of, method, choice.ordered.orders,
+                        exact_time(choice.ordered.step, sc),
+                        exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
+                        self.notes, self.t0)

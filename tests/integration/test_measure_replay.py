@@ -1,0 +1,43 @@
+"""Measured replay: two real processes in a gloo group run two schedules, paired and
+interleaved, and the summary compares them with the model's prediction."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from seqpart.solver import Cost  # noqa: E402
+from seqpart.solver.measure.compare import PLAN, replay_batch, scale_factor, scale_lengths  # noqa: E402
+from seqpart.solver.measure.profile import CostProfile  # noqa: E402
+from seqpart.solver.measure.replay import RunnerSpec, ratio_ci  # noqa: E402
+
+TINY = {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64, "vocab": 64}
+
+
+def _profile() -> CostProfile:
+    return CostProfile(overhead_s=1e-3, linear_s=20e-6, quadratic_s=10e-9, device="cpu", dtype="float32",
+                       torch_version="x", model={"kind": "reference"})
+
+
+def test_replay_runs_every_schedule_on_two_gloo_ranks() -> None:
+    lengths = [90, 12, 40, 33, 7, 60, 25, 18]
+    res = replay_batch(lengths, 2, 128, _profile(), RunnerSpec("reference", TINY), repeats=2, warmup=1,
+                       trainers=["megatron", "verl"], time_limit=0.2)
+    assert set(res.schedules) == {"megatron", "verl", PLAN}
+    for r in res.schedules.values():
+        assert r.wall_s > 0 and r.cpu_s > 0 and r.predicted_s > 0 and r.micro_batches >= 2
+    for clock in ("wall", "cpu"):
+        assert res.best[clock] in {"megatron", "verl"}
+        mid, lo, hi = res.ratio[clock]
+        assert lo <= mid <= hi and res.predicted_ratio[clock] > 0
+    assert res.allreduce_s > 0
+
+
+def test_ratio_ci_and_scaling() -> None:
+    mid, lo, hi = ratio_ci([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    assert mid == lo == hi == 1.0
+    assert scale_factor(_profile(), Cost(2000, 1)) == pytest.approx(1.0)
+    assert scale_lengths([1000, 3], 0.5) == [500, 2]
+    with pytest.raises(ValueError, match="scale factor"):
+        scale_lengths([1], 0.0)

@@ -1,0 +1,87 @@
+"""plan_step under the exact pipeline makespan: what it reports is the schedule's makespan, the
+orders it finds, and the schedule choice."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from seqpart.solver import InfeasibleError
+from seqpart.solver.step import (
+    PipelineModel,
+    formula_step_time,
+    order_for_pipeline,
+    order_schedule,
+    plan_step,
+    step_lower_bound,
+    step_time,
+)
+from seqpart.solver.step.pipeline import light_ends_order, makespan
+
+
+def test_a_long_sequence_alone_is_priced_by_its_whole_path() -> None:
+    # One 32k sequence among short ones, pp=8, vpp=2: the formula charges the long micro-batch
+    # t*(1 + 7/2); the schedule runs it through all 16 virtual stages, 8*t.
+    rng = np.random.default_rng(24)
+    lengths = [32768, *rng.integers(200, 3000, 95).tolist()]
+    kw = {"cost": (24576, 1), "overhead": 24576 * 512, "pp": 8, "vpp": 2}
+    plan = plan_step(lengths, 2, 32768, time_limit=0.3, **kw)
+    assert plan.step_time == step_time(plan.ranks, lengths, **kw)
+    long_time = 24576 * 512 + 24576 * 32768 + 32768**2
+    assert plan.step_time >= 8 * long_time
+    assert plan.formula_step_time == formula_step_time(plan.ranks, lengths, **kw)
+    assert plan.formula_step_time < plan.step_time  # the formula is optimistic here
+    assert plan.lower_bound <= plan.step_time
+
+
+def test_order_for_pipeline_searches_on_the_exact_makespan() -> None:
+    loads = [9, 1, 7, 3, 8, 2]
+    light = light_ends_order(loads)
+    assert order_for_pipeline(loads) == light  # without pp: the heuristic, as before
+    for pp, vpp in ((2, 1), (4, 1), (3, 2)):
+        order = order_for_pipeline(loads, pp=pp, vpp=vpp)
+        assert sorted(order) == list(range(len(loads)))
+        got = makespan([loads[i] for i in order], pp, vpp)
+        assert got <= makespan([loads[i] for i in light], pp, vpp)
+        assert got <= makespan(loads, pp, vpp)
+        best = min(makespan(list(p), pp, vpp) for p in itertools.permutations(loads))
+        assert best <= got
+    with pytest.raises(ValueError, match="between pp"):
+        order_for_pipeline([1, 2], pp=4, vpp=2)
+
+
+def test_order_schedule_never_slower_than_the_schedule() -> None:
+    lengths = [5, 90, 7, 40, 3, 60, 8, 2, 70, 4, 30, 6]
+    sched = [[[1], [0, 2], [3]], [[5], [4, 6, 7], [8, 9, 10, 11]]]
+    for pp, vpp in ((2, 1), (3, 1), (2, 3)):
+        kw = {"pp": pp, "vpp": vpp, "overhead": 3}
+        ordered, t = order_schedule(sched, lengths, **kw)
+        assert t == step_time(ordered, lengths, **kw) <= step_time(sched, lengths, **kw)
+        assert sorted(map(sorted, ordered[0])) == sorted(map(sorted, sched[0]))
+
+
+def test_plan_step_under_another_schedule() -> None:
+    rng = np.random.default_rng(7)
+    lengths = rng.integers(100, 4000, 60).tolist()
+    gpipe = PipelineModel(schedule="gpipe", forward=1, backward=1, p2p_latency=50)
+    plan = plan_step(lengths, 2, 8192, pp=4, overhead=500, pipeline=gpipe, time_limit=0.2)
+    kw = {"pp": 4, "overhead": 500, "pipeline": gpipe}
+    assert plan.step_time == step_time(plan.ranks, lengths, **kw)
+    assert plan.lower_bound <= plan.step_time
+    assert step_lower_bound(lengths, 2, 8192, **kw) <= plan.step_time
+    assert plan.to_dict()["schedule"] == "gpipe"
+    with pytest.raises(TypeError, match="PipelineModel"):
+        plan_step(lengths, 2, 8192, pp=4, pipeline="gpipe")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="vpp must be 1"):
+        plan_step(lengths, 2, 8192, pp=4, vpp=2, pipeline=PipelineModel(schedule="1f1b"))
+
+
+def test_interleaving_needs_pp_micro_batches_per_rank() -> None:
+    with pytest.raises(InfeasibleError, match="at least 4 micro-batches"):
+        plan_step([100] * 12, 4, 1000, pp=4, vpp=2, multiple_of=1)
+    with pytest.raises(InfeasibleError, match="multiple of 4"):  # the default: multiples of pp
+        plan_step([100] * 12, 4, 1000, pp=4, vpp=2)
+    plan = plan_step([100] * 16, 4, 1000, pp=4, vpp=2, time_limit=0.2)
+    assert plan.m == 4 and plan.step_time == step_time(plan.ranks, [100] * 16, pp=4, vpp=2)
