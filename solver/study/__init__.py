@@ -1,6 +1,7 @@
 """Offline studies: I/O and tooling around the solver (never imported by it).
 
 * :mod:`~seqpart.solver.study.runner`: the resumable, parallel task engine (``results.jsonl``).
+  :mod:`~seqpart.solver.study.ray_executor`: its executor on a Ray cluster (the ``ray`` extra).
 * :mod:`~seqpart.solver.study.methods`: the method study (``seqpart study``).
 * :mod:`~seqpart.solver.study.step_study`: the step study (``seqpart step``);
   :mod:`~seqpart.solver.study.step_data`: the step on a user's lengths (``seqpart step --data``);

@@ -121,3 +121,13 @@ def test_an_address_nothing_answers_at_fails_at_once() -> None:
         pass
     with pytest.raises(UsageError, match="use HOST:PORT"), open_executor("ray", 1, address="x"):
         pass
+
+
+def test_the_step_on_a_users_data_refuses_an_executor(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from seqpart.solver.cli import main
+
+    data = tmp_path / "lengths.json"
+    data.write_text("[100, 200, 300, 400, 500, 600]")
+    assert main(["step", "--data", str(data), "--dp", "2", "--executor", "ray"]) == 2
+    assert "--executor and --address apply to the step study's grid" in capsys.readouterr().err
