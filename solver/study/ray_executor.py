@@ -194,7 +194,8 @@ class RayExecutor:
             mine = task.payload if spread else (task.payload,)
             layout.append((dataclasses.replace(task, payload=None), spread, len(mine)))
             parts.extend(self._part(p) for p in mine)
-        return options.remote(call_ref, layout, *parts)
+        # One argument for the whole chunk: Ray serializes each argument on its own.
+        return options.remote(call_ref, layout, parts)
 
     def _outcome(self, ref: Any, chunk: list[Any], failed: Callable[[Any, str], dict[str, Any]]
                  ) -> list[dict[str, Any]]:
@@ -215,8 +216,8 @@ class RayExecutor:
         """What travels for one payload part. Small values go inline. A dataclass goes inline
         as a shell whose long sequence fields are object refs, each put once: a batch shared
         by several instances (one per cap and k) and all their methods' tasks is stored once,
-        and a worker fetches it once (:func:`_fetch`). Anything else is put once and passed
-        as a ref, which Ray resolves before the task runs."""
+        and a worker fetches it once (:func:`_fetch`). Anything else is put once too and
+        travels as its ref."""
         if _small(obj):
             return obj
         hit = self._shared.get(id(obj))
@@ -251,8 +252,8 @@ def _long(obj: Any) -> bool:
     return hasattr(obj, "__len__") and not isinstance(obj, (str, bytes, dict)) and len(obj) >= SHARE_MIN
 
 
-#: In a worker: the shared fields it fetched lately, by object id (a study's tasks come
-#: instance by instance, so one batch serves several tasks in a row). Never mutated.
+#: In a worker: the immutable shared parts it fetched lately, by object id (a study's tasks
+#: come instance by instance, so one batch serves several tasks in a row).
 _FETCHED: OrderedDict[str, Any] = OrderedDict()
 _FETCHED_MAX = 64
 
@@ -264,17 +265,24 @@ def _fetch(ref: Any) -> Any:
     if key in _FETCHED:
         _FETCHED.move_to_end(key)
         return _FETCHED[key]
-    value = _FETCHED[key] = _restore(ray.get(ref))
-    if len(_FETCHED) > _FETCHED_MAX:
-        _FETCHED.popitem(last=False)
+    value = _restore(ray.get(ref))
+    # Kept only when no task can change it for the next (each fetch of a list is a new copy).
+    if isinstance(value, (tuple, str, bytes, frozenset)):
+        _FETCHED[key] = value
+        if len(_FETCHED) > _FETCHED_MAX:
+            _FETCHED.popitem(last=False)
     return value
 
 
 def _restore(part: Any) -> Any:
-    """A shared dataclass's fields fetched back from the object store (in the worker)."""
+    """A shared part, or a shared dataclass's fields, fetched back from the object store (in
+    the worker)."""
+    import ray
+
+    if isinstance(part, ray.ObjectRef):
+        return _fetch(part)
     if not (dataclasses.is_dataclass(part) and not isinstance(part, type)):
         return part
-    import ray
 
     whole = None
     for f in dataclasses.fields(part):
@@ -286,7 +294,7 @@ def _restore(part: Any) -> Any:
 
 
 def _execute(call: Callable[[Any], dict[str, Any]], layout: list[tuple[Any, bool, int]],
-             *parts: Any) -> list[dict[str, Any]]:
+             parts: list[Any]) -> list[dict[str, Any]]:
     """A chunk of tasks, in a Ray worker: each payload put back together, then the runner's
     call. ``layout`` holds each task without its payload, whether the payload is a tuple, and
     how many of ``parts`` are its own."""
