@@ -187,6 +187,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", default=None, help="write the figures as JSON")
     args = parser.parse_args(argv)
     print(machine_header(["benchmarks/bench_ray.py", *argv]))
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # local Rays on loopback
     import ray
 
     print(f"ray {ray.__version__}\n")

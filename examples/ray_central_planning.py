@@ -21,11 +21,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import ray
+
+# A local Ray on the loopback address (set before Ray is imported).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+import ray  # noqa: E402
 
 from seqpart.solver.step import plan_step
 

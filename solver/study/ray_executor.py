@@ -34,6 +34,7 @@ import copy
 import dataclasses
 import itertools
 import logging
+import os
 import signal
 import socket
 import threading
@@ -54,8 +55,18 @@ CHUNK_MAX = 16
 _SCALARS = (bool, int, float, str, bytes, type(None))
 
 
-def import_ray() -> Any:
-    """The ``ray`` module, or a :class:`UsageError` that names the extra to install."""
+#: Set before Ray is first imported when this process starts a local Ray: Ray then binds its
+#: services to the loopback address (its default on Linux is the machine's own network address,
+#: reachable from outside). Joining a cluster (``--address``) leaves it alone.
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def import_ray(local: bool = False) -> Any:
+    """The ``ray`` module, or a :class:`UsageError` that names the extra to install. ``local``:
+    this process will start a single-machine Ray, kept on the loopback address."""
+    if local:
+        for key, value in LOCAL_RAY_ENV.items():
+            os.environ.setdefault(key, value)
     try:
         import ray
     except ImportError:
@@ -70,7 +81,7 @@ def ray_executor(address: str | None = None, num_cpus: int | None = None,
     """A :class:`RayExecutor` on the cluster at ``address``, or on a local Ray of ``num_cpus``
     CPUs (None: all cores) started here and shut down on exit. When this process is already
     connected to Ray (``ray.init`` was called), that connection is used and left open."""
-    ray = import_ray()
+    ray = import_ray(local=address in (None, "local"))
     started = not ray.is_initialized()
     if started:
         quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+# The local Rays these tests start stay on the loopback address (before Ray is imported).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'seqpart[ray]'")
 
 from seqpart.solver.study.methods import StudyConfig, build_instances, method_task, run_study  # noqa: E402
