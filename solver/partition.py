@@ -16,6 +16,7 @@ from seqpart.heuristics.bounds import load_lower_bound_token_room
 from seqpart.heuristics.kernels import (
     argsort_desc,
     best_fit_with_room,
+    fill_empty,
     first_fit_tree,
 )
 from seqpart.solver.assemble import finish_plan
@@ -119,6 +120,14 @@ def _fixed_k(
     best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
     if best.bins is None and cap is not None:
         check_count(_count_bound(items, cap))
+        if max_count is None and engine != "heuristics" and not items.shift and problem.k:
+            # At (or near) the smallest count the constructions can miss a packing that the
+            # count search finds: pack k bins with it, then search from that plan. (With k=None
+            # the count search has already run in the count's search.)
+            packed = _packing_at(items, k, cap, budget, time_limit)
+            if packed is not None:
+                best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, packed,
+                                      "count_search")
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
@@ -132,6 +141,22 @@ def _fixed_k(
                 )
     # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
     return keep_improving(items, k, cap, max_count, best, budget, options.seed)
+
+
+def _packing_at(
+    items: Items, k: int, cap: int, budget: Budget, time_limit: float
+) -> list[list[int]] | None:
+    """k non-empty micro-batches under the cap from the count search (None: it found no
+    packing into k or fewer within most of the time left)."""
+    bins = best_fit_with_room(items.token_array, None, cap)[0]
+    if len(bins) > k:
+        found = count_items(items.tokens, cap, _count_bound(items, cap), bins,
+                            0.8 * max(budget.left(), 0.0), budget.wall_deadline, budget.charge)
+        if found is None or found.bins is None or len(found.bins) > k:
+            return None
+        bins = found.bins
+    padded = [list(b) for b in bins] + [[] for _ in range(k - len(bins))]
+    return fill_empty(padded, items.costs, items.counts, None)
 
 
 def _search_k(
@@ -243,9 +268,9 @@ def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
     """Which budget ended the search, and after how long: in work timing the estimate of the
     work can run out long before the clock reaches ``time_limit``."""
     after = f"after {elapsed * 1000:.1f} ms" if elapsed < 1 else f"after {elapsed:.2f} s"
-    if budget.by_clock:
+    if budget.by_clock and budget.wall_left() <= 0:
         return f"the clock reached time_limit={time_limit}s ({after})"
-    if budget.left() <= 0:
+    if not budget.by_clock and budget.left() <= 0:
         return (f"the work budget for time_limit={time_limit}s ran out {after} of wall time (work "
                 "is estimated, not timed, so the same input gives the same answer)")
     if budget.cut:

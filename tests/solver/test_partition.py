@@ -130,6 +130,7 @@ def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch)
 
     patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
     patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
+    patch_solver(monkeypatch, "_packing_at", lambda *args, **kwargs: None)  # the count search's
     with pytest.raises(InfeasibleError) as info:
         partition(lengths, 3, 12, time_limit=0.05)
     assert not info.value.proven
@@ -283,6 +284,7 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
                         *args, **kwargs: [list(b) for b in bins])
     patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
     patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
+    patch_solver(monkeypatch, "_packing_at", lambda *args, **kwargs: None)  # the count search's
     plan = partition(lengths, 3, 12, time_limit=time_limit)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method == "cp-sat" and plan.status == "optimal"
@@ -446,3 +448,23 @@ def test_the_ctrl_c_watcher_leaves_the_wakeup_fd_as_it_was() -> None:
         signal.signal(signal.SIGINT, handler)
         os.close(read_fd)
         os.close(write_fd)
+
+
+def test_a_fixed_count_the_constructions_miss_is_packed_by_the_count_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At the smallest count the constructions can miss the packing; partition(k) then packs k
+    micro-batches with the count search and searches from there, instead of raising."""
+    lengths = [7, 6, 5, 5, 4, 4, 3, 2]  # cap 12, k 3: tight packing (36 = 3 * 12)
+    monkeypatch.setattr(cpsat_module, "SOLVE_STARTUP_SECONDS", 1e9)  # no CP-SAT to fall back on
+    patch_solver(monkeypatch, "prove_items", _no_proof_phase)
+    patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
+
+    def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
+        return [list(range(len(tokens))), [], []]
+
+    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
+    plan = partition(lengths, 3, 12, time_limit=0.5)
+    check_plan(plan.bins, lengths, 3, 12)
+    assert plan.method.startswith("count_search") and max(plan.tokens) == 12
