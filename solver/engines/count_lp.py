@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.linear_solver import pywraplp
 
+from seqpart.solver.engines.lp_bound import knapsack_pass
+
 #: Duals are scaled to integers with this factor (~1e-6 relative resolution).
 SCALE = 1 << 20
 #: Work units of one LP solve (a pricing-table cell is one unit), plus per column in the pool
@@ -154,12 +156,7 @@ class PatternLP:
         # Exact loads: dp[c] is the best value of a pattern of load exactly c (or unreachable).
         dp = np.full(cap + 1, _UNREACHABLE, dtype=np.int64)
         dp[0] = 0
-        taken: list[np.ndarray] = []
-        for i, copies, size in chunks:
-            cand = dp[: cap + 1 - size] + w[i] * copies
-            better = cand > dp[size:]
-            dp[size:] = np.where(better, cand, dp[size:])
-            taken.append(better)
+        taken = knapsack_pass(dp, chunks, w, cap)
         lo = self.min_load
         c = lo + int(np.argmax(dp[lo:]))
         if dp[c] < 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
@@ -197,12 +198,7 @@ def _knapsack_dp(
         return None
     budget.used += len(chunks) * (cap + 1)
     dp = np.zeros(cap + 1, dtype=np.int64)
-    taken: list[np.ndarray] = []
-    for i, copies, size in chunks:
-        cand = dp[: cap + 1 - size] + w[i] * copies
-        better = cand > dp[size:]
-        dp[size:] = np.where(better, cand, dp[size:])
-        taken.append(better)
+    taken = knapsack_pass(dp, chunks, w, cap)
     out = [0] * len(w)
     c = cap
     for (i, copies, size), better in zip(reversed(chunks), reversed(taken), strict=True):
@@ -329,3 +325,18 @@ def lp_load_bound(
         else:
             hi = mid
     return lo
+
+
+def knapsack_pass(
+    dp: np.ndarray, chunks: list[tuple[int, int, int]], w: Any, cap: int
+) -> list[np.ndarray]:
+    """One bounded-knapsack pass over the capacity table ``dp`` (updated in place): each chunk
+    (item type i, copies, size) may be taken once at weight ``w[i] * copies``. Returns, per
+    chunk, where taking it improved the table (to walk the choice back)."""
+    taken: list[np.ndarray] = []
+    for i, copies, size in chunks:
+        cand = dp[: cap + 1 - size] + w[i] * copies
+        better = cand > dp[size:]
+        dp[size:] = np.where(better, cand, dp[size:])
+        taken.append(better)
+    return taken
