@@ -111,6 +111,7 @@ def test_executor_flags_on_study_and_step() -> None:
         pass
 
 
+@pytest.mark.ray  # needs Ray: CI's second step runs it
 def test_an_address_nothing_answers_at_fails_at_once() -> None:
     pytest.importorskip("ray", reason="Ray is not installed: pip install 'seqpart[ray]'")
     with socket.socket() as sock:  # a loopback port nothing listens on once this closes
