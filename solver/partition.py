@@ -89,6 +89,7 @@ def _fixed_k(
         )
     max_count = sum(items.counts) // k if problem.equal_size else None
     lb = _load_bound(items, k, max_count)
+    cost_only = lb
     if cap is not None and not items.shift and items.costs != items.tokens:
         # A cost other than tokens under a cap with little room: the heaviest items cannot sit
         # in full micro-batches under a low load, which the cost-only bounds cannot see.
@@ -140,7 +141,34 @@ def _fixed_k(
                     engine == "cp-sat",
                 )
     # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
-    return keep_improving(items, k, cap, max_count, best, budget, options.seed)
+    best = keep_improving(items, k, cap, max_count, best, budget, options.seed)
+    note = _gap_note(best, cost_only, lb)
+    if note:
+        best.notes.append(note)
+    return best
+
+
+#: A gap at least this large gets a note saying what is known of where it lies.
+GAP_NOTE_ABOVE = 0.01
+
+
+def _gap_note(best: BestPlan, cost_only: int, room: int) -> str | None:
+    """Where a large gap lies, as far as the bounds tell: the part a stronger bound removed was
+    in the bound; what remains may be in the plan or in the bound."""
+    if best.bins is None or best.lower_bound <= 0 or best.max_load <= best.lower_bound:
+        return None
+    gap = best.max_load / best.lower_bound - 1
+    if gap < GAP_NOTE_ABOVE:
+        return None
+    found = []
+    if room > cost_only:
+        found.append(f"the token-room bound is {room / cost_only - 1:.1%} above the cost-only bound "
+                     "(that much of the cost-only gap was in the bound)")
+    if best.lower_bound > room:
+        found.append(f"the proofs raised the bound {best.lower_bound / room - 1:.1%} further")
+    known = "; ".join(found) if found else "no stronger bound raised the counting bound"
+    return (f"gap {gap:.2%} to the lower bound: {known}; the rest may be in the plan or in the "
+            "bound (a longer time limit lets the LP bound and CP-SAT tell)")
 
 
 def _packing_at(

@@ -174,3 +174,16 @@ def test_solver_options_take_numpy_scalars_as_python_values() -> None:
     assert type(options.workers) is int and type(options.deterministic) is bool
     with pytest.raises(TypeError, match="workers"):
         SolverOptions(workers=float("inf"))  # type: ignore[arg-type]
+
+
+def test_a_large_gap_says_how_much_of_it_a_stronger_bound_found_in_the_bound() -> None:
+    """Attention cost under a tight cap: the cost-only bound leaves a gap of over 10%; the note
+    says the token-room bound removed most of it, and that the rest is undecided."""
+    rng = np.random.default_rng(0)
+    x = np.clip(np.exp(rng.normal(np.log(3000), 1.0, 500)), 200, 32000).astype(int).tolist()
+    plan = partition(x, 36, 65536, cost="attention", time_limit=0.1, engine="heuristics")
+    notes = [n for n in plan.notes if n.startswith("gap ")]
+    assert plan.gap > 0.01 and len(notes) == 1
+    assert "token-room bound is" in notes[0] and "may be in the plan or in the bound" in notes[0]
+    small = partition([8, 7, 6, 5, 4], 2, 15)
+    assert not any(n.startswith("gap ") for n in small.notes)  # proven: nothing to say
