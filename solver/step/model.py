@@ -16,6 +16,7 @@ proxy. Arithmetic is exact: costs are Python ints, times ints or :class:`fractio
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -63,6 +64,17 @@ def as_overhead(overhead: Any) -> int:
 def as_pipeline(pp: Any, vpp: Any) -> tuple[int, int]:
     return as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp")
 
+
+
+def default_multiple_of(pp: Any, vpp: Any) -> int:
+    """The count per rank's multiple when the caller names none: ``pp`` when ``vpp > 1``
+    (Megatron-LM's interleaved schedule needs it), else 1. Bad values give 1 here and are named
+    by the checks that follow (:func:`as_pipeline`)."""
+    try:
+        interleaved, stages = operator.index(vpp) > 1, operator.index(pp)
+    except TypeError:
+        return 1
+    return stages if interleaved and stages >= 1 else 1
 
 def sequence_costs(tokens: np.ndarray, cost: Cost) -> list[int]:
     """``a*l + b*l^2`` per sequence as Python ints: exact at any size."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from seqpart.solver.errors import UsageError
+from seqpart.solver.step.model import default_multiple_of
 from seqpart.solver.study.step_report import TRAINERS
 from seqpart.solver.study.step_study import Setting, run_step_task
 
@@ -93,7 +94,7 @@ def run_step_data(config: StepDataConfig, say: Callable[[str], None] = lambda _:
         raise UsageError(f"a step of {smallest} sequences cannot give each of --dp {config.dp} "
                          "ranks a micro-batch: use a larger --global-batch or a smaller --dp")
     cap = config.cap if config.cap is not None else max(lengths)
-    group = config.multiple_of or (config.pp if config.vpp > 1 else 1)
+    group = config.multiple_of or default_multiple_of(config.pp, config.vpp)
     outcome = StepDataOutcome(len(steps), cap, group, left_out)
     if left_out:
         outcome.notes.append(f"the last {left_out} sequences do not fill a step of "
