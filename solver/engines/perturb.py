@@ -15,6 +15,7 @@ import random
 import time
 
 from seqpart.heuristics.kernels import improve_lists
+from seqpart.solver.engines.heuristic_phase import measure_bins
 from seqpart.solver.options import BestPlan, Budget
 from seqpart.solver.problem import Items
 
@@ -53,7 +54,7 @@ def keep_improving(
             continue
         searched = improve_lists(items.tokens, items.costs, items.counts, start, cap, None,
                                  deadline, best.lower_bound)
-        load = _valid_max_load(searched, items, k, cap)
+        load = measure_bins(searched, k, items, cap, None)
         if load is not None and load < best.max_load:
             best.bins, best.max_load = searched, load
             best.method = best.method.split("+perturbed")[0] + "+perturbed"
@@ -79,7 +80,7 @@ def _ruin_and_recreate(
     for b in chosen:
         new[b] = []
     load = {b: 0 for b in chosen}
-    room = {b: (cap if cap is not None else None) for b in chosen}
+    room = dict.fromkeys(chosen, cap)
     for i in freed:
         fits = [b for b in chosen if room[b] is None or tokens[i] <= room[b]]
         if not fits:
@@ -93,10 +94,3 @@ def _ruin_and_recreate(
         return None
     return new
 
-
-def _valid_max_load(bins: list[list[int]], items: Items, k: int, cap: int | None) -> int | None:
-    if len(bins) != k or not all(bins):
-        return None
-    if cap is not None and any(sum(items.tokens[i] for i in b) > cap for b in bins):
-        return None
-    return max(sum(items.costs[i] for i in b) for b in bins)
