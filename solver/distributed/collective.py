@@ -387,6 +387,38 @@ def _raise_same(err: DistributedPlanError | None, local: Exception | None) -> No
         raise err from local
 
 
+def _agreed_count(rows: list[list[int]], size: int) -> tuple[int, str]:
+    """The count every rank splits into (the largest need, at least min_k, rounded up to
+    multiple_of) and the note that says how it was agreed; raises on every rank alike when a
+    rank has fewer sequences than that count."""
+    needs = [r[_K_NEEDED] for r in rows]
+    top = rows[needs.index(max(needs))]
+    mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
+    k_agreed = -(-max(max(needs), floor) // mult) * mult  # rounded up to a multiple
+    rounding = (f", at least min_k={floor}" if floor > max(needs) else "") + (
+        f", rounded up to a multiple of {mult}" if mult > 1 else ""
+    )
+    short = [r for r in rows if r[_N] < k_agreed]
+    if short:
+        first = short[0]
+        others = f" ({len(short) - 1} other ranks too)" if len(short) > 1 else ""
+        raise DistributedPlanError(
+            f"rank {first[_RANK]} has {first[_N]} sequences but the {size} ranks agreed on "
+            f"k={k_agreed} micro-batches (rank {top[_RANK]} needs {max(needs)} under "
+            f"cap={rows[0][_CAP] or None}{rounding}){others}; each micro-batch must be non-empty. "
+            f"Fix: give every rank at least {k_agreed} sequences (split the step's samples evenly "
+            "across ranks, or plan it with plan_global_across_ranks), or raise the cap so fewer "
+            "micro-batches are needed",
+            code="too_few_samples",
+            rank=first[_RANK],
+            numbers={"n_local": first[_N], "k_agreed": k_agreed, "k_needed_max": max(needs),
+                     "rank_needing_most": top[_RANK], "cap": rows[0][_CAP]},
+        )
+    note = (f"k={k_agreed} agreed across {size} ranks (max needed {max(needs)} by rank "
+            f"{top[_RANK]}{rounding})")
+    return k_agreed, note
+
+
 # --------------------------------------------------------------------------- count agreement
 
 
@@ -427,20 +459,4 @@ def agree_on_count(
         _call_mismatch_error(rows) or _mismatch_error(rows) or _failure_error(rows, comm.size, what),
         local_error,
     )
-    needs = [r[_K_NEEDED] for r in rows]
-    mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
-    k = max(max(needs), floor)
-    k = -(-k // mult) * mult
-    short = [r for r in rows if r[_N] < k]
-    if short:
-        first = short[0]
-        raise DistributedPlanError(
-            f"rank {first[_RANK]} has {first[_N]} sequences but the {comm.size} ranks agreed on "
-            f"{k} micro-batches (largest need {max(needs)}, at least {floor}, a multiple of {mult}); "
-            "each micro-batch must be non-empty: give every rank at least that many sequences, "
-            "or raise the token cap so fewer micro-batches are needed",
-            code="too_few_samples",
-            rank=first[_RANK],
-            numbers={"n_local": first[_N], "k_agreed": k, "k_needed_max": max(needs)},
-        )
-    return k
+    return _agreed_count(rows, comm.size)[0]

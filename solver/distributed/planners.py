@@ -34,10 +34,6 @@ import numpy as np
 
 from seqpart.heuristics.inputs import as_lengths, as_positive_int
 from seqpart.solver.distributed.collective import (
-    _CAP,
-    _K_NEEDED,
-    _MIN_K,
-    _MULTIPLE,
     _N,
     _OK,
     _OP_GLOBAL,
@@ -46,7 +42,7 @@ from seqpart.solver.distributed.collective import (
     _OPS,
     _OVER_CAP,
     _PLAN_FAILED,
-    _RANK,
+    _agreed_count,
     _args_digest,
     _args_mismatch_error,
     _call_mismatch_error,
@@ -64,7 +60,7 @@ from seqpart.solver.distributed.collective import (
 from seqpart.solver.errors import DistributedPlanError
 from seqpart.solver.partition import partition
 from seqpart.solver.plan import Plan
-from seqpart.solver.step import order_for_pipeline, plan_global, round_up
+from seqpart.solver.step import order_for_pipeline, plan_global
 
 __all__ = [
     "DistributedPlanError",
@@ -255,38 +251,6 @@ def _smallest_local_plan(
         out.code = out.code if out.code != _OK else _classify(err)
         out.text = str(err)
     return out
-
-
-def _agreed_count(rows: list[list[int]], size: int) -> tuple[int, str]:
-    """The count every rank splits into (the largest need, at least min_k, rounded up to
-    multiple_of) and the note that says how it was agreed; raises on every rank alike when a
-    rank has fewer sequences than that count."""
-    needs = [r[_K_NEEDED] for r in rows]
-    top = rows[needs.index(max(needs))]
-    mult, floor = rows[0][_MULTIPLE], rows[0][_MIN_K]
-    k_agreed = round_up(max(max(needs), floor), mult)
-    rounding = (f", at least min_k={floor}" if floor > max(needs) else "") + (
-        f", rounded up to a multiple of {mult}" if mult > 1 else ""
-    )
-    short = [r for r in rows if r[_N] < k_agreed]
-    if short:
-        first = short[0]
-        others = f" ({len(short) - 1} other ranks too)" if len(short) > 1 else ""
-        raise DistributedPlanError(
-            f"rank {first[_RANK]} has {first[_N]} sequences but the {size} ranks agreed on "
-            f"k={k_agreed} micro-batches (rank {top[_RANK]} needs {max(needs)} under "
-            f"cap={rows[0][_CAP] or None}{rounding}){others}; each micro-batch must be non-empty. "
-            f"Fix: give every rank at least {k_agreed} sequences (split the step's samples evenly "
-            "across ranks, or plan it with plan_global_across_ranks), or raise the cap so fewer "
-            "micro-batches are needed",
-            code="too_few_samples",
-            rank=first[_RANK],
-            numbers={"n_local": first[_N], "k_agreed": k_agreed, "k_needed_max": max(needs),
-                     "rank_needing_most": top[_RANK], "cap": rows[0][_CAP]},
-        )
-    note = (f"k={k_agreed} agreed across {size} ranks (max needed {max(needs)} by rank "
-            f"{top[_RANK]}{rounding})")
-    return k_agreed, note
 
 
 def _plan_once_across_ranks(
