@@ -1,4 +1,4 @@
-"""Ctrl-C during a long CP-SAT solve.
+"""Ctrl-C during a long CP-SAT solve, and the clock's deadline.
 
 Python runs a signal handler only between bytecodes of the main thread, and during
 ``CpSolver.solve`` the main thread is inside C++: a Ctrl-C there is raised as KeyboardInterrupt
@@ -7,6 +7,11 @@ handler (``catch_sigint_signal``) would stop it, but leaves SIGINT at the OS def
 (see ``options.new_cp_solver``). So for long solves a watcher thread listens on Python's signal
 wake-up fd, which the C-level handler writes to at once, and asks the solver to stop; the
 KeyboardInterrupt then follows as usual, a moment later.
+
+In "clock" timing the solve must also end at an absolute deadline. CP-SAT's
+``max_time_in_seconds`` counts from its own start, after the model build and load, and some of
+its work checks the limit only between batches: a timer thread that calls ``stop_search`` at
+the deadline ends the search from outside, whatever CP-SAT's own clock says.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -23,6 +29,8 @@ from ortools.sat.python import cp_model
 #: Shorter solves are left alone: the Ctrl-C waits at most this long, and a pipe and a thread
 #: per call would be overhead in the millisecond budgets.
 WATCH_FROM_SECONDS = 1.0
+#: How often the deadline's timer repeats its stop until the solve returns.
+STOP_RETRY_SECONDS = 0.001
 
 
 @dataclass
@@ -32,6 +40,8 @@ class Watch:
     run's, and the caller's note should say so."""
 
     stopped: bool = False
+    #: The deadline's timer asked the solver to stop (the solve may have ended just before).
+    timed_out: bool = False
 
 
 @contextmanager
@@ -76,3 +86,52 @@ def stop_on_ctrl_c(solver: cp_model.CpSolver, seconds: float) -> Iterator[Watch]
         os.close(write_fd)
         watcher.join()
         os.close(read_fd)
+
+
+@contextmanager
+def stop_at_deadline(
+    solver: cp_model.CpSolver, deadline: float | None, watch_state: Watch | None = None
+) -> Iterator[Watch]:
+    """Stop ``solver``'s search at ``deadline`` (a ``time.perf_counter()`` value) while the
+    block runs; None: no timer. ``timed_out`` says whether the timer fired. The timer is a
+    thread that waits on an event, so it costs nothing while it waits and ends with the block.
+    """
+    watch_state = Watch() if watch_state is None else watch_state
+    if deadline is None:
+        yield watch_state
+        return
+    done = threading.Event()
+    end = deadline
+
+    def stop() -> None:
+        while (wait := end - time.perf_counter()) > 0:
+            if done.wait(wait):
+                return  # the solve ended in time
+        watch_state.timed_out = True
+        # Again every millisecond until the block ends: a stop that lands before CP-SAT has
+        # set its search up (an overdue deadline) is otherwise lost.
+        while True:
+            solver.stop_search()
+            if done.wait(STOP_RETRY_SECONDS):
+                return
+
+    timer = threading.Thread(target=stop, name="seqpart-deadline", daemon=True)
+    timer.start()
+    try:
+        yield watch_state
+    finally:
+        done.set()
+        timer.join()
+
+
+@contextmanager
+def guard_solve(
+    solver: cp_model.CpSolver, seconds: float, deadline: float | None = None
+) -> Iterator[Watch]:
+    """Both guards around one ``solver.solve``: Ctrl-C (solves of WATCH_FROM_SECONDS or more)
+    and, when ``deadline`` is given ("clock" timing only: a repeatable call must not depend on
+    when a thread wakes), a stop at that deadline."""
+    with ExitStack() as stack:
+        watch_state = stack.enter_context(stop_on_ctrl_c(solver, seconds))
+        stack.enter_context(stop_at_deadline(solver, deadline, watch_state))
+        yield watch_state

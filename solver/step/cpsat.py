@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from seqpart.solver.engines.interrupt import stop_on_ctrl_c
+from seqpart.solver.engines.interrupt import guard_solve
 from seqpart.solver.options import SolverOptions, new_cp_solver
 from seqpart.solver.step.model import StepInstance
 
@@ -91,7 +91,8 @@ def solve_step_exactly(
                 clock_cut = True
                 break
         status, value, bound, mb_of, used, stopped = _solve_m(
-            inst, m, bounds[m], best, share, wall, options)
+            inst, m, bounds[m], best, share, wall, options,
+            deadline if options.mode == "clock" else None)
         interrupted |= stopped
         clock_cut |= wall < share and used >= 0.9 * wall and status not in (
             cp_model.OPTIMAL, cp_model.INFEASIBLE)
@@ -118,10 +119,10 @@ def solve_step_exactly(
 
 def _solve_m(
     inst: StepInstance, m: int, lower: int, incumbent: int, seconds: float, wall: float,
-    options: SolverOptions,
+    options: SolverOptions, stop_by: float | None = None,
 ) -> tuple[int, int, int, np.ndarray | None, float, bool]:
     """CP-SAT at count ``m``: (status, objective, bound, micro-batch of each sequence, wall
-    seconds, whether a Ctrl-C stopped it)."""
+    seconds, whether a Ctrl-C stopped it). ``stop_by`` ("clock" timing): stopped there."""
     n, dp, k = inst.n, inst.dp_size, inst.dp_size * m
     tokens = inst.tokens.tolist()
     c, o, pp, vpp = inst.costs, inst.overhead, inst.pp, inst.vpp
@@ -159,7 +160,7 @@ def _solve_m(
     for name, value in options.cp_sat_parameters.items():
         setattr(solver.parameters, name, value)
     t0 = time.perf_counter()
-    with stop_on_ctrl_c(solver, wall) as watch:  # offline budgets: Ctrl-C acts at once
+    with guard_solve(solver, wall, stop_by) as watch:  # Ctrl-C, and the clock's deadline
         status = solver.solve(model)
     used = time.perf_counter() - t0
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
