@@ -160,6 +160,7 @@ def _knapsack(
     # Never more nodes than the work budget has left (a pricing call is not interrupted).
     node_limit = max(1, min(budget.knapsack_nodes, (budget.work - budget.used) // NODE_WORK))
     finished = dfs(0, cap_t, cap_c, 0)
+    dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
     budget.used += NODE_WORK * nodes
     if not finished:
         return None

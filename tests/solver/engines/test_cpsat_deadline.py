@@ -6,6 +6,7 @@ that does not in tens of seconds); ``benchmarks/bench_budget_use.py`` measures t
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from typing import Any
@@ -129,3 +130,21 @@ def test_the_repeatable_timing_has_no_timer_and_repeats_its_plan(
     assert all(s["batch"] == default_batch and s["det"] < LONG for s in seen)
     assert plans[0].bins == plans[1].bins and plans[0].max_load == plans[1].max_load
     assert not any("stopped by the clock" in n for n in plans[0].notes)
+
+
+def test_a_call_leaves_no_garbage_for_the_collector_it_paused() -> None:
+    """partition pauses the cyclic collector; reference cycles made during the call (the exact
+    search's recursive closures did) were collected all at once when it resumed, past the
+    limit. The bounds, the exact search, the LP and CP-SAT all run on this batch."""
+    lengths = _hard_batch()
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        plan = partition(lengths, 8, None, time_limit=0.1, cost="attention")
+        left = gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert any("exact search" in n for n in plan.notes) and any("cp-sat" in n for n in plan.notes)
+    assert left == 0
