@@ -10,8 +10,8 @@ KeyboardInterrupt then follows as usual, a moment later.
 
 In "clock" timing the solve must also end at an absolute deadline. CP-SAT's
 ``max_time_in_seconds`` counts from its own start, after the model build and load, and some of
-its work checks the limit only between batches: a timer thread that calls ``stop_search`` at
-the deadline ends the search from outside, whatever CP-SAT's own clock says.
+its work checks the limit only between steps: a watchdog thread (one for the process) calls
+``stop_search`` once the deadline has passed, whatever CP-SAT's own clock says.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Watch:
     run's, and the caller's note should say so."""
 
     stopped: bool = False
-    #: The deadline's timer asked the solver to stop (the solve may have ended just before).
+    #: The deadline's watchdog asked the solver to stop (the solve may have ended just before).
     timed_out: bool = False
 
 

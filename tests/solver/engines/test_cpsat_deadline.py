@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 import time
 from typing import Any
 
@@ -18,7 +19,7 @@ from seqpart.solver import SolverOptions, check_plan, partition
 from seqpart.solver.engines import cpsat as cpsat_module
 from seqpart.solver.engines.interrupt import guard_solve, stop_at_deadline
 
-#: CP-SAT's own limit in the stop tests: far beyond the loose bound, so only the timer stops.
+#: CP-SAT's own limit in the stop tests: far beyond the loose bound, so only the watchdog stops them.
 LONG = 60.0
 #: A stopped solve returns within milliseconds; this bound only tells "stopped" from "ran on".
 LOOSE = 20.0
@@ -48,7 +49,7 @@ def _solver(workers: int) -> cp_model.CpSolver:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_the_deadline_timer_stops_a_solve_its_own_limit_would_let_run(workers: int) -> None:
+def test_the_deadline_watchdog_stops_a_solve_its_own_limit_would_let_run(workers: int) -> None:
     solver = _solver(workers)
     t0 = time.perf_counter()
     with stop_at_deadline(solver, t0 + 0.05) as watch:
@@ -59,7 +60,7 @@ def test_the_deadline_timer_stops_a_solve_its_own_limit_would_let_run(workers: i
 
 
 def test_a_deadline_already_past_still_stops_the_solve() -> None:
-    """The timer fires before CP-SAT has set its search up (a stop then is lost): it repeats
+    """The watchdog fires before CP-SAT has set its search up (a stop then is lost): it repeats
     until the solve returns."""
     solver = _solver(1)
     t0 = time.perf_counter()
@@ -68,7 +69,28 @@ def test_a_deadline_already_past_still_stops_the_solve() -> None:
     assert time.perf_counter() - t0 < LOOSE and watch.timed_out
 
 
-def test_no_deadline_no_timer_and_a_solve_in_time_is_not_marked() -> None:
+def test_one_watchdog_serves_solves_in_several_threads() -> None:
+    """The watchdog thread is shared: each solve is stopped at its own deadline."""
+    watches, lock = [], threading.Lock()
+
+    def solve(delay: float) -> None:
+        solver = _solver(1)
+        with stop_at_deadline(solver, time.perf_counter() + delay) as watch:
+            solver.solve(_hard_number_partition())
+        with lock:
+            watches.append(watch)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=solve, args=(d,)) for d in (0.03, 0.08)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(LOOSE)
+    assert time.perf_counter() - t0 < LOOSE
+    assert len(watches) == 2 and all(w.timed_out for w in watches)
+
+
+def test_no_deadline_no_stop_and_a_solve_in_time_is_not_marked() -> None:
     model = cp_model.CpModel()
     v = model.new_int_var(0, 10, "v")
     model.maximize(v)
@@ -78,7 +100,7 @@ def test_no_deadline_no_timer_and_a_solve_in_time_is_not_marked() -> None:
     assert not watch.timed_out
     with guard_solve(solver, 0.1, time.perf_counter() + LONG) as watch:
         assert solver.solve(model) == cp_model.OPTIMAL
-    assert not watch.timed_out  # the timer ended with the block, without firing
+    assert not watch.timed_out  # the job ended with the block, unfired
 
 
 def _hard_batch() -> list[int]:
@@ -117,7 +139,7 @@ def test_a_clock_call_stops_cp_sat_at_its_deadline_and_says_so(
         assert all("stopped by the clock" in n for n in solve_notes), plan.notes
 
 
-def test_the_repeatable_timing_has_no_timer_and_repeats_its_plan(
+def test_the_repeatable_timing_has_no_watchdog_and_repeats_its_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen = _spy_on_the_solve(monkeypatch)
