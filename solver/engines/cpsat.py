@@ -62,10 +62,14 @@ CLOCK_LS_BATCH_DTIME = 0.005
 #: to notice the limit, join its threads and answer. Measured past the limit on the bench's
 #: models at 0.1 s (load 2.6 on 2 cores): one worker 0.4 ms median, 2.2 ms p99; two workers
 #: (the second runs LNS and local search, whose tasks look at the limit between steps) 1.2 ms
-#: median, 6.7 ms p99. What the margin leaves goes to the perturb-and-search rounds after
-#: CP-SAT; the deadline's watchdog (``guard_solve``) stops whatever runs on.
+#: median, 6.7 ms p99. With two workers it grows with the solve, as the LNS tasks do (one took
+#: 1.6 s of wall time for 0.1 deterministic units): 4 ms median and 10 ms max at 3 s, 16 ms at
+#: 10 s. What the margin leaves goes to the perturb-and-search rounds after CP-SAT; the
+#: deadline's watchdog (``guard_solve``) stops whatever runs on.
 STOP_LATENCY_SECONDS = 0.001
 STOP_LATENCY_WORKERS_SECONDS = 0.005
+STOP_LATENCY_WORKERS_SHARE = 0.002
+STOP_LATENCY_WORKERS_MAX = 0.05
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
@@ -194,7 +198,9 @@ def _set_limits(
         params.num_workers = 1
     det_limit = None
     if budget.by_clock:
-        stop = STOP_LATENCY_SECONDS if params.num_workers == 1 else STOP_LATENCY_WORKERS_SECONDS
+        stop = STOP_LATENCY_SECONDS if params.num_workers == 1 else min(
+            STOP_LATENCY_WORKERS_SECONDS + STOP_LATENCY_WORKERS_SHARE * solve_seconds,
+            STOP_LATENCY_WORKERS_MAX)
         params.max_time_in_seconds = max(solve_seconds - stop, 0.001)
         params.feasibility_jump_batch_dtime = CLOCK_LS_BATCH_DTIME
     else:
