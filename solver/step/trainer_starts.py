@@ -36,13 +36,10 @@ import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 
 from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.kernels import karmarkar_karp_lists, order_desc
-from seqpart.heuristics.trainer_baselines import megatron_schedule
+from seqpart.heuristics.trainer_baselines import megatron_schedule, refine_by_swaps
 from seqpart.solver.step.model import StepInstance
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND
 
@@ -78,8 +75,12 @@ def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list
         bins[b].append(i)
         tree[node] -= t
         node //= 2
-        while node:
-            tree[node] = max(tree[2 * node], tree[2 * node + 1])
+        while node:  # up to the first ancestor whose max does not change (nor then any above)
+            left, right = tree[2 * node], tree[2 * node + 1]
+            top = left if left > right else right
+            if tree[node] == top:
+                break
+            tree[node] = top
             node //= 2
     return bins
 
@@ -155,84 +156,6 @@ def prime_rl(
     groups = karmarkar_karp_lists(weights, [1] * k, dp, k // dp)
     groups, work, how = refine_by_swaps(weights, groups, work_budget, deadline)
     return _deal(bins, [sorted(g) for g in groups]), work, how
-
-
-def refine_by_swaps(
-    weights: list[int], groups: list[list[int]], work_budget: int, deadline: float | None = None
-) -> tuple[list[list[int]], int, str]:
-    """prime-rl's refinement: while some swap of two items of different groups lowers
-    (largest group sum, largest - smallest), take the best, ties to the smallest
-    (group, group, position, position) with the lower group first. Only swaps with the one group
-    at the maximum or the one at the minimum can lower that pair, so only those are scored.
-    Stops when ``work_budget`` pairs have been scored or at ``deadline``. Returns (groups, work,
-    "done" / "work budget" / "clock")."""
-    k = len(groups)
-    if k < 2:
-        return [list(g) for g in groups], 0, "done"
-    dtype: Any = np.int64 if sum(weights) < 2**62 else object
-    w = np.asarray(weights, dtype=dtype)
-    slot_item = np.asarray([i for g in groups for i in g], dtype=np.int64)
-    slot_group = np.asarray([r for r, g in enumerate(groups) for _ in g], dtype=np.int64)
-    slot_pos = np.asarray([p for g in groups for p in range(len(g))], dtype=np.int64)
-    first = np.concatenate([[0], np.cumsum([len(g) for g in groups])]).astype(np.int64).tolist()
-    sums = [sum(weights[i] for i in g) for g in groups]
-    total = sum(sums)
-    work = 0
-    while True:
-        top, bottom = max(sums), min(sums)
-        current = (top, top - bottom)
-        ranked = sorted(range(k), key=lambda r: (sums[r], r))
-        focus = [r for r, v in ((ranked[-1], top), (ranked[0], bottom)) if sums.count(v) == 1]
-        s_arr = np.asarray(sums, dtype=dtype)
-        best: tuple[tuple[int, int], tuple[int, int, int, int]] | None = None
-        for c in dict.fromkeys(focus):
-            lo_c, hi_c = first[c], first[c + 1]
-            others = np.concatenate([np.arange(0, lo_c), np.arange(hi_c, len(slot_item))])
-            if not len(others) or hi_c == lo_c:
-                continue
-            if work >= work_budget:
-                return _groups(slot_item, first, k), work, "work budget"
-            if deadline is not None and time.perf_counter() > deadline:
-                return _groups(slot_item, first, k), work, "clock"
-            # Max and min of the group sums other than c and the partner's group b.
-            desc = [r for r in ranked[::-1] if r != c][:2]
-            asc = [r for r in ranked if r != c][:2]
-            rest_hi = np.full(k, sums[desc[0]] if desc else 0, dtype=dtype)
-            rest_hi[desc[0]] = sums[desc[1]] if len(desc) > 1 else 0
-            rest_lo = np.full(k, sums[asc[0]] if asc else total, dtype=dtype)
-            rest_lo[asc[0]] = sums[asc[1]] if len(asc) > 1 else total
-            grp = slot_group[others]
-            d = w[slot_item[lo_c:hi_c]][:, None] - w[slot_item[others]][None, :]
-            work += d.size
-            new_c = sums[c] - d
-            new_b = s_arr[grp][None, :] + d
-            hi = np.maximum(np.maximum(new_c, new_b), rest_hi[grp][None, :])
-            lo = np.minimum(np.minimum(new_c, new_b), rest_lo[grp][None, :])
-            best_hi = hi.min()
-            at = np.flatnonzero(hi.ravel() == best_hi)
-            spread = (hi - lo).ravel()[at]
-            key = (int(best_hi), int(spread.min()))
-            if key >= current or (best is not None and key > best[0]):
-                continue
-            at = at[spread == spread.min()]
-            rows, cols = at // len(others), at % len(others)
-            for r, col in zip(rows.tolist(), cols.tolist(), strict=True):
-                b, pb = int(grp[col]), int(slot_pos[others[col]])
-                cand = (key, (c, b, r, pb) if c < b else (b, c, pb, r))
-                if best is None or cand < best:
-                    best = cand
-        if best is None:
-            return _groups(slot_item, first, k), work, "done"
-        _, (a, b, i, j) = best
-        x, y = first[a] + i, first[b] + j
-        moved = weights[int(slot_item[x])] - weights[int(slot_item[y])]
-        sums[a] -= moved
-        sums[b] += moved
-        slot_item[x], slot_item[y] = slot_item[y], slot_item[x]
-
-
-def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
-    return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
 
 
 @dataclass
