@@ -302,84 +302,65 @@ def _kk_work(items: int, bins: int, equal: bool = False) -> int:
     return KK_CALL_WORK + KK_SPLIT_WORK * items * (items.bit_length() + bins.bit_length())
 
 
-def cheap_trainer_starts(
-    inst: StepInstance, work_budget: int | None
-) -> tuple[list[tuple[str, Schedule]], list[str], int, VerlRetry | None]:
-    """The cheap trainers' schedules (raw: the caller validates) that fit ``work_budget``
-    (None: all), cheapest first: Megatron-LM's (always), slime's two, verl's (and its retry
-    when the first count already respects the cap). Returns (starts, notes, work, verl's
-    retry state when it must go on, else None). Deterministic: whether a trainer runs depends
-    on the sizes only (estimates), the work charged on the splits made."""
+def run_trainer_starts(
+    inst: StepInstance, work_budget: int | None, deadline: float | None, hopeless: Hopeless,
+    take: Callable[[str, Schedule], None],
+) -> tuple[list[str], int]:
+    """Every trainer's schedule, each run to its end, handed to ``take(name, schedule)`` (raw:
+    the caller validates) as soon as it is made, so that ``hopeless`` sees it: Megatron-LM's
+    (always), verl's first count, slime's two, prime-rl's with its swap refinement, verl's
+    retry. A trainer whose estimated set-up does not fit what is left of ``work_budget``
+    (None: no limit), or that the clock says would end past ``deadline``, is not run; the
+    open-ended parts (prime-rl's refinement, verl's retry) get all that is left and may be cut
+    (a cut refinement still gives a valid start, a cut retry none); a trainer whose count
+    cannot beat what ``take`` was given (``hopeless``) is not built. Returns (notes naming
+    every trainer not run to its end, and why; work)."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
-    skipped: list[str] = []
-    out: list[tuple[str, Schedule]] = [("megatron", megatron_schedule(tokens, dp, cap, mo))]
-    spent = n
-    fit = _fit_work(inst)
-    if fit <= left - spent:
-        out += slime(tokens, costs, dp, cap, mo)
-        spent += fit
-    else:
-        skipped += ["slime_rr", "slime_kk"]
+    take("trainer:megatron", megatron_schedule(tokens, dp, cap, mo))
+    spent, notes, skipped = n, [], {"budget": [], "clock": []}
+
+    def fits(names: list[str], work: int) -> bool:
+        why = "budget" if work > left - spent else "clock" if _late(deadline, work) else ""
+        skipped.get(why, []).extend(names)
+        return not why
+
     retry = None
-    first = _kk_work(n, dp, True) + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))
-    if first <= left - spent:
+    equal = _kk_work(n, dp, True)
+    if fits(["verl", "verl_retry"], equal + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))):
         found, retry, work = verl(tokens, costs, dp, cap, mo)
-        out += found
-        spent += _kk_work(n, dp, True) + work
-    else:
-        skipped += ["verl", "verl_retry"]
-    notes = [f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}"] if skipped else []
-    return [(f"trainer:{name}", s) for name, s in out], notes, spent, retry
-
-
-def costly_trainer_starts(
-    inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
-    retry: VerlRetry | None, run_prime_rl: bool = True,
-) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
-    """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
-    with its swap refinement (when ``run_prime_rl``), then verl's retry from ``retry`` (the
-    state :func:`cheap_trainer_starts` left, or a cut retry's: it resumes). Each is skipped once
-    it cannot beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or
-    with any count from m on, beats it), which is sound since the incumbent is already at hand.
-    Returns (starts, notes, work, whether the work budget left one out or cut it short)."""
-    tokens, costs = inst.tokens.tolist(), inst.costs
-    dp, cap, mo = inst.dp_size, inst.cap, inst.multiple_of
-    left = 10**18 if work_budget is None else work_budget
-    spent = 0
-    out: list[tuple[str, Schedule]] = []
-    notes: list[str] = []
+        spent += equal + work
+        for name, sched in found:
+            take(f"trainer:{name}", sched)
     fit = _fit_work(inst)
-    # prime-rl first, with half of the budget or twice its set-up (its refinement can take all
-    # of it), then verl's retry with what is left.
-    half = left if retry is None else max(left // 2, min(left, 2 * fit))
-    if not run_prime_rl:
-        pass
-    elif fit <= half and _late(deadline, fit):
-        notes.append("trainer start prime_rl: no time left for it on the clock, not run")
-    elif fit <= half:
-        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) * REFINE_PAIRS,
-                                    hopeless, deadline)
+    if fits(["slime_rr", "slime_kk"], fit):
+        for name, sched in slime(tokens, costs, dp, cap, mo):
+            take(f"trainer:{name}", sched)
+        spent += fit
+    if fits(["prime_rl"], fit):
+        budget = (left - spent - fit) * REFINE_PAIRS
+        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, budget, hopeless, deadline)
         spent += fit + work // REFINE_PAIRS
         if sched is not None:
-            out.append(("prime_rl" if how == "done" else "prime_rl (refinement cut short)", sched))
+            take("trainer:prime_rl" + ("" if how == "done" else " (refinement cut short)"), sched)
         if how in ("work budget", "clock"):
             notes.append(f"trainer start prime_rl: its swap refinement was stopped by the {how}; "
                          "started from the partly refined schedule")
-    else:
-        notes.append("trainer start prime_rl: did not fit the budget, not run")
     if retry is not None:
         sched, work, how = verl_retry(tokens, costs, cap, mo, retry, left - spent, hopeless,
                                       deadline)
         spent += work
         if sched is not None:
-            out.append(("verl_retry", sched))
+            take("trainer:verl_retry", sched)
         elif how in ("work budget", "clock"):
             notes.append(f"trainer start verl_retry: its retry was stopped by the {how} "
                          f"(at count {retry.k})")
-    cut = any("budget" in note for note in notes)
-    return [(f"trainer:{name}", s) for name, s in out], notes, spent, cut
+    for why, names in skipped.items():
+        if names:
+            reason = "no time left on the clock" if why == "clock" else "did not fit the budget"
+            notes.append(f"trainer starts not run ({reason}): {', '.join(names)}")
+    return notes, spent
 
 
 def _late(deadline: float | None, work: int) -> bool:
@@ -398,6 +379,7 @@ def _fit_work(inst: StepInstance) -> int:
 def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
     """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
     the same schedules as ``seqpart.heuristics.trainer_baselines``, order within a rank aside)."""
-    cheap, _, _, retry = cheap_trainer_starts(inst, None)
-    costly, _, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
-    return cheap + costly
+    out: list[tuple[str, Schedule]] = []
+    run_trainer_starts(inst, None, None, lambda m, onwards: False,
+                       lambda name, sched: out.append((name, sched)))
+    return out

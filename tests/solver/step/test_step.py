@@ -455,23 +455,30 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import cheap_trainer_starts, costly_trainer_starts
+    from seqpart.solver.step.trainer_starts import run_trainer_starts
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    starts, notes, spent, _ = cheap_trainer_starts(inst, 1000)
-    assert [name for name, _ in starts] == ["trainer:megatron"]
-    assert any("not run" in note for note in notes)
-    full, _, full_spent, _ = cheap_trainer_starts(inst, None)
-    assert len(full) > 1 and full_spent > spent
     never = lambda m, onwards: False  # noqa: E731
-    retry = cheap_trainer_starts(inst, None)[3]
-    assert retry is not None  # this batch's first count breaks the cap: the retry goes on
-    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, retry)
-    assert spent <= 10 and cut and any("not run" in note for note in notes)
+
+    def run(budget: int | None, hopeless=never) -> tuple[list[str], list[str], int]:
+        names: list[str] = []
+        notes, spent = run_trainer_starts(inst, budget, None, hopeless,
+                                          lambda name, sched: names.append(name))
+        return names, notes, spent
+
+    names, notes, spent = run(1000)
+    assert names == ["trainer:megatron"]
+    assert any("did not fit the budget" in note and "prime_rl" in note for note in notes)
+    full, notes, full_spent = run(None)
+    assert {"trainer:slime_rr", "trainer:prime_rl", "trainer:verl_retry"} <= set(full)
+    assert not notes and full_spent > spent
+    # The open-ended parts get what the set-ups leave: cut short, and said so.
+    cut, notes, _ = run(full_spent - 50)
+    assert any("stopped by the work budget" in note for note in notes)
     # A schedule that cannot beat the incumbent is not built at all.
-    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, retry)
-    assert got == [] and not cut
+    names, _, _ = run(None, lambda m, onwards: True)
+    assert "trainer:prime_rl" not in names and "trainer:verl_retry" not in names
 
 
 def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
@@ -479,11 +486,11 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
     a time, ends on the trainer's own schedule, having split no rank twice at a count."""
     from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import _kk_work, cheap_trainer_starts, verl_retry
+    from seqpart.solver.step.trainer_starts import _kk_work, verl, verl_retry
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    state = cheap_trainer_starts(inst, None)[3]
+    state = verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1]
     assert state is not None
     never = lambda m, onwards: False  # noqa: E731
     one_split = _kk_work(max(len(r) for r in state.ranks), len(lengths))  # >= any split here
@@ -501,5 +508,6 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
 
     assert canon(sched) == canon(ref)
     _, whole, _ = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
-                             cheap_trainer_starts(inst, None)[3], 10**18, never, None)
+                             verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1], 10**18,
+                             never, None)
     assert total == whole  # resuming redid no split
