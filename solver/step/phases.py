@@ -46,7 +46,7 @@ from seqpart.solver.step.model import exact as exact_time
 from seqpart.solver.step.pipeline import ORDER_WORK, PipelineModel, scale, schedule_error
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
-from seqpart.solver.step.trainer_starts import run_trainer_starts
+from seqpart.solver.step.trainer_starts import as_start, run_trainer_starts
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).
@@ -253,7 +253,7 @@ class StepSearch:
         skipped: list[str] = []
 
         def take(method: str, sched: Any) -> None:
-            found = from_schedule(sched, self.inst)
+            found = (as_start if method.startswith("trainer:") else from_schedule)(sched, self.inst)
             if found is None or found[0] not in self.bounds:
                 skipped.append(method)
             else:

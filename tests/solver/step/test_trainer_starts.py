@@ -61,3 +61,35 @@ def test_plan_step_is_never_slower_than_a_trainer_schedule_in_either_order() -> 
                 trial, name, plan.step_time, best, plan.notes)
             checked += 1
     assert checked > 30
+
+
+def test_as_start_agrees_with_the_validator() -> None:
+    """The trainers' starts are checked by a vectorised copy of the validator's rules: it takes
+    and rejects the same schedules as ``from_schedule`` (the validator), oversize included."""
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.starts import from_schedule
+    from seqpart.solver.step.trainer_starts import as_start, trainer_starts
+
+    rng = np.random.default_rng(2)
+    seen = {True: 0, False: 0}
+    for trial in range(40):
+        n, dp = int(rng.integers(6, 60)), int(rng.integers(1, 4))
+        lengths = rng.integers(1, 900, n).tolist()
+        lengths[0] = 1500 if trial % 3 == 0 else lengths[0]  # over the cap: alone
+        inst = make_instance(lengths, dp, 1000, oversize="alone", multiple_of=1 + trial % 2)
+        for _, sched in trainer_starts(inst):
+            variants = [sched, [list(rank) for rank in sched][:-1] or [[]]]
+            broken = [[list(mb) for mb in rank] for rank in sched]
+            if len(broken[0]) > 1 or dp > 1:
+                moved = broken[0].pop()  # unequal counts, or a merged (maybe over-cap) batch
+                broken[-1][-1] = broken[-1][-1] + moved
+            twice = [[list(mb) for mb in rank] for rank in sched]
+            twice[0][0] = twice[0][0] + [twice[-1][-1][0]]
+            variants += [broken, twice]
+            for v in variants:
+                want, got = from_schedule(v, inst), as_start(v, inst)
+                assert (want is None) == (got is None), trial
+                if want is not None:
+                    assert want[0] == got[0] and (want[1] == got[1]).all()
+                seen[want is None] += 1
+    assert seen[True] > 20 and seen[False] > 20
