@@ -217,6 +217,10 @@ def prime_rl(
     return _schedule(bins, [sorted(b for b in g if b < k) for g in groups])
 
 
+#: A swap step's fixed cost (its numpy calls, ~50-100 us), counted as this many pairs scored.
+_STEP_PAIRS = 2000
+
+
 def refine_by_swaps(
     weights: list[int], groups: list[list[int]], work_budget: int | None = None,
     deadline: float | None = None,
@@ -255,7 +259,7 @@ def refine_by_swaps(
             return _groups(slot_item, first, k), work, "clock"
         found, scored = _best_swap(sums, w, sorted_w, by_weight, slot_item, slot_group, slot_pos,
                                    item_slot, first)
-        work += scored
+        work += scored + _STEP_PAIRS
         if found is None:
             return _groups(slot_item, first, k), work, "done"
         x, y = found

@@ -46,13 +46,22 @@ from seqpart.solver.step.model import exact as exact_time
 from seqpart.solver.step.pipeline import ORDER_WORK, PipelineModel, scale, schedule_error
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
-from seqpart.solver.step.trainer_starts import as_start, run_trainer_starts
+from seqpart.solver.step.trainer_starts import (
+    OpenEnded,
+    as_start,
+    finish_open_ended,
+    run_trainer_starts,
+)
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).
 _BUILD_WORK_PER_SEQUENCE = 400
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
+#: Share of the work budget the trainers' schedules may take before the search: their set-ups
+#: are cheap; the open-ended parts (prime-rl's refinement, verl's retry) stop there and resume
+#: with what the search leaves.
+_TRAINER_SHARE = 0.6
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 #: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
@@ -110,6 +119,8 @@ class StepSearch:
         self.pool: list[Row] = []
         self.constructed: list[str] = []  # valid starts of our own constructions
         self.spent = 0
+        self.open_ended = OpenEnded()
+        self.broken: list[str] = []  # given or trainers' starts that break the contract
         self.best = _Best()
         self.clock_cut = False
         self.searched: set[int] = set()
@@ -130,6 +141,7 @@ class StepSearch:
         self.starts_at_counts()
         self.capped_balancer_when_no_start()
         self.search_and_build()
+        self.finish_trainer_starts()
         self.take_the_best_unsearched_start()
         proven = self.cp_sat_on_tiny_instances()
         self.closing_notes()
@@ -246,29 +258,30 @@ class StepSearch:
 
     # ----------------------------------------------------------------- phases
 
+    def take(self, method: str, sched: Any) -> None:
+        """A given or trainer's schedule into the pool when it keeps the contract."""
+        found = (as_start if method.startswith("trainer:") else from_schedule)(sched, self.inst)
+        if found is None or found[0] not in self.bounds:
+            self.broken.append(method)
+        else:
+            self.add(method, *found)
+
     def given_and_trainer_starts(self, starts: Sequence[Any]) -> None:
-        """The caller's schedules, then every trainer's, each run to its end (with
-        ``trainer_starts=None`` within the budget and the clock, cheapest first: the search
-        only gets what they leave), each in the pool as soon as it is made."""
-        skipped: list[str] = []
-
-        def take(method: str, sched: Any) -> None:
-            found = (as_start if method.startswith("trainer:") else from_schedule)(sched, self.inst)
-            if found is None or found[0] not in self.bounds:
-                skipped.append(method)
-            else:
-                self.add(method, *found)
-
+        """The caller's schedules, then every trainer's (with ``trainer_starts=None`` within
+        the budget and the clock, cheapest first, the open-ended parts within
+        ``_TRAINER_SHARE``), each in the pool as soon as it is made."""
         for j, sched in enumerate(starts):
-            take(f"start {j}", sched)
+            self.take(f"start {j}", sched)
         if self.trainer_starts is not False:
             full = self.trainer_starts is True
-            notes, work = run_trainer_starts(self.inst, None if full else self.budget,
-                                             None if full else self.deadline, self.hopeless, take)
+            notes, work, self.open_ended = run_trainer_starts(
+                self.inst, None if full else self.budget, None if full else self.deadline,
+                self.hopeless, self.take, None if full else int(_TRAINER_SHARE * self.budget))
             self.spent += work
             self.notes += notes
-        if skipped:
-            self.notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
+        if self.broken:
+            self.notes.append(f"starts that break the contract, skipped: {', '.join(self.broken)}")
+            self.broken = []
 
     def starts_at_counts(self) -> None:
         """Starts at several counts before any search: with pp > 1 the bounds of neighbouring
@@ -315,6 +328,16 @@ class StepSearch:
             if not progressed:
                 break
         self.clock_cut |= self.out_of_clock() and self.spent < self.budget
+
+    def finish_trainer_starts(self) -> None:
+        """The trainers' open-ended parts cut by their share resume with what the search left
+        (the incumbent now rules out more of them); ``notes`` name those still cut."""
+        state = self.open_ended
+        if (state.prime is not None or state.retry is not None) and self.spent < self.budget \
+                and not self.out_of_clock():
+            self.spent += finish_open_ended(self.inst, state, self.budget - self.spent,
+                                            self.deadline, self.hopeless, self.take)
+        self.notes += state.notes()
 
     def take_the_best_unsearched_start(self) -> None:
         """The best start may never have been searched (budget spent): it still counts."""

@@ -142,23 +142,34 @@ def slime(
 
 def prime_rl(
     tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
-    work_budget: int, hopeless: Hopeless, deadline: float | None,
-) -> tuple[Schedule | None, int, str]:
+    hopeless: Hopeless,
+) -> PrimeRefinement | None:
     """prime-rl's first-fit decreasing, split by cost to a multiple of ``dp * multiple_of``,
-    equal-count Karmarkar-Karp, then the swap refinement within ``work_budget``. Returns
-    (schedule or None, work, how it ended): None when it cannot be valid (too few sequences to
-    split to the multiple: prime-rl pads) or cannot beat the incumbent at its count."""
+    equal-count Karmarkar-Karp: its refinement's starting point. None when it cannot be valid
+    (too few sequences to split to the multiple: prime-rl pads) or cannot beat the incumbent at
+    its count."""
     bins = first_fit(tokens, cap, order_desc(tokens))
     split_heaviest(bins, _round_up(len(bins), dp * multiple_of), costs)
     k = len(bins)
-    if k % (dp * multiple_of):
-        return None, 0, "invalid"
-    if hopeless(k // dp, False):
-        return None, 0, "hopeless"
+    if k % (dp * multiple_of) or hopeless(k // dp, False):
+        return None
     weights = [sum(costs[i] for i in b) for b in bins]
-    groups = karmarkar_karp_lists(weights, [1] * k, dp, k // dp)
-    groups, work, how = refine_by_swaps(weights, groups, work_budget, deadline)
-    return _deal(bins, [sorted(g) for g in groups]), work, how
+    return PrimeRefinement(bins, weights, karmarkar_karp_lists(weights, [1] * k, dp, k // dp))
+
+
+@dataclass
+class PrimeRefinement:
+    """prime-rl's swap refinement where it stands: resumed, it goes on along the same path (each
+    swap depends on the groups only), so a refinement cut by the budget ends where prime-rl's
+    own does when given more."""
+
+    bins: list[list[int]]
+    weights: list[int]
+    groups: list[list[int]]
+
+    def refine(self, work_budget: int, deadline: float | None) -> tuple[Schedule, int, str]:
+        self.groups, work, how = refine_by_swaps(self.weights, self.groups, work_budget, deadline)
+        return _deal(self.bins, [sorted(g) for g in self.groups]), work, how
 
 
 @dataclass
@@ -305,34 +316,52 @@ def _kk_work(items: int, bins: int, equal: bool = False) -> int:
     return KK_CALL_WORK + KK_SPLIT_WORK * items * (items.bit_length() + bins.bit_length())
 
 
+@dataclass
+class OpenEnded:
+    """The trainers' open-ended parts not run to their end yet (prime-rl's refinement, verl's
+    retry), and how each was last stopped."""
+
+    prime: PrimeRefinement | None = None
+    retry: VerlRetry | None = None
+    stopped: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        out = []
+        if "prime_rl" in self.stopped:
+            out.append(f"trainer start prime_rl: its swap refinement was stopped by the "
+                       f"{self.stopped['prime_rl']}; started from the partly refined schedule")
+        if "verl_retry" in self.stopped and self.retry is not None:
+            out.append(f"trainer start verl_retry: its retry was stopped by the "
+                       f"{self.stopped['verl_retry']} (at count {self.retry.k})")
+        return out
+
+
 def run_trainer_starts(
     inst: StepInstance, work_budget: int | None, deadline: float | None, hopeless: Hopeless,
-    take: Callable[[str, Schedule], None],
-) -> tuple[list[str], int]:
-    """Every trainer's schedule, each run to its end, handed to ``take(name, schedule)`` (raw:
-    the caller validates) as soon as it is made, so that ``hopeless`` sees it: Megatron-LM's
-    (always), verl's first count, slime's two, prime-rl's with its swap refinement, verl's
-    retry. A trainer whose estimated set-up does not fit what is left of ``work_budget``
-    (None: no limit), or that the clock says would end past ``deadline``, is not run; the
-    open-ended parts (prime-rl's refinement, verl's retry) get all that is left and may be cut
-    (a cut refinement still gives a valid start, a cut retry none); a trainer whose count
-    cannot beat what ``take`` was given (``hopeless``) is not built. Returns (notes naming
-    every trainer not run to its end, and why; work)."""
+    take: Callable[[str, Schedule], None], open_share: int | None = None,
+) -> tuple[list[str], int, OpenEnded]:
+    """Every trainer's schedule, handed to ``take(name, schedule)`` (raw: the caller validates)
+    as soon as it is made, so that ``hopeless`` sees it: Megatron-LM's (always), verl's first
+    count, slime's two, prime-rl's set-up, then the open-ended parts (:func:`finish_open_ended`)
+    with at most ``open_share`` of the work (None: all that is left). A trainer whose estimated
+    set-up does not fit what is left of ``work_budget`` (None: no limit), or that the clock
+    says would end past ``deadline``, is not run; one whose count cannot beat what ``take``
+    was given (``hopeless``) is not built. Returns (notes naming the trainers not run, work,
+    the open-ended parts left: resume them with :func:`finish_open_ended`)."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
     take("trainer:megatron", megatron_schedule(tokens, dp, cap, mo))
-    spent, notes, skipped = n, [], {"budget": [], "clock": []}
+    spent, state, skipped = n, OpenEnded(), {"budget": [], "clock": []}
 
     def fits(names: list[str], work: int) -> bool:
         why = "budget" if work > left - spent else "clock" if _late(deadline, work) else ""
         skipped.get(why, []).extend(names)
         return not why
 
-    retry = None
     equal = _kk_work(n, dp, True)
     if fits(["verl", "verl_retry"], equal + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))):
-        found, retry, work = verl(tokens, costs, dp, cap, mo)
+        found, state.retry, work = verl(tokens, costs, dp, cap, mo)
         spent += equal + work
         for name, sched in found:
             take(f"trainer:{name}", sched)
@@ -342,28 +371,52 @@ def run_trainer_starts(
             take(f"trainer:{name}", sched)
         spent += fit
     if fits(["prime_rl"], fit):
-        budget = (left - spent - fit) * REFINE_PAIRS
-        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, budget, hopeless, deadline)
-        spent += fit + work // REFINE_PAIRS
-        if sched is not None:
-            take("trainer:prime_rl" + ("" if how == "done" else " (refinement cut short)"), sched)
-        if how in ("work budget", "clock"):
-            notes.append(f"trainer start prime_rl: its swap refinement was stopped by the {how}; "
-                         "started from the partly refined schedule")
-    if retry is not None:
-        sched, work, how = verl_retry(tokens, costs, cap, mo, retry, left - spent, hopeless,
-                                      deadline)
-        spent += work
-        if sched is not None:
-            take("trainer:verl_retry", sched)
-        elif how in ("work budget", "clock"):
-            notes.append(f"trainer start verl_retry: its retry was stopped by the {how} "
-                         f"(at count {retry.k})")
+        state.prime = prime_rl(tokens, costs, dp, cap, mo, hopeless)
+        spent += fit
+    share = left - spent if open_share is None else min(left - spent, open_share)
+    spent += finish_open_ended(inst, state, share, deadline, hopeless, take)
+    notes = []
     for why, names in skipped.items():
         if names:
             reason = "no time left on the clock" if why == "clock" else "did not fit the budget"
             notes.append(f"trainer starts not run ({reason}): {', '.join(names)}")
-    return notes, spent
+    return notes, spent, state
+
+
+def finish_open_ended(
+    inst: StepInstance, state: OpenEnded, work_budget: int, deadline: float | None,
+    hopeless: Hopeless, take: Callable[[str, Schedule], None],
+) -> int:
+    """prime-rl's refinement, then verl's retry, from where ``state`` left them, within
+    ``work_budget``; each schedule (a cut refinement's too: still a valid start) goes to
+    ``take``. Each is dropped once it cannot beat the incumbent (``hopeless``). Returns the
+    work."""
+    spent = 0
+    if state.prime is not None:
+        m = len(state.prime.groups[0])
+        if hopeless(m, False):
+            state.prime, _ = None, state.stopped.pop("prime_rl", None)
+        else:
+            sched, work, how = state.prime.refine(work_budget * REFINE_PAIRS, deadline)
+            spent += work // REFINE_PAIRS
+            done = how == "done"
+            take("trainer:prime_rl" + ("" if done else " (refinement cut short)"), sched)
+            if done:
+                state.prime, _ = None, state.stopped.pop("prime_rl", None)
+            else:
+                state.stopped["prime_rl"] = how
+    if state.retry is not None:
+        tokens, costs = inst.tokens.tolist(), inst.costs
+        sched, work, how = verl_retry(tokens, costs, inst.cap, inst.multiple_of, state.retry,
+                                      work_budget - spent, hopeless, deadline)
+        spent += work
+        if sched is not None:
+            take("trainer:verl_retry", sched)
+        if how in ("work budget", "clock"):
+            state.stopped["verl_retry"] = how
+        else:
+            state.retry, _ = None, state.stopped.pop("verl_retry", None)
+    return spent
 
 
 def _late(deadline: float | None, work: int) -> bool:
@@ -417,4 +470,4 @@ def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
     out: list[tuple[str, Schedule]] = []
     run_trainer_starts(inst, None, None, lambda m, onwards: False,
                        lambda name, sched: out.append((name, sched)))
-    return out
+    return [(name, sched) for name, sched in out if not name.endswith("cut short)")]

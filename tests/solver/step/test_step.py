@@ -455,7 +455,11 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import run_trainer_starts
+    from seqpart.solver.step.trainer_starts import (
+        finish_open_ended,
+        run_trainer_starts,
+        trainer_starts,
+    )
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
@@ -463,9 +467,9 @@ def test_trainer_starts_keep_to_their_work_budget() -> None:
 
     def run(budget: int | None, hopeless=never) -> tuple[list[str], list[str], int]:
         names: list[str] = []
-        notes, spent = run_trainer_starts(inst, budget, None, hopeless,
-                                          lambda name, sched: names.append(name))
-        return names, notes, spent
+        notes, spent, left = run_trainer_starts(inst, budget, None, hopeless,
+                                                lambda name, sched: names.append(name))
+        return names, notes + left.notes(), spent
 
     names, notes, spent = run(1000)
     assert names == ["trainer:megatron"]
@@ -473,9 +477,19 @@ def test_trainer_starts_keep_to_their_work_budget() -> None:
     full, notes, full_spent = run(None)
     assert {"trainer:slime_rr", "trainer:prime_rl", "trainer:verl_retry"} <= set(full)
     assert not notes and full_spent > spent
-    # The open-ended parts get what the set-ups leave: cut short, and said so.
+    # The open-ended parts get what the set-ups leave: cut short, and said so; resumed, the
+    # refinement ends on prime-rl's own schedule.
     cut, notes, _ = run(full_spent - 50)
     assert any("stopped by the work budget" in note for note in notes)
+    got: list = []
+    _, _, left = run_trainer_starts(inst, None, None, never, lambda n, s: got.append((n, s)),
+                                    open_share=0)
+    assert left.prime is not None and "prime_rl" in left.stopped
+    finish_open_ended(inst, left, 10**18, None, never, lambda n, s: got.append((n, s)))
+    assert left.prime is None and not left.notes()
+    full = dict(trainer_starts(inst))
+    assert got[-2][0] == "trainer:prime_rl" and got[-2][1] == full["trainer:prime_rl"]
+    assert got[-1][0] == "trainer:verl_retry" and got[-1][1] == full["trainer:verl_retry"]
     # A schedule that cannot beat the incumbent is not built at all.
     names, _, _ = run(None, lambda m, onwards: True)
     assert "trainer:prime_rl" not in names and "trainer:verl_retry" not in names
