@@ -58,10 +58,10 @@ from seqpart.solver.step.trainer_starts import (
 _BUILD_WORK_PER_SEQUENCE = 400
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
-#: Share of the work budget the trainers' schedules may take before the search: their set-ups
+#: Share of the work budget the trainers' open-ended parts may take before the search: their set-ups
 #: are cheap; the open-ended parts (prime-rl's refinement, verl's retry) stop there and resume
 #: with what the search leaves.
-_TRAINER_SHARE = 0.6
+_TRAINER_SHARE = 0.25
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 #: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
