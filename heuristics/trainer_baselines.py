@@ -277,19 +277,19 @@ def _best_swap(
 ) -> tuple[tuple[int, int] | None, int]:
     """The swap (slot x, slot y) :func:`refine_by_swaps` takes next, or None; and the pairs
     scored."""
-    k = len(sums)
-    top, bottom = sums.max(), sums.min()
+    by_sum = np.argsort(sums, kind="stable").tolist()
+    ranked = [sums[r] for r in by_sum]  # ascending (numpy scalars or exact ints)
+    top, bottom = ranked[-1], ranked[0]
     current = (top, top - bottom)
-    by_sum = np.argsort(sums, kind="stable")
     scored = 0
     best: tuple[Any, tuple[int, int, int, int], int, int] | None = None
-    for c, at_top in ((int(by_sum[-1]), True), (int(by_sum[0]), False)):
-        if int((sums == sums[c]).sum()) != 1 or first[c] == first[c + 1]:
+    for c, at_top in ((by_sum[-1], True), (by_sum[0], False)):
+        unique = ranked[-2] != top if at_top else ranked[1] != bottom
+        if not unique or first[c] == first[c + 1]:
             continue
         mine = slot_item[first[c] : first[c + 1]]
-        rest = np.delete(np.arange(k), c)
         # The widest window over every partner group; each pair is then held to its own group.
-        reach = top - sums[rest].min() if at_top else sums[rest].max() - bottom
+        reach = top - bottom
         xs, ys = _pairs(w[mine], sorted_w, reach, at_top)
         scored += len(xs) + len(mine)
         if not len(xs):
@@ -303,7 +303,7 @@ def _best_swap(
             continue
         xs, y_slot, grp, d = xs[ok], y_slot[ok], grp[ok], d[ok]
         # The max and min of the group sums other than c and the partner's group b.
-        others = by_sum[by_sum != c]
+        others = by_sum[:-1] if at_top else by_sum[1:]
         hi1, hi2 = others[-1], others[-2] if len(others) > 1 else -1
         lo1, lo2 = others[0], others[1] if len(others) > 1 else -1
         rest_hi = _either(grp == hi1, sums[hi2] if hi2 >= 0 else 0, sums[hi1], sums.dtype)

@@ -88,12 +88,14 @@ def plan_step(
         trainer_starts: also start from the trainers' schedulers
             (``seqpart.heuristics.trainer_baselines``, computed by
             :mod:`~seqpart.solver.step.trainer_starts`: the same schedules, faster). None
-            (default): within 40% of the work budget, cheapest first; the open-ended ones
-            (prime-rl's swap refinement, verl's retry) are skipped when their count cannot
-            beat the incumbent and may be cut by the budget (``notes`` say which;
-            docs/step-planning.md gives how often). The plan is never behind a valid trainer
-            schedule that ran to its end. True: all, run to the end whatever the budget. To
-            be sure never to be behind your trainer, pass its schedule in ``starts``.
+            (default): all of them first, cheapest first, each run to its end while the budget
+            and the clock allow (prime-rl's swap refinement and verl's retry take at most a
+            quarter of the budget before the search and resume with what it leaves; ``notes``
+            name any trainer not run to its end). With ``pp > 1`` each gets the order search
+            of :func:`~seqpart.solver.step.order_schedule` before the exact choice. The plan
+            is never behind a valid trainer schedule that ran to its end, in its own order or
+            in seqpart's. True: all, run to the end whatever the budget. To be sure never to
+            be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
         pipeline: the schedule each rank runs under pp > 1, its forward:backward shares and

@@ -2,9 +2,8 @@
 
 :mod:`seqpart.heuristics.trainer_baselines` re-implements each trainer's scheduler as the trainer
 runs it; there, slime's and prime-rl's capped first-fit scans every open micro-batch with numpy
-for every sequence and re-sums every micro-batch for every split, verl's retry re-partitions
-every rank for every count it tries, and prime-rl's swap refinement scores every pair of
-micro-batches on every swap. At n=4096 that is up to ~4 s (prime-rl) and ~2 s (verl's retry).
+for every sequence and re-sums every micro-batch for every split, and verl's retry re-partitions
+every rank for every count it tries. At n=65,536 that is seconds a trainer.
 
 Here the same schedules are computed faster, with the same result (``tests/solver/step/test_step.py`` checks
 them against the originals on every count they produce):
@@ -17,14 +16,14 @@ them against the originals on every count they produce):
   stops at the first rank that breaks the cap (the trainer splits every rank, then looks),
   the ranks likeliest to break tried first (the one that broke last, then the highest bound,
   then the most tokens): which count passes does not depend on that order, only the cost;
-- prime-rl's swap refinement is the same rule under a work budget (pairs scored): when the
-  budget runs out, the partly refined schedule is still a valid start, but the plan is then
-  not guaranteed to match prime-rl's (``notes`` say so).
+- prime-rl's swap refinement (shared with the baseline: ``refine_by_swaps`` scores only the
+  pairs that can lower its key) runs under a work budget and resumes on the same path
+  (:class:`PrimeRefinement`); cut short, the partly refined schedule is still a valid start.
 
-:func:`cheap_trainer_starts` (Megatron-LM, slime, verl's first count) runs before the
-constructions, :func:`costly_trainer_starts` (prime-rl, verl's retry) after them, so that it can
-skip a trainer whose count cannot beat the incumbent; both keep to a work budget estimated from
-the sizes (deterministic), the clock only a safety net.
+:func:`run_trainer_starts` runs them all first, cheapest first, each set-up when its estimate
+fits the budget (deterministic; the clock only a safety net), the open-ended parts (prime-rl's
+refinement, verl's retry) within a share of it; :func:`finish_open_ended` resumes those with
+what the search leaves. Their schedules are checked by :func:`as_start`.
 
 Only the micro-batch *sets* matter for a start (the model's rank time ignores their order), so
 the trainers' orderings within a rank are not reproduced.
