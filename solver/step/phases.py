@@ -287,10 +287,13 @@ class StepSearch:
     def starts_at_counts(self) -> None:
         """Starts at several counts before any search: with pp > 1 the bounds of neighbouring
         counts are close, and the constructions' own step times separate them better. Until a
-        start is at hand (none given, no trainer's valid) the clock is not looked at for the
-        first ``_COUNTS_BEFORE_CLOCK`` counts: a plan beats an error."""
+        construction gave a valid start the clock is not looked at for the first
+        ``_COUNTS_BEFORE_CLOCK`` counts (ours are usually far better than the given and the
+        trainers' starts; a plan beats an error), unless a start is at hand and a count's
+        nominal build takes more than twice the whole time (n=262,144 in 1 s)."""
+        forced = not self.pool or self.nominal_build <= 2 * self.seconds
         while self.pending and (
-            (not self.pool and self.tried < _COUNTS_BEFORE_CLOCK)
+            (forced and not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
             or not self.out_of_clock(self.build_seconds())
         ):
             self.drop_hopeless()
