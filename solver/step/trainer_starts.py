@@ -54,11 +54,13 @@ Hopeless = Callable[[int, bool], bool]
 def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list[int]]:
     """First-fit in ``order``: each sequence to the first micro-batch with room, else a new
     one (a sequence over the cap alone: its room goes negative). A max-tree over the rooms
-    finds the first with room in O(log k)."""
+    finds the first with room in O(log k), k the micro-batches: first-fit opens fewer than
+    ``2 * tokens / cap + 1`` (any two of them hold more than the cap together)."""
     if cap is None:
         return [list(order)]
+    need = 2 * (sum(tokens[i] for i in order) // cap) + 2
     size = 1
-    while size < max(len(order), 1):
+    while size < need:
         size *= 2
     tree = [-1] * (2 * size)  # leaves: room of micro-batch b (-1: not open)
     bins: list[list[int]] = []
@@ -67,7 +69,9 @@ def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list
         if tree[1] >= t:
             node = 1
             while node < size:  # the leftmost leaf with room >= t
-                node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+                node += node
+                if tree[node] < t:
+                    node += 1
             b = node - size
         else:
             b = len(bins)
@@ -76,14 +80,14 @@ def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list
             tree[node] = cap
         bins[b].append(i)
         tree[node] -= t
-        node //= 2
+        node >>= 1
         while node:  # up to the first ancestor whose max does not change (nor then any above)
             left, right = tree[2 * node], tree[2 * node + 1]
             top = left if left > right else right
             if tree[node] == top:
                 break
             tree[node] = top
-            node //= 2
+            node >>= 1
     return bins
 
 
