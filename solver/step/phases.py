@@ -397,11 +397,13 @@ class StepSearch:
         :func:`~seqpart.solver.step.exact.order_schedule` orders it (the cheap orders, then
         ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
         the plan is never behind one of them in that order, nor in its own. Only when the
-        clock has run out before one starts does it get the cheap orders alone (noted)."""
+        clock says a search would end past the deadline does it get the cheap orders alone
+        (noted)."""
         inst, out, work, late = self.inst, [], 0, []
         for row in sorted(rows, key=lambda row: (row[0], row[1])):
             search = ORDER_WORK
-            if self.final_deadline is not None and time.perf_counter() > self.final_deadline:
+            if (self.final_deadline is not None and time.perf_counter()
+                    + ORDER_WORK / OPS_PER_SECOND > self.final_deadline):
                 late.append(row[2])
                 search = 0
             ordered = order_ranks(rank_time_rows(inst, row[4], row[3]), inst.pp, inst.vpp,
