@@ -43,7 +43,13 @@ from seqpart.solver.step.exact import (
 )
 from seqpart.solver.step.model import StepInstance, StepPlan
 from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import ORDER_WORK, PipelineModel, scale, schedule_error
+from seqpart.solver.step.pipeline import (
+    ORDER_WORK,
+    PipelineModel,
+    scale,
+    scaled_lower_bound,
+    schedule_error,
+)
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import (
@@ -396,18 +402,27 @@ class StepSearch:
         """The trainers' and given schedules, each ordered as
         :func:`~seqpart.solver.step.exact.order_schedule` orders it (the cheap orders, then
         ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
-        the plan is never behind one of them in that order, nor in its own. Only when the
-        clock says a search would end past the deadline does it get the cheap orders alone
-        (noted)."""
-        inst, out, work, late = self.inst, [], 0, []
-        for row in sorted(rows, key=lambda row: (row[0], row[1])):
-            search = ORDER_WORK
+        the plan is never behind one of them in that order, nor in its own. The search is
+        skipped where no order can beat one of these schedules in its cheap order (the plan
+        is at least that fast), and, noted, where the clock says it would end past the
+        deadline."""
+        inst, model, work, late = self.inst, self.model, 0, []
+        times = [rank_time_rows(inst, row[4], row[3]) for row in rows]
+        cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]
+        work += sum(c.work for c in cheap)
+        top = min((c.step for c in cheap), default=0)
+        out = []
+        for row, t, ordered in sorted(zip(rows, times, cheap, strict=True),
+                                      key=lambda x: (x[2].step, x[0][1])):
+            if max(scaled_lower_bound(r, inst.pp, inst.vpp, model) for r in t) >= top:
+                out.append((row, ordered))
+                continue
             if (self.final_deadline is not None and time.perf_counter()
                     + ORDER_WORK / OPS_PER_SECOND > self.final_deadline):
                 late.append(row[2])
-                search = 0
-            ordered = order_ranks(rank_time_rows(inst, row[4], row[3]), inst.pp, inst.vpp,
-                                  self.model, work_budget=search)
+                out.append((row, ordered))
+                continue
+            ordered = order_ranks(t, inst.pp, inst.vpp, model, work_budget=ORDER_WORK)
             out.append((row, ordered))
             work += ordered.work
         if late:
@@ -435,8 +450,11 @@ class StepSearch:
         best: tuple[Row, Ordered] | None = None
         work, searched = fixed_work, 0
         if cands:
+            # The trainers' searches may take up to half of the exact share, past it (noted in
+            # _EXACT_SHARE): the searches' results keep the other half.
             choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model,
-                                  max(0, self.exact_work - fixed_work), self.final_deadline)
+                                  max(self.exact_work - fixed_work, self.exact_work // 2),
+                                  self.final_deadline)
             if choice.clock_cut:
                 self.notes.append("the exact makespan's order search was stopped by the clock, "
                                   "not the work budget: the plan may differ between runs")
@@ -449,8 +467,8 @@ class StepSearch:
             raise RuntimeError("no schedule reached the exact makespan (please report)")
         (_, _, method, m, mb_of), ordered = best
         self.notes.append(f"exact makespan: {len(cands) + len(fixed)} schedules evaluated, "
-                          f"{searched} order-searched besides the {len(fixed)} trainers' and "
-                          f"given ones; work {work} of {self.exact_work}")
+                          f"{searched} order-searched, and the {len(fixed)} trainers' and given "
+                          f"ones ordered apart; work {work} of {self.exact_work}")
         sc = scale(inst.vpp, model)
         return assemble(inst, model, m, mb_of, method, ordered.orders,
                         exact_time(ordered.step, sc),
