@@ -44,7 +44,7 @@ def build_schedules(lengths: Sequence[int], dp: int, cap: int | None, profile: C
     """plan_step's schedule (cost and overhead from ``profile``) and each trainer's, raw (the
     trainers balance the same calibrated per-sequence cost)."""
     cost = profile.cost
-    costs = [cost.linear * x + cost.quadratic * x * x for x in lengths]
+    costs = [cost.linear * x + cost.quadratic * x * x + cost.per_sequence for x in lengths]
     out: dict[str, Any] = {}
     for name in trainers if trainers is not None else TRAINER_SCHEDULERS:
         out[name] = TRAINER_SCHEDULERS[name](list(lengths), dp, cap, costs=costs)

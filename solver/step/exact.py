@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.errors import InvalidPlanError
 from seqpart.solver.step.model import (
     StepInstance,
@@ -92,8 +93,9 @@ def count_penalty(inst: StepInstance, model: PipelineModel, m: int) -> Fraction:
 
 
 def rank_time_rows(inst: StepInstance, mb_of: np.ndarray, m: int) -> list[list[int]]:
-    """Each rank's micro-batch times (``overhead`` plus its sequences' costs), micro-batch
-    ``b`` on rank ``b // m`` in index order: exact Python ints."""
+    """Each rank's micro-batch times (``overhead`` plus its sequences' costs, plus the size
+    term of its token total when the instance has one), micro-batch ``b`` on rank ``b // m``
+    in index order: exact Python ints."""
     k = inst.dp_size * m
     if sum(inst.costs) + k * inst.overhead < 2**62:
         loads = np.zeros(k, dtype=np.int64)
@@ -103,6 +105,10 @@ def rank_time_rows(inst: StepInstance, mb_of: np.ndarray, m: int) -> list[list[i
         flat = [inst.overhead] * k
         for i, b in enumerate(mb_of.tolist()):
             flat[b] += inst.costs[i]
+    if inst.size is not None:
+        totals = np.zeros(k, dtype=np.int64)
+        np.add.at(totals, mb_of, inst.tokens.astype(np.int64))
+        flat = [t + inst.size.size(x) for t, x in zip(flat, totals.tolist(), strict=True)]
     return [flat[r * m : (r + 1) * m] for r in range(inst.dp_size)]
 
 
@@ -237,7 +243,7 @@ def order_schedule(
     lengths: Any,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
     pipeline: PipelineModel | None = None,
@@ -295,7 +301,7 @@ def assemble(
                        oversize=over)
     except InvalidPlanError as err:
         raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {err}") from err
-    kw = {"cost": inst.cost, "overhead": inst.overhead, "pp": inst.pp, "vpp": inst.vpp}
+    kw = {"cost": inst.cost, "overhead": inst.micro_batch_cost, "pp": inst.pp, "vpp": inst.vpp}
     times = rank_times(ranks, inst.tokens, pipeline=model, **kw)
     if max(times) != step:
         raise RuntimeError("step time bookkeeping disagrees with the model (please report)")
@@ -312,7 +318,7 @@ def assemble(
         dp_size=inst.dp_size,
         cap=inst.cap,
         cost=inst.cost,
-        overhead=inst.overhead,
+        overhead=inst.micro_batch_cost,
         pp=inst.pp,
         vpp=inst.vpp,
         multiple_of=inst.multiple_of,

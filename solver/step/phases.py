@@ -169,7 +169,7 @@ class StepSearch:
             self.constructed.append(method)
         inst = self.inst
         obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,
-                                 inst.vpp)
+                                 inst.vpp, inst.size, inst.tokens)
         self.pool.append((obj, len(self.pool), method, m, mb_of))
 
     def kept_back_share(self) -> int | None:
@@ -186,6 +186,7 @@ class StepSearch:
         result = improve_schedule(
             mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
             inst.pp, inst.vpp, bound=self.bounds[m], work_budget=share, deadline=self.deadline,
+            size=inst.size,
         )
         self.spent += result.work
         self.clock_cut |= result.stopped_by == "clock"
