@@ -1,4 +1,5 @@
-"""What the trainers pass, made exact: weights, token counts, counts and caps.
+"""What the trainers pass, made exact: weights, token counts, counts and caps; and the cost a
+drop-in balances (a ``Cost``, or a calibrated profile's cost and overhead).
 
 Why a module of its own: the originals are plain Python over whatever the caller hands them
 (lists of ints or floats, numpy arrays, CPU or CUDA tensors, 0-d tensors, ``16384.0`` as a cap),
