@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.heuristics.inputs import refuse_unordered
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.errors import TrainerInputError
 from seqpart.solver.measure.profile import CostProfile, load_cost_profile
 from seqpart.solver.problem import Cost
@@ -224,7 +225,7 @@ class CostChoice:
     """The cost a drop-in balances and its per-micro-batch overhead; None: the drop-in's own."""
 
     cost: Cost | None
-    overhead: int | None
+    overhead: int | MicroBatchCost | None
 
 
 def choose_cost(cost: Any = None, cost_profile: Any = None, overhead: Any = None) -> CostChoice:
@@ -245,4 +246,6 @@ def choose_cost(cost: Any = None, cost_profile: Any = None, overhead: Any = None
             chosen = Cost.parse(cost)
         except ValueError as err:
             raise TrainerInputError(f"cost: {err}") from None
-    return CostChoice(chosen, None if overhead is None else as_count(overhead, "overhead", minimum=0))
+    if overhead is None or isinstance(overhead, MicroBatchCost):
+        return CostChoice(chosen, overhead)
+    return CostChoice(chosen, as_count(overhead, "overhead", minimum=0))

@@ -81,6 +81,7 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.dropins._values import CostChoice, as_count, as_flag, as_tokens, choose_cost
 from seqpart.solver.dropins.balance import ENGINE, OPTIONS, TIME_LIMIT, capped_fallback
 from seqpart.solver.errors import InfeasibleError, TrainerInputError
@@ -164,7 +165,7 @@ def _plan_dynamic(
     cap: int,
     cost: Cost,
     step_i: int,
-    overhead: int | None = None,
+    overhead: int | MicroBatchCost | None = None,
 ) -> list[list[list[int]]]:
     """One capped step by :func:`plan_step`: ``per_rank[r]`` = rank r's micro-batches;
     ``overhead`` per micro-batch in cost units (None: :data:`OVERHEAD_TOKENS` tokens of it)."""
@@ -351,7 +352,7 @@ class _Layout:
     step_cost: Cost  # dynamic: the step time's per-sequence cost
     mbs_cost: Cost  # static: slime's micro-batch weight
     rank_cost: Cost  # static: slime's rank weight
-    overhead: int | None  # dynamic: per micro-batch, cost units (None: OVERHEAD_TOKENS of it)
+    overhead: int | MicroBatchCost | None  # dynamic: per micro-batch, cost units (None: OVERHEAD_TOKENS of it)
 
 
 def _layout(args: Any, train_parallel_config: dict, chosen: CostChoice) -> _Layout:

@@ -284,7 +284,8 @@ def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> 
     s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {
         "setting": s.key, "source": s.source, "n": s.n, "rep": s.rep, "dp": s.dp, "cap": s.cap,
-        "cost": str(s.cost), "overhead": s.overhead, "vpp": s.vpp, "method": method, "error": None,
+        "cost": str(s.cost), "overhead": s.overhead if isinstance(s.overhead, int) else str(s.overhead),
+        "vpp": s.vpp, "method": method, "error": None,
         "time_limit": time_limit, "workers": workers,
     }
     t0 = time.perf_counter()

@@ -126,3 +126,40 @@ def test_a_bad_profile_is_one_line_naming_it(files: tuple[Path, Path], tmp_path:
         code, _, err = run(*with_files(command, data, path, tmp_path / "o"))
         assert code == 2, err
         assert len(err.strip().splitlines()) == 1 and words in err and str(path) in err
+
+
+#: A profile whose fit kept a per-sequence cost and a size term (a per-token cost rising with
+#: the micro-batch's size): the planners take it as Cost.per_sequence and a MicroBatchCost.
+SIZED = CostProfile(
+    overhead_s=2e-3, linear_s=1e-5, quadratic_s=1e-9, device="cpu", dtype="float32",
+    torch_version="2.13.0", model={"kind": "reference"},
+    extended={"coefficients": {"overhead": 2e-3, "linear": 1e-5, "quadratic": 1e-9,
+                               "count": 3e-4, "total_sq": 2e-9, "fall@512": 1e-6}},
+)
+
+
+def test_a_profile_with_a_size_term_plans_everywhere(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from seqpart.solver import MicroBatchCost
+    from seqpart.solver.dropins import build_dp_schedule
+
+    path = tmp_path / "sized.json"
+    SIZED.save(path)
+    assert isinstance(SIZED.overhead, MicroBatchCost) and SIZED.cost.per_sequence > 0
+    data = tmp_path / "lengths.json"
+    data.write_text(json.dumps(LENGTHS))
+    code, out, err = run("step", "--data", str(data), "--dp", "2", "--pp", "2", "--cost-profile",
+                         str(path), "--out", str(tmp_path / "d"))
+    assert code == 0, err
+    saved = json.loads((tmp_path / "d" / "step_data.json").read_text())
+    assert "T^2" in saved["overhead"] and saved["records"]
+    code, _, err = run(*STEP, "--cost-profile", str(path), "--out", str(tmp_path / "g"))
+    assert code == 0, err
+    # slime's drop-in plans its dynamic steps with it, the same as with the cost and overhead.
+    args = SimpleNamespace(micro_batch_size=1, use_dynamic_batch_size=True, max_tokens_per_gpu=4096,
+                           balance_data=False, balance_by_flops=False, pipeline_model_parallel_size=2)
+    kw = {"global_batch_size": 40, "rollout_indices": list(range(40))}
+    by_profile = build_dp_schedule(args, {"dp_size": 2}, LENGTHS, cost_profile=str(path), **kw)
+    assert by_profile == build_dp_schedule(args, {"dp_size": 2}, LENGTHS, cost=SIZED.cost,
+                                           overhead=SIZED.overhead, **kw)
