@@ -352,7 +352,7 @@ class _Layout:
     step_cost: Cost  # dynamic: the step time's per-sequence cost
     mbs_cost: Cost  # static: slime's micro-batch weight
     rank_cost: Cost  # static: slime's rank weight
-    overhead: int | MicroBatchCost | None  # dynamic: per micro-batch, cost units (None: OVERHEAD_TOKENS of it)
+    overhead: int | MicroBatchCost | None  # dynamic, per micro-batch (None: OVERHEAD_TOKENS of it)
 
 
 def _layout(args: Any, train_parallel_config: dict, chosen: CostChoice) -> _Layout:
