@@ -47,6 +47,9 @@ def add_measure_parsers(sub: Any) -> None:
     c.add_argument("--held-out", type=int, default=16, help="random micro-batches to score the fit on")
     c.add_argument("--repeats", type=_positive(int), default=3, help="interleaved timed rounds (median)")
     c.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    c.add_argument("--min-seconds", type=float, default=0.3,
+                   help="extra rounds for short micro-batches until each was timed this long "
+                        "(up to 15 samples; default 0.3 s)")
     c.add_argument("--threads", type=_positive(int), default=1, help="torch CPU threads (default 1)")
     c.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="wall time, or this process's CPU time (CPU only: leaves out time other "
@@ -94,7 +97,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         design = make_design(args.max_tokens, args.max_count, args.held_out, args.seed)
         p = calibrate(device=args.device, dtype=args.dtype, hf_config=hf, design=design,
                       repeats=args.repeats, warmup=args.warmup, threads=args.threads,
-                      seed=args.seed, progress=not args.quiet, clock=args.clock)
+                      seed=args.seed, progress=not args.quiet, clock=args.clock,
+                      min_seconds=args.min_seconds)
     except (ValueError, TypeError, ImportError) as err:
         raise UsageError(str(err)) from None
     p.save(args.out)

@@ -36,7 +36,7 @@ def profile() -> CostProfile:
     model = SimulatedModel()
     design = make_design(max_tokens=2048, max_count=8, held_out=6)
     p = calibrate(model, design=design, repeats=2, warmup=1, progress=False, clock=model.clock,
-                  model={"kind": "simulated"})
+                  model={"kind": "simulated"}, min_seconds=0)
     assert len(model.calls) == 3 * len(design.all)  # warm-up round + 2 interleaved rounds
     return p
 
