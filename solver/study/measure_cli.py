@@ -239,7 +239,8 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
     for n, s in res.schedules.items():
         lines.append(f"{n:<11} {s.micro_batches:>4} {s.predicted_s * 1e3:>8.1f}ms {s.wall_s * 1e3:>7.1f}ms "
                      f"{s.cpu_s * 1e3:>7.1f}ms {s.error('cpu'):>+7.1%}")
-    kind = "measured" if res.pp == 1 else f"measured micro-batches + modelled pp={res.pp} pipeline"
+    kind = ("measured" if res.pp == 1
+            else f"measured micro-batches + modelled pp={res.pp} vpp={res.vpp} pipeline")
     for c in ("wall", "cpu"):
         m, lo, hi = res.ratio[c]
         ext = res.extended_ratio[c]

@@ -77,7 +77,7 @@ def test_pp1_is_the_measured_step_and_the_label_says_which() -> None:
     four = summarise(trials, SCHEDULES, LENGTHS, _profile(), PipelineSetting(4))
     assert "NOT a real pipeline run" in four.method and "1f1b" in four.method
     text = format_replay(four, 1.0, LENGTHS, 128, 2, 0.1, as_json=False)
-    assert "NOT a real pipeline run" in text and "modelled pp=4 pipeline" in text
+    assert "NOT a real pipeline run" in text and "modelled pp=4 vpp=1 pipeline" in text
     assert "interleaved" in PipelineSetting(2, 2).describe()
     # the model's prediction is the exact makespan too, so it moves with pp as the steps do
     assert four.schedules[PLAN].predicted_s > one.schedules[PLAN].predicted_s
