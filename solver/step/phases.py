@@ -24,6 +24,7 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,13 @@ from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions
 from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
-from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact, count_penalty
+from seqpart.solver.step.exact import (
+    OPS_PER_SECOND,
+    assemble,
+    choose_exact,
+    count_penalty,
+    refine_assignment,
+)
 from seqpart.solver.step.model import StepInstance, StepPlan
 from seqpart.solver.step.model import exact as exact_time
 from seqpart.solver.step.pipeline import PipelineModel, scale, schedule_error
@@ -417,8 +424,18 @@ class StepSearch:
         _, _, method, m, mb_of = cands[choice.index]
         self.notes.append(f"exact makespan: {len(cands)} schedules evaluated, {choice.evaluated} "
                           f"order-searched; work {choice.work} of {self.exact_work}")
+        step = choice.ordered.step
+        # What is left refines the assignment on the exact makespan itself (the clock's to spend
+        # unless the plan must be repeatable).
+        left = self.exact_work - choice.work if self.options.deterministic else 10**15
+        refined = refine_assignment(inst, model, m, mb_of, choice.ordered.orders, left,
+                                    self.final_deadline)
+        if refined.step < step:
+            self.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
+                              f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")
+            mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
         sc = scale(inst.vpp, model)
         return assemble(inst, model, m, mb_of, method, choice.ordered.orders,
-                        exact_time(choice.ordered.step, sc),
+                        exact_time(step, sc),
                         exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
                         self.notes, self.t0)
