@@ -146,7 +146,7 @@ class SizedModel(SimulatedModel):
                 + 4e-4 * len(lengths) + 8e-9 * total * total)
 
 
-def test_extended_fit_is_what_the_planners_optimise() -> None:
+def test_extended_fit_is_what_the_planners_optimise(tmp_path: Path) -> None:
     """A calibration that finds a per-sequence cost and a size term hands both to the planners:
     ``cost.per_sequence`` and a MicroBatchCost, whose step time is the measured model's."""
     from seqpart.solver import MicroBatchCost
@@ -165,6 +165,11 @@ def test_extended_fit_is_what_the_planners_optimise() -> None:
     simulated = max(sum(SizedModel.seconds_of([lengths[i] for i in mb]) for mb in rank)
                     for rank in plan.ranks)
     assert float(plan.step_time) * p.unit_seconds == pytest.approx(simulated, rel=2e-3)
+    from seqpart.solver.measure.plot import _formula, plot_profile
+
+    assert "ms per sequence" in _formula(p.planning_coefficients)
+    picture = plot_profile(p, tmp_path / "fit.png")
+    assert picture.stat().st_size > 10_000
     written = json.loads(json.dumps(p.to_json()))
     assert written["planner"]["fit"] == "extended" and written["planner"]["square"] == batch.square
     # A file whose extended fit the model cannot express (a negative hinge, as older files may
