@@ -1,7 +1,8 @@
 """Measured replay: plan_step (with a calibrated cost) against the trainers' schedulers, each
 step run for real on dp=2 gloo processes, on real length data.
 
-    python benchmarks/bench_replay.py [--quick] [--profile FILE] [--repeats 5] [--out results.json]
+    python benchmarks/bench_replay.py [--quick] [--batches N] [--pp 4 [--vpp 2]] [--profile FILE]
+        [--repeats 5] [--out results.json]
 
 1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
    one thread), unless --profile gives a profile.
@@ -16,6 +17,13 @@ step run for real on dp=2 gloo processes, on real length data.
 Reports per batch the median step per schedule (wall clock and CPU clock), plan_step / best
 trainer with a 95% bootstrap CI, the model's predicted ratio, and the step prediction error;
 then PASS/FAIL per target.
+
+With --pp > 1 (and --vpp), every schedule is planned for that pipeline (plan_step told pp/vpp;
+the trainers asked for a count that is a multiple of pp when interleaving, in their own order
+unless --order-trainers), each rank's micro-batches run and are timed one by one, and a step is
+the exact makespan of those measured times under Megatron-LM's modelled schedule (1F1B,
+interleaved when vpp > 1) plus the measured all-reduce: NOT a real pipeline run, as the output
+says. --batches N takes N batches in all, round-robin over the sources.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from seqpart.solver.measure.calibrate import calibrate
 from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths
 from seqpart.solver.measure.design import make_design
 from seqpart.solver.measure.models import ReferenceConfig
+from seqpart.solver.measure.pipeline_replay import PipelineSetting
 from seqpart.solver.measure.profile import load_cost_profile
 from seqpart.solver.measure.replay import RunnerSpec
 from seqpart.solver.study.datasets import load_dataset, sample_batch
@@ -64,7 +73,17 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--save-profile", default=None, help="write the calibrated profile here")
+    ap.add_argument("--batches", type=int, default=None, help="N batches in all, round-robin over sources")
+    ap.add_argument("--pp", type=int, default=1, help="pipeline stages (> 1: modelled pipeline)")
+    ap.add_argument("--vpp", type=int, default=1, help="model chunks per stage (needs --pp > 1)")
+    ap.add_argument("--order-trainers", action="store_true",
+                    help="at --pp > 1, run the trainers' micro-batches in seqpart's order")
     args = ap.parse_args()
+    try:
+        pipe = PipelineSetting(args.pp, args.vpp)  # bad values stop here, before calibrating
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"bench_replay: {err}") from None
+    batches = _batches(args.quick, args.batches)
     repeats = 3 if args.quick else args.repeats
     print(f"load: {os.getloadavg()}", flush=True)
     if args.profile:
@@ -83,29 +102,52 @@ def main() -> int:
     spec = RunnerSpec("reference", {"hidden": MODEL.hidden, "layers": MODEL.layers, "heads": MODEL.heads,
                                     "ffn": MODEL.ffn, "vocab": MODEL.vocab})
     print(f"scale {factor:.4f}: target cost {TARGET} over the model's a/b {profile.ratio:.0f}", flush=True)
+    print(f"step: {pipe.describe()}", flush=True)
     rows = []
     t_all = time.perf_counter()
-    for kind, name, n, cap, count in SOURCES:
-        pool = _lengths(name)
-        for b in range(1 if args.quick else count):
-            raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
-            lengths = scale_lengths(raw, factor)
-            c = max(max(lengths), round(cap * factor))
-            t0 = time.perf_counter()
-            res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0)
-            row = _row(kind, b, lengths, c, res, time.perf_counter() - t0)
-            rows.append(row)
-            print(_fmt(row), flush=True)
+    pools: dict[str, list[int]] = {}
+    for kind, name, n, cap, b in batches:
+        pool = pools.setdefault(name, _lengths(name))
+        raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
+        lengths = scale_lengths(raw, factor)
+        c = max(max(lengths), round(cap * factor))
+        t0 = time.perf_counter()
+        res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0,
+                           pp=pipe.pp, vpp=pipe.vpp, order_trainers=args.order_trainers)
+        row = _row(kind, b, lengths, c, res, time.perf_counter() - t0)
+        rows.append(row)
+        print(_fmt(row), flush=True)
     print(f"total {time.perf_counter() - t_all:.0f}s; load {os.getloadavg()}")
     ok = _verdicts(rows)
+    if pipe.combined:
+        print(f"(pp={pipe.pp}: measured micro-batch times combined with the modelled pipeline schedule, "
+              "not a real pipeline run)")
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "scale": factor, "repeats": repeats}, indent=1))
+        Path(args.out).write_text(json.dumps({"rows": rows, "scale": factor, "repeats": repeats,
+                                              "pp": pipe.pp, "vpp": pipe.vpp, "method": pipe.describe()},
+                                             indent=1))
     return 0 if ok else 1
+
+
+def _batches(quick: bool, total: int | None) -> list[tuple[str, str, int, int, int]]:
+    """(kind, file, n, cap, batch number): every source's batches, one per source with --quick,
+    or ``total`` in all taken round-robin over the sources."""
+    if total is not None and total < 1:
+        raise SystemExit(f"--batches {total}: give at least 1")
+    per = [[(kind, name, n, cap, b) for b in range(1 if quick else count)]
+           for kind, name, n, cap, count in SOURCES]
+    if total is None:
+        return [x for src in per for x in src]
+    out: list[tuple[str, str, int, int, int]] = []
+    for b in range(max(len(src) for src in per)):
+        out += [src[b] for src in per if b < len(src)]
+    return sorted(out[:total], key=lambda x: [s[1] for s in SOURCES].index(x[1]))
 
 
 def _row(kind: str, b: int, lengths: list[int], cap: int, res: Any, seconds: float) -> dict:
     return {
         "kind": kind, "batch": b, "n": len(lengths), "tokens": sum(lengths), "cap": cap, "seconds": seconds,
+        "pp": res.pp, "vpp": res.vpp, "skipped": res.skipped,
         "best": res.best, "ratio": res.ratio, "predicted_ratio": res.predicted_ratio,
         "extended_ratio": res.extended_ratio, "noise": res.noise,
         "errors": {c: {k: s.error(c) for k, s in res.schedules.items()} for c in ("wall", "cpu")},
@@ -123,6 +165,8 @@ def _fmt(row: dict) -> str:
         out += (f"\n    [{c}] plan/{row['best'][c]} {m:.3f} [{lo:.3f},{hi:.3f}] predicted "
                 f"{row['predicted_ratio'][c]:.3f}" + (f" (extended fit {ext:.3f})" if ext is not None else "")
                 + f"; |step err| {err:.1%}; noise {row['noise'][c]:.1%}")
+    for name, why in row["skipped"].items():
+        out += f"\n    left out {name}: {why}"
     return out + f" ({row['seconds']:.0f}s)"
 
 

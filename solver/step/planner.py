@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.options import SolverOptions, as_options, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.global_plan import positive_seconds
@@ -40,7 +41,7 @@ def plan_step(
     vpp: int = 1,
     multiple_of: int | None = None,
     cost: str | Cost | tuple[int, int] = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     time_limit: float = 1.0,
     oversize: str = "error",
     starts: Sequence[Any] = (),

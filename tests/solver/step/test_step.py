@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from fractions import Fraction
 
@@ -25,63 +24,10 @@ from seqpart.solver.step import (
 )
 from seqpart.solver.step.bound import _load_bounds, _load_bounds_many
 from seqpart.solver.step.model import find_schedule_violations, make_instance
-from seqpart.solver.step.pipeline import makespan, schedule_error
+
+from _brute import brute_force_step
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _best_rank(times: tuple[int, ...], pp: int, vpp: int, memo: dict) -> Fraction | None:
-    """The fastest order of one rank's micro-batches under Megatron's schedule (exact, every
-    order tried; None when the schedule cannot run this count)."""
-    key = (tuple(sorted(times)), pp, vpp)
-    if key not in memo:
-        if pp > 1 and schedule_error(pp, vpp, len(times)) is not None:
-            memo[key] = None
-        else:
-            memo[key] = min(Fraction(makespan(list(p), pp, vpp))
-                            for p in set(itertools.permutations(times)))
-    return memo[key]
-
-
-def brute_force_step(
-    lengths: list[int],
-    dp: int,
-    cap: int | None,
-    *,
-    cost: tuple[int, int] = (1, 0),
-    overhead: int = 0,
-    pp: int = 1,
-    vpp: int = 1,
-    multiple_of: int = 1,
-) -> Fraction | None:
-    """The optimal step time over every valid schedule, every count and every order within each
-    rank, under the exact makespan of Megatron's schedule (None: infeasible).
-
-    Enumerates every assignment of sequences to ``dp*m`` labelled micro-batches: keep n <= 6.
-    """
-    n = len(lengths)
-    c = [cost[0] * x + cost[1] * x * x for x in lengths]
-    best: Fraction | None = None
-    memo: dict = {}
-    for m in range(multiple_of, n // dp + 1, multiple_of):
-        k = dp * m
-        for assign in itertools.product(range(k), repeat=n):
-            tok = [0] * k
-            t = [overhead] * k
-            used = [0] * k
-            for i, b in enumerate(assign):
-                tok[b] += lengths[i]
-                t[b] += c[i]
-                used[b] += 1
-            if 0 in used or (cap is not None and max(tok) > cap):
-                continue
-            ranks = [_best_rank(tuple(t[r * m : (r + 1) * m]), pp, vpp, memo) for r in range(dp)]
-            if None in ranks:
-                break  # the schedule cannot run this count
-            step = max(x for x in ranks if x is not None)
-            if best is None or step < best:
-                best = step
-    return best
 
 
 # --------------------------------------------------------------------------- the model
