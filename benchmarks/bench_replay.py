@@ -5,7 +5,10 @@ step run for real on dp=2 gloo processes, on real length data.
         [--repeats 5] [--out results.json]
 
 1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
-   one thread), unless --profile gives a profile.
+   one thread), unless --profile gives a profile. The calibration runs in 2 processes at once,
+   as the replay's 2 ranks do: on a CPU they share caches and memory bandwidth, and a profile
+   timed alone would under-predict every replayed step (rank 0's profile is used;
+   --calibrate-procs 1 times it alone).
 2. Batches: seeded draws from /work/shared/data (or the bundled copies): reasoning long-CoT
    (n=128, cap 32,768), math SFT (n=1024, cap 4,096), chat (n=512, cap 4,096), at the target
    cost (24576*l + l^2, a 7B-class model's a/b). Lengths and caps are scaled by the calibrated
@@ -59,6 +62,26 @@ SOURCES = [
 ]
 
 
+def _calibrate_one(_index: int) -> dict[str, Any]:
+    profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu",
+                        progress=False, seed=0)
+    return profile.to_json()
+
+
+def _calibrate(procs: int) -> Any:
+    """The reference model's profile, timed while ``procs - 1`` other processes time the same
+    design (the contention the replay's ranks meet); rank 0's profile."""
+    from seqpart.solver.measure.profile import profile_from_json
+
+    if procs <= 1:
+        return profile_from_json(_calibrate_one(0))
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(procs) as pool:
+        profiles = pool.map(_calibrate_one, range(procs))
+    return profile_from_json(profiles[0])
+
+
 def _lengths(name: str) -> list[int]:
     path = SHARED / f"{name}.json"
     if path.exists():
@@ -76,6 +99,8 @@ def main() -> int:
     ap.add_argument("--batches", type=int, default=None, help="N batches in all, round-robin over sources")
     ap.add_argument("--pp", type=int, default=1, help="pipeline stages (> 1: modelled pipeline)")
     ap.add_argument("--vpp", type=int, default=1, help="model chunks per stage (needs --pp > 1)")
+    ap.add_argument("--calibrate-procs", type=int, default=2,
+                    help="processes calibrating at once (as many as the replay's ranks)")
     ap.add_argument("--order-trainers", action="store_true",
                     help="at --pp > 1, run the trainers' micro-batches in seqpart's order")
     args = ap.parse_args()
@@ -90,14 +115,20 @@ def main() -> int:
         profile = load_cost_profile(args.profile)
     else:
         t0 = time.perf_counter()
-        profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu", progress=False)
-        print(f"calibrated in {time.perf_counter() - t0:.0f}s", flush=True)
+        profile = _calibrate(args.calibrate_procs)
+        print(f"calibrated in {time.perf_counter() - t0:.0f}s, {args.calibrate_procs} processes at once",
+              flush=True)
         if args.save_profile:
             profile.save(args.save_profile)
     held = profile.fit_error["held_out"]
     print(f"profile: {profile.overhead_s * 1e3:.2f} ms + {profile.linear_s * 1e6:.2f} us*l + "
           f"{profile.quadratic_s * 1e9:.2f} ns*l^2 (a/b {profile.ratio:.0f}); held-out median "
           f"{held['median_rel']:.1%} max {held['max_rel']:.1%}", flush=True)
+    if profile.planning_fit == "extended":
+        ext = profile.extended or {}
+        print(f"planners use the extended fit: {ext.get('coefficients')}; held-out median "
+              f"{ext['held_out']['median_rel']:.1%} max {ext['held_out']['max_rel']:.1%}; "
+              f"cost {profile.cost}, overhead {profile.overhead}", flush=True)
     factor = scale_factor(profile, TARGET)
     spec = RunnerSpec("reference", {"hidden": MODEL.hidden, "layers": MODEL.layers, "heads": MODEL.heads,
                                     "ffn": MODEL.ffn, "vocab": MODEL.vocab})
