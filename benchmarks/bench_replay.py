@@ -149,7 +149,7 @@ def main() -> int:
         rows.append(row)
         print(_fmt(row), flush=True)
     print(f"total {time.perf_counter() - t_all:.0f}s; load {os.getloadavg()}")
-    ok = _verdicts(rows)
+    ok = _verdicts(rows, profile.planning_fit)
     if pipe.combined:
         print(f"(pp={pipe.pp}: measured micro-batch times combined with the modelled pipeline schedule, "
               "not a real pipeline run)")
@@ -201,7 +201,7 @@ def _fmt(row: dict) -> str:
     return out + f" ({row['seconds']:.0f}s)"
 
 
-def _verdicts(rows: list[dict]) -> bool:
+def _verdicts(rows: list[dict], planning_fit: str) -> bool:
     ok = True
     for clock in ("cpu", "wall"):
         ratio = [r["ratio"][clock] for r in rows]
@@ -220,12 +220,12 @@ def _verdicts(rows: list[dict]) -> bool:
                              (f"[{clock}] mean absolute step error <= 5%", err <= 0.05)):
             print(f"{'PASS' if passed else 'FAIL'} {name}")
             ok &= passed
-        _extended_note(rows, clock)
+        _extended_note(rows, clock, planning_fit)
     return ok
 
 
-def _extended_note(rows: list[dict], clock: str) -> None:
-    """How far the calibration's extended fit (extra terms the step model lacks) predicts better."""
+def _extended_note(rows: list[dict], clock: str, planning_fit: str) -> None:
+    """How the calibration's extended fit predicts, next to the fit the planners use."""
     col = 1 if clock == "wall" else 2
     pairs = [(s[4], s[col]) for r in rows for s in r["steps"].values() if s[4] is not None]
     if not pairs:
@@ -235,7 +235,7 @@ def _extended_note(rows: list[dict], clock: str) -> None:
     ratio_err = [abs(r["ratio"][clock][0] - r["extended_ratio"][clock]) for r in rows
                  if r["extended_ratio"][clock] is not None]
     print(f"[{clock}] with the extended fit instead: mean |step error| {err:.1%}, mean |ratio error| "
-          f"{float(np.mean(ratio_err)):.3f} (informative; the planners use the base fit)")
+          f"{float(np.mean(ratio_err)):.3f} (the planners use the {planning_fit} fit)")
 
 
 if __name__ == "__main__":
