@@ -336,14 +336,13 @@ def assemble(
 #: (least loaded first) whose micro-batches receive them.
 _REFINE_SOURCES = 32
 _REFINE_RANKS = 8
-#: Operations scored per step at most (about 20-50 ms here), so that the clock is read often.
-_REFINE_STEP_OPS = 2_000_000
+#: Operations scored per step at most (a few ms here), so that the clock is read often.
+_REFINE_STEP_OPS = 200_000
 
 
 @dataclass
 class Refined:
-    """The assignment after :func:`refine_assignment`, each rank's order kept, and its scaled
-    exact makespans."""
+    """The assignment after :func:`refine_assignment` (orders kept), its scaled makespans."""
 
     mb_of: np.ndarray
     values: list[int]
@@ -357,8 +356,7 @@ class Refined:
 
 
 class _Assignment:
-    """One schedule's state for :func:`refine_assignment`: micro-batch times (exact ints), token
-    totals, counts, and each rank's execution order."""
+    """A schedule's micro-batch times (exact ints), token totals, counts and rank orders."""
 
     def __init__(self, inst: StepInstance, m: int, mb_of: np.ndarray,
                  orders: Sequence[Sequence[int]]) -> None:
@@ -377,8 +375,7 @@ class _Assignment:
                 self.slot[r * m + pos] = j
 
     def row(self, r: int) -> list[int]:
-        m = self.m
-        return [self.times[r * m + pos] for pos in self.orders[r]]
+        return [self.times[r * self.m + pos] for pos in self.orders[r]]
 
     def change(self, b: int, i: int, sign: int) -> int:
         """How much micro-batch ``b``'s time changes when sequence ``i`` leaves (-1) or joins (+1)."""
@@ -390,8 +387,7 @@ class _Assignment:
         return delta
 
     def fits(self, b: int, i: int) -> bool:
-        cap = self.inst.cap
-        return cap is None or int(self.tokens[b]) + int(self.inst.tokens[i]) <= cap
+        return self.inst.cap is None or int(self.tokens[b] + self.inst.tokens[i]) <= self.inst.cap
 
     def move(self, i: int, dst: int) -> None:
         src = int(self.where[i])
@@ -483,8 +479,10 @@ def refine_assignment(
     values = scaled_makespans([state.row(r) for r in range(inst.dp_size)], inst.pp, inst.vpp,
                               model)
     work, moves, cut = 0, 0, False
+    # A step scores at most _REFINE_STEP_OPS (plus its sources): started only if it can end in time.
+    step_seconds = 2 * _REFINE_STEP_OPS / OPS_PER_SECOND
     while inst.pp > 1 and work < work_budget:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is not None and time.perf_counter() + step_seconds > deadline:
             cut = True
             break
         r = max(range(inst.dp_size), key=lambda q: (values[q], -q))

@@ -92,33 +92,48 @@ def scaled_rank_time(mb_times: Sequence[int], pp: int, vpp: int) -> int:
     return vpp * sum(mb_times) + (pp - 1) * max(mb_times)
 
 
-def _micro_batch_times(
-    schedule: Schedule, lengths: Any, cost: Any, overhead: Any
-) -> list[list[int]]:
-    tokens = as_lengths(lengths)
-    n = len(tokens)
-    costs = sequence_costs(tokens, Cost.parse(cost))
-    over, size = split_overhead(overhead)
-    toks = tokens.tolist()
-    check_nesting(schedule, "schedule", 2)
-    out = []
+def _bad_index(schedule: Schedule, n: int) -> str:
+    """The message for the first entry of ``schedule`` that is not an index into the lengths."""
     for r, rank in enumerate(schedule):
-        times = []
         for j, mb in enumerate(rank):
-            total = over
             for i in mb:
                 if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not (
                     0 <= i < n
                 ):
-                    raise ValueError(
-                        f"schedule[{r}][{j}] holds {i!r}, not an index in range(0, {n}): "
-                        "pass indices into lengths"
-                    )
-                total += costs[int(i)]
-            if size is not None:
-                total += size.size(sum(toks[int(i)] for i in mb))
-            times.append(total)
-        out.append(times)
+                    return (f"schedule[{r}][{j}] holds {i!r}, not an index in range(0, {n}): "
+                            "pass indices into lengths")
+    return "schedule holds an entry that is not an index: pass indices into lengths"
+
+
+def _micro_batch_times(
+    schedule: Schedule, lengths: Any, cost: Any, overhead: Any
+) -> list[list[int]]:
+    """Every micro-batch's time, rank by rank (exact Python ints). The indices are checked and
+    summed in numpy (one pass at any size); the entry-by-entry walk only names a bad one."""
+    tokens = as_lengths(lengths)
+    n = len(tokens)
+    cost = Cost.parse(cost)
+    over, size = split_overhead(overhead)
+    check_nesting(schedule, "schedule", 2)
+    sizes = [len(mb) for rank in schedule for mb in rank]
+    flat = [i for rank in schedule for mb in rank for i in mb]
+    index = np.asarray(flat) if flat else np.zeros(0, dtype=np.int64)
+    if (index.dtype.kind not in "iu" or any(type(i) in (bool, np.bool_) for i in flat)
+            or (len(index) and (index.min() < 0 or index.max() >= n))):
+        raise ValueError(_bad_index(schedule, n))
+    which = np.repeat(np.arange(len(sizes)), sizes)
+    costs = cost.exact(tokens)  # int64 when every sum fits, else exact Python ints
+    totals = np.zeros(len(sizes), dtype=costs.dtype)
+    np.add.at(totals, which, costs[index])
+    flat_times = [over + int(t) for t in totals.tolist()]
+    if size is not None:
+        mb_tokens = np.zeros(len(sizes), dtype=np.int64)
+        np.add.at(mb_tokens, which, tokens[index].astype(np.int64))
+        flat_times = [t + size.size(x) for t, x in zip(flat_times, mb_tokens.tolist(), strict=True)]
+    out, start = [], 0
+    for rank in schedule:
+        out.append(flat_times[start : start + len(rank)])
+        start += len(rank)
     return out
 
 
