@@ -20,8 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.heuristics.inputs import as_positive_int
 from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.errors import InvalidPlanError
+from seqpart.solver.plan import Plan
 from seqpart.solver.step.model import (
     StepInstance,
     StepPlan,
@@ -50,6 +52,8 @@ __all__ = [
     "assemble",
     "choose_exact",
     "count_penalty",
+    "order_for_pipeline",
+    "order_given",
     "order_schedule",
     "order_ranks",
     "rank_time_rows",
@@ -238,6 +242,38 @@ def choose_exact(
     return ExactChoice(best_i, best, work, len(searched), cut)
 
 
+def order_given(
+    inst: StepInstance, model: PipelineModel, rows: Sequence[Any], final_deadline: float | None
+) -> tuple[list[tuple[Any, Ordered]], int, list[str]]:
+    """The trainers' and given schedules (plan_step's rows: ``(objective, arrival, method, m,
+    mb_of)``), each ordered as :func:`order_schedule` orders it (the cheap orders, then
+    ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
+    the plan is never behind one of them in that order, nor in its own. The search is
+    skipped where no order can beat one of these schedules in its cheap order (the plan
+    is at least that fast), and, noted, where the clock says it would end past the
+    deadline (returned by name: the rows' methods)."""
+    work, late = 0, []
+    times = [rank_time_rows(inst, row[4], row[3]) for row in rows]
+    cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]
+    work += sum(c.work for c in cheap)
+    top = min((c.step for c in cheap), default=0)
+    out = []
+    for row, t, ordered in sorted(zip(rows, times, cheap, strict=True),
+                                  key=lambda x: (x[2].step, x[0][1])):
+        if max(scaled_lower_bound(r, inst.pp, inst.vpp, model) for r in t) >= top:
+            out.append((row, ordered))
+            continue
+        if (final_deadline is not None and time.perf_counter()
+                + ORDER_WORK / OPS_PER_SECOND > final_deadline):
+            late.append(row[2])
+            out.append((row, ordered))
+            continue
+        ordered = order_ranks(t, inst.pp, inst.vpp, model, work_budget=ORDER_WORK)
+        out.append((row, ordered))
+        work += ordered.work
+    return out, work, late
+
+
 def order_schedule(
     schedule: Sequence[Sequence[Sequence[int]]],
     lengths: Any,
@@ -330,170 +366,37 @@ def assemble(
     )
 
 
-# ----------------------------------------------------------------------------- assignment
+def order_for_pipeline(
+    plan_or_loads: Plan | Sequence[int],
+    *,
+    pp: int | None = None,
+    vpp: int = 1,
+    pipeline: PipelineModel | None = None,
+    work_budget: int = ORDER_WORK,
+) -> list[int]:
+    """An execution order of micro-batches for pipeline parallelism.
 
-#: Sequences of the slowest rank tried per step (spread over its cost order), and the ranks
-#: (least loaded first) whose micro-batches receive them.
-_REFINE_SOURCES = 32
-_REFINE_RANKS = 8
-#: Operations scored per step at most (a few ms here), so that the clock is read often.
-_REFINE_STEP_OPS = 200_000
+    Without ``pp``: lightest at both ends, heaviest in the middle. Why: during pipeline warm-up
+    and cool-down only some stages are busy, so a heavy micro-batch there stretches the exposed
+    bubble; in the steady middle its time overlaps other stages'.
 
+    With ``pp`` (and ``vpp``, ``pipeline``: the schedule, default Megatron-LM's): that order,
+    or the given one when it is faster, then improved by local search (moves and swaps) on the
+    exact makespan of the schedule (:func:`~seqpart.solver.step.pipeline.improve_order`) within
+    ``work_budget`` operations, deterministic. ``loads`` are then the micro-batch times.
 
-@dataclass
-class Refined:
-    """The assignment after :func:`refine_assignment` (orders kept), its scaled makespans."""
-
-    mb_of: np.ndarray
-    values: list[int]
-    moves: int
-    work: int
-    clock_cut: bool = False
-
-    @property
-    def step(self) -> int:
-        return max(self.values)
-
-
-class _Assignment:
-    """A schedule's micro-batch times (exact ints), token totals, counts and rank orders."""
-
-    def __init__(self, inst: StepInstance, m: int, mb_of: np.ndarray,
-                 orders: Sequence[Sequence[int]]) -> None:
-        self.inst, self.m = inst, m
-        self.where = np.asarray(mb_of, dtype=np.int64).copy()
-        self.times = [t for row in rank_time_rows(inst, self.where, m) for t in row]
-        k = inst.dp_size * m
-        self.tokens = np.zeros(k, dtype=np.int64)
-        np.add.at(self.tokens, self.where, inst.tokens.astype(np.int64))
-        self.count = np.bincount(self.where, minlength=k)
-        # slot[b]: micro-batch b's position in its rank's execution order.
-        self.slot = [0] * k
-        self.orders = [list(o) for o in orders]
-        for r, order in enumerate(self.orders):
-            for j, pos in enumerate(order):
-                self.slot[r * m + pos] = j
-
-    def row(self, r: int) -> list[int]:
-        return [self.times[r * self.m + pos] for pos in self.orders[r]]
-
-    def change(self, b: int, i: int, sign: int) -> int:
-        """How much micro-batch ``b``'s time changes when sequence ``i`` leaves (-1) or joins (+1)."""
-        inst = self.inst
-        delta = sign * inst.costs[i]
-        if inst.size is not None:
-            total = int(self.tokens[b])
-            delta += inst.size.size(total + sign * int(inst.tokens[i])) - inst.size.size(total)
-        return delta
-
-    def fits(self, b: int, i: int) -> bool:
-        return self.inst.cap is None or int(self.tokens[b] + self.inst.tokens[i]) <= self.inst.cap
-
-    def move(self, i: int, dst: int) -> None:
-        src = int(self.where[i])
-        self.times[src] += self.change(src, i, -1)
-        self.times[dst] += self.change(dst, i, +1)
-        length = int(self.inst.tokens[i])
-        self.tokens[src] -= length
-        self.tokens[dst] += length
-        self.count[src] -= 1
-        self.count[dst] += 1
-        self.where[i] = dst
-
-
-def _sources(state: _Assignment, r: int) -> list[int]:
-    """Sequences of rank ``r`` that can leave their micro-batch, spread over their cost order."""
-    m, costs = state.m, state.inst.costs
-    mine = [i for i in np.flatnonzero(state.where // m == r).tolist()
-            if state.count[state.where[i]] > 1]
-    mine.sort(key=lambda i: (-costs[i], i))
-    if len(mine) > _REFINE_SOURCES:
-        picks = np.linspace(0, len(mine) - 1, _REFINE_SOURCES).round().astype(int).tolist()
-        mine = [mine[p] for p in dict.fromkeys(picks)]
-    return mine
-
-
-def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,
-               ) -> tuple[tuple[int, int] | None, int]:
-    """The move of a sequence of the slowest rank ``r`` to a micro-batch of a less loaded rank
-    that lowers the larger of the two ranks' exact makespans the most (None: none lowers it
-    below ``values[r]``), and the work spent. Each rank keeps its order."""
-    inst, m = state.inst, state.m
-    pp, vpp, target = inst.pp, inst.vpp, values[r]
-    ops = 2 * pp * vpp * m
-    row_r = state.row(r)
-    sources = _sources(state, r)
-    if not sources:
-        return None, 0
-    leaving = []
-    for i in sources:
-        b = int(state.where[i])
-        new = row_r.copy()
-        new[state.slot[b]] += state.change(b, i, -1)
-        leaving.append(new)
-    after_r = scaled_makespans(leaving, pp, vpp, model)
-    work = ops * len(leaving)
-    ranks = sorted((q for q in range(inst.dp_size) if q != r), key=lambda q: (values[q], q))
-    room = max(m, _REFINE_STEP_OPS // ops)  # rows scored this step; the largest relief first
-    pairs, rows = [], []
-    for value_r, i in sorted(zip(after_r, sources, strict=True)):
-        if value_r >= target or len(rows) >= room:
-            break
-        for q in ranks[:_REFINE_RANKS]:
-            row_q = state.row(q)
-            for pos in range(m):
-                dst = q * m + pos
-                if state.fits(dst, i):
-                    new = row_q.copy()
-                    new[state.slot[dst]] += state.change(dst, i, +1)
-                    pairs.append((i, dst, value_r))
-                    rows.append(new)
-    if not rows:
-        return None, work
-    after_q = scaled_makespans(rows, pp, vpp, model)
-    work += ops * len(rows)
-    best = min(range(len(rows)), key=lambda j: (max(pairs[j][2], after_q[j]), j))
-    if max(pairs[best][2], after_q[best]) >= target:
-        return None, work
-    return (pairs[best][0], pairs[best][1]), work
-
-
-def refine_assignment(
-    inst: StepInstance,
-    model: PipelineModel,
-    m: int,
-    mb_of: np.ndarray,
-    orders: Sequence[Sequence[int]],
-    work_budget: int,
-    deadline: float | None = None,
-) -> Refined:
-    """Local search on the assignment, scored by the exact makespan (the search before it
-    scores moves with the closed formula, which at pp > 1 is neither exact nor a bound).
-
-    Each step moves one sequence of the slowest rank to a micro-batch of one of the least loaded
-    ranks, every rank keeping its order, when both ranks then end strictly below the slowest
-    rank's old makespan (so the sorted makespans fall and the search ends). Stops at a local
-    optimum, when ``work_budget`` (operations evaluated: deterministic) is spent or past
-    ``deadline`` (a safety net). Keeps every micro-batch non-empty and under the cap."""
-    state = _Assignment(inst, m, mb_of, orders)
-    values = scaled_makespans([state.row(r) for r in range(inst.dp_size)], inst.pp, inst.vpp,
-                              model)
-    work, moves, cut = 0, 0, False
-    # A step scores at most _REFINE_STEP_OPS (plus its sources): started only if it can end in time.
-    step_seconds = 2 * _REFINE_STEP_OPS / OPS_PER_SECOND
-    while inst.pp > 1 and work < work_budget:
-        if deadline is not None and time.perf_counter() + step_seconds > deadline:
-            cut = True
-            break
-        r = max(range(inst.dp_size), key=lambda q: (values[q], -q))
-        move, spent = _best_move(state, r, values, model)
-        work += spent
-        if move is None:
-            break
-        i, dst = move
-        q = dst // m
-        state.move(i, dst)
-        moves += 1
-        values[r], values[q] = scaled_makespans([state.row(r), state.row(q)], inst.pp, inst.vpp,
-                                                model)
-    return Refined(state.where, values, moves, work, cut)
+    Returns positions into ``plan.bins`` (or ``loads``): run ``plan.bins[order[0]]`` first. Ties
+    keep the lower position first, so the order is deterministic on every rank.
+    """
+    loads = list(plan_or_loads.loads if isinstance(plan_or_loads, Plan) else plan_or_loads)
+    light = light_ends_order(loads)
+    if pp is None or not loads:
+        return light
+    pp, vpp = as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp")
+    model = pipeline or DEFAULT_MODEL
+    why = schedule_error(pp, vpp, len(loads), model)
+    if why is not None:
+        raise ValueError(f"{len(loads)} micro-batches: {why}")
+    order, _, _ = improve_order([int(x) for x in loads], pp, vpp, model,
+                                starts=[light, list(range(len(loads)))], work_budget=work_budget)
+    return order

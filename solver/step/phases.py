@@ -39,19 +39,16 @@ from seqpart.solver.step.exact import (
     assemble,
     choose_exact,
     count_penalty,
-    order_ranks,
-    rank_time_rows,
-    refine_assignment,
+    order_given,
 )
 from seqpart.solver.step.model import StepInstance, StepPlan
 from seqpart.solver.step.model import exact as exact_time
 from seqpart.solver.step.pipeline import (
-    ORDER_WORK,
     PipelineModel,
     scale,
-    scaled_lower_bound,
     schedule_error,
 )
+from seqpart.solver.step.refine import refine_assignment
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import (
@@ -79,6 +76,8 @@ _EXACT_SHARE = 0.25
 #: ...and the unsearched starts evaluated exactly besides the searched ones, the trainers' and
 #: the given ones (best proxy first).
 _EXTRA_CANDIDATES = 4
+#: Default timing: at most this many more rounds of search and counts in the time left.
+_CLOCK_ROUNDS = 8
 
 #: A start in the pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]
@@ -100,9 +99,9 @@ class StepSearch:
                  engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
-        # Kept back from the clock for checking and assembling the plan (0.09 s at n=65,536
-        # under a load of 3, ~0.5 s at n=262,144 under 8).
-        reserve = 0.008 + 3e-6 * inst.n
+        # Kept back from the clock for checking and assembling the plan (0.065 s at n=262,144
+        # under a load of 5, since the check and the times run in numpy: 4x that is kept).
+        reserve = 0.008 + 1e-6 * inst.n
         if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
             reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
         self.deadline = None if options.deterministic else t0 + seconds - reserve
@@ -131,6 +130,7 @@ class StepSearch:
         self.open_ended = OpenEnded()
         self.broken: list[str] = []  # given or trainers' starts that break the contract
         self.best = _Best()
+        self.best_cut_by_budget = False  # the best plan's search was stopped by the work budget
         self.clock_cut = False
         self.searched: set[int] = set()
         self.finals: list[Row] = []  # every search's result
@@ -151,6 +151,7 @@ class StepSearch:
         self.capped_balancer_when_no_start()
         self.search_and_build()
         self.finish_trainer_starts()
+        self.use_the_clock()
         self.take_the_best_unsearched_start()
         proven = self.cp_sat_on_tiny_instances()
         self.closing_notes()
@@ -211,11 +212,13 @@ class StepSearch:
         self.clock_cut |= result.stopped_by == "clock"
         if result.objective > obj:  # never: the search only takes improving changes
             raise RuntimeError("step local search made a schedule worse (please report)")
-        name = method + ("+local_search" if result.steps else "")
+        searched = result.steps and not method.endswith("+local_search")
+        name = method + ("+local_search" if searched else "")
         self.finals.append((result.objective, arrival, name, m, result.mb_of))
         best = self.best
         if best.objective is None or result.objective < best.objective:
             best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
+            self.best_cut_by_budget = result.stopped_by == "work budget"
 
     def incumbent(self) -> int | None:
         values = [row[0] for row in self.pool]
@@ -342,7 +345,30 @@ class StepSearch:
                 break
         self.clock_cut |= self.out_of_clock() and self.spent < self.budget
 
-    def finish_trainer_starts(self) -> None:
+    def use_the_clock(self) -> None:
+        """Default (clock) timing: the time the work budget leaves goes to the same phases
+        again, with a budget the size of that time: the search goes on from the best plan where
+        the budget cut it, and more counts are built (repeatable mode: nothing)."""
+        rounds = 0
+        while self.deadline is not None and rounds < _CLOCK_ROUNDS:
+            left = self.deadline - time.perf_counter()
+            if left < 0.002:
+                break
+            before = (len(self.searched), self.tried, self.best.objective)
+            self.budget = self.spent + int(left * CANDIDATES_PER_SECOND)
+            if self.best_cut_by_budget and self.best.mb_of is not None:
+                self.best_cut_by_budget = False  # go on from where the budget stopped it
+                self.add(self.best.method, self.best.m, self.best.mb_of)
+            self.search_and_build()
+            self.finish_trainer_starts(note=False)
+            rounds += 1
+            if (len(self.searched), self.tried, self.best.objective) == before:
+                break
+        if rounds:
+            self.notes.append(f"the clock's time left after the work budget: {rounds} more "
+                              "rounds of search and counts")
+
+    def finish_trainer_starts(self, note: bool = True) -> None:
         """The trainers' open-ended parts cut by their share resume with what the search left
         (the incumbent now rules out more of them); ``notes`` name those still cut."""
         state = self.open_ended
@@ -350,7 +376,8 @@ class StepSearch:
                 and not self.out_of_clock():
             self.spent += finish_open_ended(self.inst, state, self.budget - self.spent,
                                             self.deadline, self.hopeless, self.take)
-        self.notes += state.notes()
+        if note:
+            self.notes += state.notes()
 
     def take_the_best_unsearched_start(self) -> None:
         """The best start may never have been searched (budget spent): it still counts."""
@@ -401,39 +428,6 @@ class StepSearch:
             self.notes.append(f"counts the {self.model.resolved(self.inst.vpp)} schedule cannot "
                               f"run, skipped: {sorted(self.unusable)}")
 
-    def order_given(self, rows: list[Row]) -> tuple[list[tuple[Row, Ordered]], int]:
-        """The trainers' and given schedules, each ordered as
-        :func:`~seqpart.solver.step.exact.order_schedule` orders it (the cheap orders, then
-        ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
-        the plan is never behind one of them in that order, nor in its own. The search is
-        skipped where no order can beat one of these schedules in its cheap order (the plan
-        is at least that fast), and, noted, where the clock says it would end past the
-        deadline."""
-        inst, model, work, late = self.inst, self.model, 0, []
-        times = [rank_time_rows(inst, row[4], row[3]) for row in rows]
-        cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]
-        work += sum(c.work for c in cheap)
-        top = min((c.step for c in cheap), default=0)
-        out = []
-        for row, t, ordered in sorted(zip(rows, times, cheap, strict=True),
-                                      key=lambda x: (x[2].step, x[0][1])):
-            if max(scaled_lower_bound(r, inst.pp, inst.vpp, model) for r in t) >= top:
-                out.append((row, ordered))
-                continue
-            if (self.final_deadline is not None and time.perf_counter()
-                    + ORDER_WORK / OPS_PER_SECOND > self.final_deadline):
-                late.append(row[2])
-                out.append((row, ordered))
-                continue
-            ordered = order_ranks(t, inst.pp, inst.vpp, model, work_budget=ORDER_WORK)
-            out.append((row, ordered))
-            work += ordered.work
-        if late:
-            self.notes.append("the clock ran out before these schedules' order search (each in "
-                              f"its own order or lightest micro-batches first and last): "
-                              f"{', '.join(late)}")
-        return out, work
-
     def choose_by_exact_makespan(self) -> StepPlan:
         """pp > 1: the exact makespan decides between the searches' results, the trainers' and
         the given schedules and the best unsearched starts, each rank ordered for it."""
@@ -448,7 +442,11 @@ class StepSearch:
         per_count = {row[3]: row for row in reversed(rest)}
         top = {row[1] for row in rest[:_EXTRA_CANDIDATES]}
         others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
-        fixed, fixed_work = self.order_given(given_rows)
+        fixed, fixed_work, late = order_given(inst, model, given_rows, self.final_deadline)
+        if late:
+            self.notes.append("the clock ran out before these schedules' order search (each in "
+                              f"its own order or lightest micro-batches first and last): "
+                              f"{', '.join(late)}")
         cands = sorted(self.finals + others, key=lambda row: (row[0], row[1]))
         best: tuple[Row, Ordered] | None = None
         work, searched = fixed_work, 0

@@ -7,7 +7,7 @@ smallest step time under the model of :mod:`seqpart.solver.step.model` (re-expor
 :mod:`~seqpart.solver.step.search`, CP-SAT in :mod:`~seqpart.solver.step.cpsat`.
 
 :func:`plan_global` (:mod:`~seqpart.solver.step.global_plan`) and :func:`order_for_pipeline`
-(:mod:`~seqpart.solver.step.order`) are its cheaper neighbours. The collective forms live in
+(:mod:`~seqpart.solver.step.exact`) are its cheaper neighbours. The collective forms live in
 :mod:`seqpart.solver.distributed.planners`, which only moves data between ranks and calls these.
 """
 

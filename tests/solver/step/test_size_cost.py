@@ -116,11 +116,11 @@ def test_bound_and_plan_step_against_brute_force_with_size(inst: tuple) -> None:
     kw = {"cost": cost, "overhead": size, "pp": pp, "vpp": vpp}
     if best is None:
         with pytest.raises(InfeasibleError):
-            plan_step(lengths, dp, cap, **kw)
+            plan_step(lengths, dp, cap, multiple_of=1, **kw)
         return
     bound = step_lower_bound(lengths, dp, cap, **kw)
     assert bound <= best
-    plan = plan_step(lengths, dp, cap, time_limit=1.0, **kw)
+    plan = plan_step(lengths, dp, cap, time_limit=1.0, multiple_of=1, **kw)
     assert plan.step_time == step_time(plan.ranks, lengths, **kw)
     assert plan.rank_times == rank_times(plan.ranks, lengths, **kw)
     assert plan.lower_bound <= best <= plan.step_time

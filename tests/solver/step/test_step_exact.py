@@ -94,9 +94,10 @@ def test_refine_assignment_lowers_the_exact_makespan_and_keeps_the_schedule_vali
     import random
 
     from seqpart.solver import MicroBatchCost
-    from seqpart.solver.step.exact import order_ranks, rank_time_rows, refine_assignment
+    from seqpart.solver.step.exact import order_ranks, rank_time_rows
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.pipeline import DEFAULT_MODEL, scaled_makespans, schedule_error
+    from seqpart.solver.step.refine import refine_assignment
 
     rng = random.Random(0)
     tried = improved = 0
