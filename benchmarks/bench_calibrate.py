@@ -54,10 +54,11 @@ def main() -> int:
     repeats = 2 if args.quick else 3
     print(f"load before: {os.getloadavg()}; torch {torch.__version__}, transformers "
           f"{transformers.__version__}; {len(design.train)} training + {len(design.held_out)} held-out "
-          f"micro-batches x (1 warm-up + {repeats}) rounds")
+          f"micro-batches x (1 warm-up + {repeats}) rounds, short ones repeated to 0.3 s")
     run = hf_runner(LLAMA)
     t0 = time.perf_counter()
-    timings = time_micro_batches(run, design.all, repeats=repeats, warmup=1, progress=True)
+    timings = time_micro_batches(run, design.all, repeats=repeats, warmup=1, progress=True,
+                                 min_seconds=0.3)
     elapsed = time.perf_counter() - t0
     print(f"measured in {elapsed:.0f} s; load after: {os.getloadavg()}")
     common = dict(device="cpu", dtype="float32", model={"kind": "transformers", "config": LLAMA},
@@ -65,7 +66,7 @@ def main() -> int:
                   threads=1, repeats=repeats, warmup=1)
     wall = profile_from_timings(design, timings, clock="wall", **common)
     assert timings.cpu_samples is not None
-    cpu_t = Timings(timings.micro_batches, np.median(timings.cpu_samples, axis=1), timings.cpu_samples)
+    cpu_t = Timings(timings.micro_batches, np.nanmedian(timings.cpu_samples, axis=1), timings.cpu_samples)
     cpu = profile_from_timings(design, cpu_t, clock="cpu", **common)
     flops = Cost.from_hf_config(LLAMA)
     predicted = flops.linear / flops.quadratic

@@ -1,10 +1,14 @@
 """Measured replay: plan_step (with a calibrated cost) against the trainers' schedulers, each
 step run for real on dp=2 gloo processes, on real length data.
 
-    python benchmarks/bench_replay.py [--quick] [--profile FILE] [--repeats 5] [--out results.json]
+    python benchmarks/bench_replay.py [--quick] [--batches N] [--pp 4 [--vpp 2]] [--profile FILE]
+        [--repeats 5] [--out results.json]
 
 1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
-   one thread), unless --profile gives a profile.
+   one thread), unless --profile gives a profile. The calibration runs in 2 processes at once,
+   as the replay's 2 ranks do: on a CPU they share caches and memory bandwidth, and a profile
+   timed alone would under-predict every replayed step (rank 0's profile is used;
+   --calibrate-procs 1 times it alone).
 2. Batches: seeded draws from /work/shared/data (or the bundled copies): reasoning long-CoT
    (n=128, cap 32,768), math SFT (n=1024, cap 4,096), chat (n=512, cap 4,096), at the target
    cost (24576*l + l^2, a 7B-class model's a/b). Lengths and caps are scaled by the calibrated
@@ -16,6 +20,13 @@ step run for real on dp=2 gloo processes, on real length data.
 Reports per batch the median step per schedule (wall clock and CPU clock), plan_step / best
 trainer with a 95% bootstrap CI, the model's predicted ratio, and the step prediction error;
 then PASS/FAIL per target.
+
+With --pp > 1 (and --vpp), every schedule is planned for that pipeline (plan_step told pp/vpp;
+the trainers asked for a count that is a multiple of pp when interleaving, in their own order
+unless --order-trainers), each rank's micro-batches run and are timed one by one, and a step is
+the exact makespan of those measured times under Megatron-LM's modelled schedule (1F1B,
+interleaved when vpp > 1) plus the measured all-reduce: NOT a real pipeline run, as the output
+says. --batches N takes N batches in all, round-robin over the sources.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ from seqpart.solver.measure.calibrate import calibrate
 from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths
 from seqpart.solver.measure.design import make_design
 from seqpart.solver.measure.models import ReferenceConfig
+from seqpart.solver.measure.pipeline_replay import PipelineSetting
 from seqpart.solver.measure.profile import load_cost_profile
 from seqpart.solver.measure.replay import RunnerSpec
 from seqpart.solver.study.datasets import load_dataset, sample_batch
@@ -48,6 +60,26 @@ SOURCES = [
     ("math", "math_sft_gsm8k_train", 1024, 4096, 6),
     ("chat", "sft_chat_alpaca_eval_4models", 512, 4096, 6),
 ]
+
+
+def _calibrate_one(_index: int) -> dict[str, Any]:
+    profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu",
+                        progress=False, seed=0)
+    return profile.to_json()
+
+
+def _calibrate(procs: int) -> Any:
+    """The reference model's profile, timed while ``procs - 1`` other processes time the same
+    design (the contention the replay's ranks meet); rank 0's profile."""
+    from seqpart.solver.measure.profile import profile_from_json
+
+    if procs <= 1:
+        return profile_from_json(_calibrate_one(0))
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(procs) as pool:
+        profiles = pool.map(_calibrate_one, range(procs))
+    return profile_from_json(profiles[0])
 
 
 def _lengths(name: str) -> list[int]:
@@ -64,48 +96,89 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default=None)
     ap.add_argument("--save-profile", default=None, help="write the calibrated profile here")
+    ap.add_argument("--batches", type=int, default=None, help="N batches in all, round-robin over sources")
+    ap.add_argument("--pp", type=int, default=1, help="pipeline stages (> 1: modelled pipeline)")
+    ap.add_argument("--vpp", type=int, default=1, help="model chunks per stage (needs --pp > 1)")
+    ap.add_argument("--calibrate-procs", type=int, default=2,
+                    help="processes calibrating at once (as many as the replay's ranks)")
+    ap.add_argument("--order-trainers", action="store_true",
+                    help="at --pp > 1, run the trainers' micro-batches in seqpart's order")
     args = ap.parse_args()
+    try:
+        pipe = PipelineSetting(args.pp, args.vpp)  # bad values stop here, before calibrating
+    except (TypeError, ValueError) as err:
+        raise SystemExit(f"bench_replay: {err}") from None
+    batches = _batches(args.quick, args.batches)
     repeats = 3 if args.quick else args.repeats
     print(f"load: {os.getloadavg()}", flush=True)
     if args.profile:
         profile = load_cost_profile(args.profile)
     else:
         t0 = time.perf_counter()
-        profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu", progress=False)
-        print(f"calibrated in {time.perf_counter() - t0:.0f}s", flush=True)
+        profile = _calibrate(args.calibrate_procs)
+        print(f"calibrated in {time.perf_counter() - t0:.0f}s, {args.calibrate_procs} processes at once",
+              flush=True)
         if args.save_profile:
             profile.save(args.save_profile)
     held = profile.fit_error["held_out"]
     print(f"profile: {profile.overhead_s * 1e3:.2f} ms + {profile.linear_s * 1e6:.2f} us*l + "
           f"{profile.quadratic_s * 1e9:.2f} ns*l^2 (a/b {profile.ratio:.0f}); held-out median "
           f"{held['median_rel']:.1%} max {held['max_rel']:.1%}", flush=True)
+    if profile.planning_fit == "extended":
+        ext = profile.extended or {}
+        print(f"planners use the extended fit: {ext.get('coefficients')}; held-out median "
+              f"{ext['held_out']['median_rel']:.1%} max {ext['held_out']['max_rel']:.1%}; "
+              f"cost {profile.cost}, overhead {profile.overhead}", flush=True)
     factor = scale_factor(profile, TARGET)
     spec = RunnerSpec("reference", {"hidden": MODEL.hidden, "layers": MODEL.layers, "heads": MODEL.heads,
                                     "ffn": MODEL.ffn, "vocab": MODEL.vocab})
     print(f"scale {factor:.4f}: target cost {TARGET} over the model's a/b {profile.ratio:.0f}", flush=True)
+    print(f"step: {pipe.describe()}", flush=True)
     rows = []
     t_all = time.perf_counter()
-    for kind, name, n, cap, count in SOURCES:
-        pool = _lengths(name)
-        for b in range(1 if args.quick else count):
-            raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
-            lengths = scale_lengths(raw, factor)
-            c = max(max(lengths), round(cap * factor))
-            t0 = time.perf_counter()
-            res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0)
-            row = _row(kind, b, lengths, c, res, time.perf_counter() - t0)
-            rows.append(row)
-            print(_fmt(row), flush=True)
+    pools: dict[str, list[int]] = {}
+    for kind, name, n, cap, b in batches:
+        pool = pools.setdefault(name, _lengths(name))
+        raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
+        lengths = scale_lengths(raw, factor)
+        c = max(max(lengths), round(cap * factor))
+        t0 = time.perf_counter()
+        res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0,
+                           pp=pipe.pp, vpp=pipe.vpp, order_trainers=args.order_trainers)
+        row = _row(kind, b, lengths, c, res, time.perf_counter() - t0)
+        rows.append(row)
+        print(_fmt(row), flush=True)
     print(f"total {time.perf_counter() - t_all:.0f}s; load {os.getloadavg()}")
-    ok = _verdicts(rows)
+    ok = _verdicts(rows, profile.planning_fit)
+    if pipe.combined:
+        print(f"(pp={pipe.pp}: measured micro-batch times combined with the modelled pipeline schedule, "
+              "not a real pipeline run)")
     if args.out:
-        Path(args.out).write_text(json.dumps({"rows": rows, "scale": factor, "repeats": repeats}, indent=1))
+        Path(args.out).write_text(json.dumps({"rows": rows, "scale": factor, "repeats": repeats,
+                                              "pp": pipe.pp, "vpp": pipe.vpp, "method": pipe.describe()},
+                                             indent=1))
     return 0 if ok else 1
+
+
+def _batches(quick: bool, total: int | None) -> list[tuple[str, str, int, int, int]]:
+    """(kind, file, n, cap, batch number): every source's batches, one per source with --quick,
+    or ``total`` in all taken round-robin over the sources."""
+    if total is not None and total < 1:
+        raise SystemExit(f"--batches {total}: give at least 1")
+    per = [[(kind, name, n, cap, b) for b in range(1 if quick else count)]
+           for kind, name, n, cap, count in SOURCES]
+    if total is None:
+        return [x for src in per for x in src]
+    out: list[tuple[str, str, int, int, int]] = []
+    for b in range(max(len(src) for src in per)):
+        out += [src[b] for src in per if b < len(src)]
+    return sorted(out[:total], key=lambda x: [s[1] for s in SOURCES].index(x[1]))
 
 
 def _row(kind: str, b: int, lengths: list[int], cap: int, res: Any, seconds: float) -> dict:
     return {
         "kind": kind, "batch": b, "n": len(lengths), "tokens": sum(lengths), "cap": cap, "seconds": seconds,
+        "pp": res.pp, "vpp": res.vpp, "skipped": res.skipped,
         "best": res.best, "ratio": res.ratio, "predicted_ratio": res.predicted_ratio,
         "extended_ratio": res.extended_ratio, "noise": res.noise,
         "errors": {c: {k: s.error(c) for k, s in res.schedules.items()} for c in ("wall", "cpu")},
@@ -123,10 +196,12 @@ def _fmt(row: dict) -> str:
         out += (f"\n    [{c}] plan/{row['best'][c]} {m:.3f} [{lo:.3f},{hi:.3f}] predicted "
                 f"{row['predicted_ratio'][c]:.3f}" + (f" (extended fit {ext:.3f})" if ext is not None else "")
                 + f"; |step err| {err:.1%}; noise {row['noise'][c]:.1%}")
+    for name, why in row["skipped"].items():
+        out += f"\n    left out {name}: {why}"
     return out + f" ({row['seconds']:.0f}s)"
 
 
-def _verdicts(rows: list[dict]) -> bool:
+def _verdicts(rows: list[dict], planning_fit: str) -> bool:
     ok = True
     for clock in ("cpu", "wall"):
         ratio = [r["ratio"][clock] for r in rows]
@@ -145,12 +220,12 @@ def _verdicts(rows: list[dict]) -> bool:
                              (f"[{clock}] mean absolute step error <= 5%", err <= 0.05)):
             print(f"{'PASS' if passed else 'FAIL'} {name}")
             ok &= passed
-        _extended_note(rows, clock)
+        _extended_note(rows, clock, planning_fit)
     return ok
 
 
-def _extended_note(rows: list[dict], clock: str) -> None:
-    """How far the calibration's extended fit (extra terms the step model lacks) predicts better."""
+def _extended_note(rows: list[dict], clock: str, planning_fit: str) -> None:
+    """How the calibration's extended fit predicts, next to the fit the planners use."""
     col = 1 if clock == "wall" else 2
     pairs = [(s[4], s[col]) for r in rows for s in r["steps"].values() if s[4] is not None]
     if not pairs:
@@ -160,7 +235,7 @@ def _extended_note(rows: list[dict], clock: str) -> None:
     ratio_err = [abs(r["ratio"][clock][0] - r["extended_ratio"][clock]) for r in rows
                  if r["extended_ratio"][clock] is not None]
     print(f"[{clock}] with the extended fit instead: mean |step error| {err:.1%}, mean |ratio error| "
-          f"{float(np.mean(ratio_err)):.3f} (informative; the planners use the base fit)")
+          f"{float(np.mean(ratio_err)):.3f} (the planners use the {planning_fit} fit)")
 
 
 if __name__ == "__main__":

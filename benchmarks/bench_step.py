@@ -13,8 +13,10 @@ exact makespan of Megatron-LM's schedule (1F1B, interleaved when vpp > 1; forwar
 in the schedule's own order, and in the order seqpart finds for it
 (``seqpart.solver.step.order_schedule``), next to the closed formula's figure
 (``formula_step_time``); and checked with ``find_schedule_violations``. An invalid schedule (a
-micro-batch over the cap, unequal counts, an empty micro-batch), or one whose count the
-interleaved schedule cannot run, does not count as a baseline to beat.
+micro-batch over the cap, unequal counts, an empty micro-batch, a count that is not a multiple of
+pp when vpp > 1), or one whose count the interleaved schedule cannot run, does not count as a
+baseline to beat. The trainers and ``plan_step`` get the same ``multiple_of`` (pp when vpp > 1:
+Megatron-LM's interleaving rule, ``default_multiple_of``).
 Methods: every ``seqpart.heuristics.TRAINER_SCHEDULERS`` entry, ``plan_global``, "seqpart per-rank
 agreement" (each rank's ``partition(k=None)`` on its own contiguous chunk of the batch, the MAX
 count, then ``partition(k=agreed)`` per rank) and ``plan_step``. Prints the tables, then
@@ -51,7 +53,7 @@ from seqpart.solver.step import (
     step_time,
 )
 from seqpart.solver.step import planner as step_mod
-from seqpart.solver.step.model import find_schedule_violations
+from seqpart.solver.step.model import default_multiple_of, find_schedule_violations
 from seqpart.solver.study import datasets as ds
 from seqpart.solver.study.step_study import per_rank_agreement
 
@@ -147,7 +149,8 @@ def method_calls(time_limit: float, deterministic: bool = False
                  ) -> dict[str, Callable[[dict[str, Any]], Schedule]]:
     calls: dict[str, Callable[[dict[str, Any]], Schedule]] = {}
     for name, fn in TRAINER_SCHEDULERS.items():
-        calls[name] = lambda c, fn=fn: fn(c["lengths"], c["dp"], c["cap"], costs=c["costs"])
+        calls[name] = lambda c, fn=fn: fn(c["lengths"], c["dp"], c["cap"], costs=c["costs"],
+                                          multiple_of=default_multiple_of(c["pp"], c["vpp"]))
     calls[PLAN_GLOBAL] = lambda c: [
         p.bins for p in plan_global(c["lengths"], c["dp"], c["cap"], cost=COST, time_limit=GLOBAL_LIMIT)
     ]
@@ -171,7 +174,8 @@ def score(c: dict[str, Any], sched: Schedule) -> dict[str, Any]:
     over = sum(
         1 for r in sched for mb in r if len(mb) > 1 and sum(lengths[i] for i in mb) > cap
     )
-    msgs = find_schedule_violations(sched, lengths, c["dp"], max(max(counts), 1), cap)
+    msgs = find_schedule_violations(sched, lengths, c["dp"], max(max(counts), 1), cap,
+                                    default_multiple_of(c["pp"], c["vpp"]))
     kw = {"cost": COST, "overhead": OVERHEAD, "pp": c["pp"], "vpp": c["vpp"]}
     formula = formula_step_time(sched, lengths, **kw)
     try:

@@ -145,20 +145,24 @@ def check_nesting(value: Any, name: str, depth: int) -> None:
     if depth == 2:
         shape = "a list over ranks of lists of micro-batches, each a list of sequence indices"
 
+    plain = (list, tuple, np.ndarray)  # the common cases, checked without the abc machinery
+
     def is_list(x: Any) -> bool:
-        return not isinstance(x, (str, bytes, dict)) and isinstance(x, (Sequence, np.ndarray))
+        return type(x) in plain or (
+            not isinstance(x, (str, bytes, dict)) and isinstance(x, (Sequence, np.ndarray)))
+
+    def refuse(label: str, part: Any) -> TypeError:
+        return TypeError(f"{label} is {part!r} ({type(part).__name__}): {name} must be {shape}")
 
     if not is_list(value):
         raise TypeError(f"{name} must be {shape}, got {type(value).__name__}")
-    parts = [(f"{name}[{r}]", part) for r, part in enumerate(value)]
-    if depth == 2:
-        for label, part in parts:
-            if not is_list(part):
-                raise TypeError(f"{label} is {part!r} ({type(part).__name__}): {name} must be {shape}")
-        parts = [(f"{label}[{j}]", mb) for label, part in parts for j, mb in enumerate(part)]
-    for label, part in parts:
+    ranks = list(value) if depth == 2 else [value]
+    for r, part in enumerate(ranks):
         if not is_list(part):
-            raise TypeError(f"{label} is {part!r} ({type(part).__name__}): {name} must be {shape}")
+            raise refuse(f"{name}[{r}]", part)
+        for j, mb in enumerate(part):
+            if not is_list(mb):  # labels are built for the bad part only (n can be 10^6)
+                raise refuse(f"{name}[{r}][{j}]" if depth == 2 else f"{name}[{j}]", mb)
 
 
 

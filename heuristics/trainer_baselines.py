@@ -35,6 +35,7 @@ hang or pad with a dummy). Those are what the study counts; score schedules with
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,7 @@ __all__ = [
     "get_trainer_scheduler",
     "megatron",
     "prime_rl",
+    "refine_by_swaps",
     "slime_kk",
     "slime_rr",
     "verl",
@@ -211,84 +213,148 @@ def prime_rl(
     weights = [sum(cost[i] for i in b) for b in bins]
     k = len(weights)
     padded = weights + [weights[0]] * (-k % dp_size)
-    groups = _refine_by_swaps(padded, _equal_count_kk(padded, dp_size))
+    groups = refine_by_swaps(padded, _equal_count_kk(padded, dp_size))[0]
     return _schedule(bins, [sorted(b for b in g if b < k) for g in groups])
 
 
-def _refine_by_swaps(weights: list[int], groups: list[list[int]]) -> list[list[int]]:
-    """Repeat the best swap of two items in different groups while it lowers (max group sum,
-    max - min) lexicographically; ties go to the first pair in (group a < group b, position in
-    a, position in b) order, as a full scan would find it. Every accepted swap strictly lowers
-    that pair, so it terminates.
+#: A swap step's fixed cost (its numpy calls, ~50-100 us), counted as this many pairs scored.
+_STEP_PAIRS = 2000
 
-    Only swaps touching the heaviest or the lightest group are scored, which finds the same
-    swap as scoring all pairs: a swap lowers the max only if it involves the one group at the
-    max, and keeps the max but lowers the spread only if it raises the one group at the min.
-    Swapping i (in a) with j (in b) makes the sums ``S_a - d`` and ``S_b + d``, ``d = w_i - w_j``.
-    """
-    groups = [list(g) for g in groups]
+
+def refine_by_swaps(
+    weights: list[int], groups: list[list[int]], work_budget: int | None = None,
+    deadline: float | None = None,
+) -> tuple[list[list[int]], int, str]:
+    """prime-rl's refinement: while some swap of two items of different groups lowers
+    (largest group sum, largest - smallest), take the best, ties to the smallest
+    (group, group, position, position) with the lower group first. Stops when ``work_budget``
+    pairs have been scored (None: no limit) or at ``deadline``. Returns (groups, work,
+    "done" / "work budget" / "clock").
+
+    Only the pairs that lower that key are scored, which finds the same swap as scoring all
+    of them: with ``d = w_x - w_y`` (x in group c, y in group b), a swap lowers the key iff c
+    is the one group at the maximum and ``0 < d < top - S_b``, or c is the one group at the
+    minimum and ``0 < -d < S_b - bottom``. With the items sorted by weight, each x's partners
+    are a window of that order (``_pairs``), so a step costs the pairs near the balance, not
+    all pairs."""
     k = len(groups)
     if k < 2:
-        return groups
-    dtype: Any = np.int64 if sum(weights) < 2**62 else object  # never an int64 wrap
+        return [list(g) for g in groups], 0, "done"
+    dtype: Any = np.int64 if sum(weights) < 2**62 else object
     w = np.asarray(weights, dtype=dtype)
-    # Swaps keep group sizes, so the (group, position) of every slot is fixed: only the item
-    # in a slot and the group sums change.
-    items = np.asarray([i for g in groups for i in g], dtype=np.int64)
-    label = np.asarray([r for r, g in enumerate(groups) for _ in g], dtype=np.int64)
-    pos = np.asarray([p for g in groups for p in range(len(g))], dtype=np.int64)
-    start = np.concatenate([[0], np.cumsum([len(g) for g in groups])]).tolist()
-    sums = [sum(weights[i] for i in g) for g in groups]
-    total = sum(sums)
+    by_weight = np.argsort(w, kind="stable")
+    sorted_w = w[by_weight]
+    slot_item = np.asarray([i for g in groups for i in g], dtype=np.int64)
+    slot_group = np.asarray([r for r, g in enumerate(groups) for _ in g], dtype=np.int64)
+    slot_pos = np.asarray([p for g in groups for p in range(len(g))], dtype=np.int64)
+    item_slot = np.empty(len(weights), dtype=np.int64)
+    item_slot[slot_item] = np.arange(len(slot_item))
+    first = np.concatenate([[0], np.cumsum([len(g) for g in groups])]).astype(np.int64).tolist()
+    sums = np.asarray([sum(weights[i] for i in g) for g in groups], dtype=dtype)
+    work = 0
     while True:
-        top, bottom = max(sums), min(sums)
-        best_key = (top, top - bottom)
-        focus = [sums.index(v) for v in (top, bottom) if sums.count(v) == 1]
-        s_arr = np.asarray(sums, dtype=dtype)
-        desc = sorted(range(k), key=lambda r: -sums[r])[:3]
-        asc = sorted(range(k), key=lambda r: sums[r])[:3]
-        found: list[tuple[tuple[int, int], tuple[int, int, int, int]]] = []
-        for c in dict.fromkeys(focus):
-            mine = items[start[c] : start[c + 1]]
-            if not len(mine):
-                continue
-            other = label != c
-            if not other.any():
-                continue
-            lab, ps = label[other], pos[other]
-            # The max and min over the groups other than c and b, per b (neutral if none).
-            hi_rest = [r for r in desc if r != c]
-            lo_rest = [r for r in asc if r != c]
-            rest_hi = np.full(k, sums[hi_rest[0]] if hi_rest else 0, dtype=dtype)
-            rest_hi[hi_rest[0]] = sums[hi_rest[1]] if len(hi_rest) > 1 else 0
-            rest_lo = np.full(k, sums[lo_rest[0]] if lo_rest else total, dtype=dtype)
-            rest_lo[lo_rest[0]] = sums[lo_rest[1]] if len(lo_rest) > 1 else total
-            d = w[mine][:, None] - w[items[other]][None, :]
-            new_c = sums[c] - d
-            new_b = s_arr[lab][None, :] + d
-            hi = np.maximum(np.maximum(new_c, new_b), rest_hi[lab][None, :])
-            lo = np.minimum(np.minimum(new_c, new_b), rest_lo[lab][None, :])
-            best_hi = hi.min()
-            at = np.flatnonzero(hi.ravel() == best_hi)
-            spread = (hi - lo).ravel()[at]
-            low = spread.min()
-            key = (int(best_hi), int(low))
-            if key >= best_key:
-                continue
-            at = at[spread == low]
-            rows, cols = at // len(lab), at % len(lab)
-            for r, col in zip(rows.tolist(), cols.tolist(), strict=True):
-                b, pb = int(lab[col]), int(ps[col])
-                order = (c, b, r, pb) if c < b else (b, c, pb, r)
-                found.append((key, order))
-        if not found:
-            return [items[start[r] : start[r + 1]].tolist() for r in range(k)]
-        _, (a, b, i, j) = min(found)
-        x, y = start[a] + i, start[b] + j
-        moved = weights[int(items[x])] - weights[int(items[y])]
-        sums[a] -= moved
-        sums[b] += moved
-        items[x], items[y] = items[y], items[x]
+        if work_budget is not None and work >= work_budget:
+            return _groups(slot_item, first, k), work, "work budget"
+        if deadline is not None and time.perf_counter() > deadline:
+            return _groups(slot_item, first, k), work, "clock"
+        found, scored = _best_swap(sums, w, sorted_w, by_weight, slot_item, slot_group, slot_pos,
+                                   item_slot, first)
+        work += scored + _STEP_PAIRS
+        if found is None:
+            return _groups(slot_item, first, k), work, "done"
+        x, y = found
+        moved = w[slot_item[x]] - w[slot_item[y]]
+        sums[slot_group[x]] -= moved
+        sums[slot_group[y]] += moved
+        slot_item[x], slot_item[y] = slot_item[y], slot_item[x]
+        item_slot[slot_item[x]], item_slot[slot_item[y]] = x, y
+
+
+def _best_swap(
+    sums: np.ndarray, w: np.ndarray, sorted_w: np.ndarray, by_weight: np.ndarray,
+    slot_item: np.ndarray, slot_group: np.ndarray, slot_pos: np.ndarray, item_slot: np.ndarray,
+    first: list[int],
+) -> tuple[tuple[int, int] | None, int]:
+    """The swap (slot x, slot y) :func:`refine_by_swaps` takes next, or None; and the pairs
+    scored."""
+    by_sum = np.argsort(sums, kind="stable").tolist()
+    ranked = [sums[r] for r in by_sum]  # ascending (numpy scalars or exact ints)
+    top, bottom = ranked[-1], ranked[0]
+    current = (top, top - bottom)
+    scored = 0
+    best: tuple[Any, tuple[int, int, int, int], int, int] | None = None
+    for c, at_top in ((by_sum[-1], True), (by_sum[0], False)):
+        unique = ranked[-2] != top if at_top else ranked[1] != bottom
+        if not unique or first[c] == first[c + 1]:
+            continue
+        mine = slot_item[first[c] : first[c + 1]]
+        # The widest window over every partner group; each pair is then held to its own group.
+        reach = top - bottom
+        xs, ys = _pairs(w[mine], sorted_w, reach, at_top)
+        scored += len(xs) + len(mine)
+        if not len(xs):
+            continue
+        y_slot = item_slot[by_weight[ys]]
+        grp = slot_group[y_slot]
+        d = w[mine[xs]] - sorted_w[ys]
+        room = (top - sums[grp]) if at_top else (sums[grp] - bottom)
+        ok = (grp != c) & ((d < room) if at_top else (-d < room))
+        if not ok.any():
+            continue
+        xs, y_slot, grp, d = xs[ok], y_slot[ok], grp[ok], d[ok]
+        # The max and min of the group sums other than c and the partner's group b.
+        others = by_sum[:-1] if at_top else by_sum[1:]
+        hi1, hi2 = others[-1], others[-2] if len(others) > 1 else -1
+        lo1, lo2 = others[0], others[1] if len(others) > 1 else -1
+        rest_hi = _either(grp == hi1, sums[hi2] if hi2 >= 0 else 0, sums[hi1], sums.dtype)
+        rest_lo = _either(grp == lo1, sums[lo2] if lo2 >= 0 else sums.sum(), sums[lo1], sums.dtype)
+        new_c, new_b = sums[c] - d, sums[grp] + d
+        hi = np.maximum(np.maximum(new_c, new_b), rest_hi)
+        lo = np.minimum(np.minimum(new_c, new_b), rest_lo)
+        key_hi = hi.min()
+        at = np.flatnonzero(hi == key_hi)
+        spread = (hi - lo)[at]
+        key = (key_hi, spread.min())
+        if key >= current or (best is not None and key > best[0]):
+            continue
+        tied = at[spread == spread.min()]
+        b, r, pb = grp[tied], xs[tied], slot_pos[y_slot[tied]]
+        low = b < c  # the lower group comes first in the tie order
+        j = np.lexsort((np.where(low, r, pb), np.where(low, pb, r), np.maximum(b, c),
+                        np.minimum(b, c)))[0]
+        order = (min(c, int(b[j])), max(c, int(b[j])), *((int(pb[j]), int(r[j])) if low[j]
+                                                         else (int(r[j]), int(pb[j]))))
+        if best is None or (key, order) < best[:2]:
+            best = (key, order, first[c] + int(r[j]), int(y_slot[tied[j]]))
+    return (None if best is None else (best[2], best[3])), scored
+
+
+def _either(mask: np.ndarray, yes: Any, no: Any, dtype: Any) -> np.ndarray:
+    """``np.where`` for two scalars that keeps ``dtype`` (object: exact Python ints)."""
+    out = np.full(len(mask), no, dtype=dtype)
+    out[mask] = yes
+    return out
+
+
+def _pairs(mine_w: np.ndarray, sorted_w: np.ndarray, reach: Any, at_top: bool
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(index into mine, position in the weight order) of every item whose weight is within
+    ``(w - reach, w)`` (``at_top``) or ``(w, w + reach)`` of one of mine."""
+    if at_top:
+        lo = np.searchsorted(sorted_w, mine_w - reach, side="right")
+        hi = np.searchsorted(sorted_w, mine_w, side="left")
+    else:
+        lo = np.searchsorted(sorted_w, mine_w, side="right")
+        hi = np.searchsorted(sorted_w, mine_w + reach, side="left")
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    xs = np.repeat(np.arange(len(mine_w)), counts)
+    starts = np.repeat(lo - np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)
+    return xs, (np.arange(total) + starts).astype(np.int64)
+
+
+def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
+    return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
 
 
 # --- verl ----------------------------------------------------------------------------------

@@ -10,8 +10,8 @@ Plans for one batch
     :class:`Plan`, :func:`check_plan`, :func:`find_violations`, :class:`Violations`
         The result type (status, bound and gap included) and the one validator.
     :class:`Cost`
-        What is balanced: tokens, attention-weighted tokens ``a*l + b*l^2``, or FLOPs from a
-        model's sizes (``Cost.from_model``, ``Cost.from_hf_config``).
+        What is balanced: tokens, attention-weighted tokens ``a*l + b*l^2`` (plus a cost per
+        sequence), or FLOPs from a model's sizes (``Cost.from_model``, ``Cost.from_hf_config``).
     :class:`SolverOptions`, :data:`ENGINES`
         Timing mode (repeatable work budget or the clock), CP-SAT settings, engines.
 
@@ -24,6 +24,10 @@ Plans for a training step (data-parallel ranks, pipeline stages)
     :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`
         Score any schedule (a trainer's own included) under the same model, and bound it. With
         pp > 1 a rank's time is the exact makespan of its pipeline schedule in the order given.
+    :class:`MicroBatchCost`
+        What a micro-batch pays beyond its sequences: a fixed overhead and a convex function of
+        its token total (a calibrated per-token cost that rises or falls with its size); pass
+        it as ``overhead=``.
     :class:`PipelineModel`, :func:`order_schedule`, :func:`formula_step_time`
         Which pipeline schedule is modelled (Megatron-LM's 1F1B, interleaved when vpp > 1, or
         GPipe; the forward/backward split, p2p latency); the best order of each rank's
@@ -57,6 +61,7 @@ Elsewhere
 
 from __future__ import annotations
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.distributed import (
     partition_across_ranks,
     plan_global_across_ranks,
@@ -97,6 +102,7 @@ __all__ = [
     "InfeasibleError",
     "InvalidPlanError",
     "MeasureError",
+    "MicroBatchCost",
     "PipelineModel",
     "Plan",
     "SolverOptions",

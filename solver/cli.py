@@ -40,7 +40,7 @@ from seqpart.solver.study.methods import (
 from seqpart.solver.study.methods_report import format_summary
 from seqpart.solver.study.readers import load_lengths
 from seqpart.solver.study.runner import add_executor_arguments
-from seqpart.solver.study.step_cli import add_step_parser
+from seqpart.solver.study.step_cli import add_step_parser, profile_from_flags
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -164,15 +164,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     if args.file is not None and args.data is not None:
         raise UsageError("give the file once: as FILE or as --data FILE")
+    profile = profile_from_flags(args.cost_profile, ("--cost", args.cost))
     lengths = load_lengths(args.data or args.file, args.fields, say=_stderr)
-    cost: Any = args.cost
-    if args.cost_profile:
-        from seqpart.solver.measure.profile import load_cost_profile
-
-        try:
-            cost = load_cost_profile(args.cost_profile).cost
-        except ValueError as err:
-            raise UsageError(str(err)) from None
+    cost: Any = profile.cost if profile is not None else args.cost or "tokens"
     solve = functools.partial(partition, lengths, cap=args.cap, time_limit=args.time_limit,
                               cost=cost, equal_size=args.equal_size,
                               oversize=args.oversize)
@@ -219,10 +213,12 @@ def cmd_repro(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    profile = profile_from_flags(args.cost_profile, ("--cost", args.cost))
     config = StudyConfig(
         methods=args.methods, datasets=args.datasets, data=tuple(args.data or ()),
         fields=tuple(args.fields or ()), generated=args.generated, n=args.n, k=args.k, caps=args.caps,
-        cost=args.cost, reps=args.reps, seed=args.seed, min_k_time=args.min_k_time,
+        cost=profile.cost if profile is not None else args.cost or "tokens", reps=args.reps,
+        seed=args.seed, min_k_time=args.min_k_time,
         jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
         plots=not args.no_plots,
         progress=not args.quiet, executor=args.executor, address=args.address,
@@ -264,6 +260,10 @@ TIME_LIMIT_HELP = (
     "to 1 because it plans a whole step, dp*m micro-batches, once)")
 
 
+COST_PROFILE_HELP = ("balance the cost calibrated by `seqpart calibrate` (its JSON profile) "
+                     "instead of --cost (not with it)")
+
+
 def _add_field(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--field", "--column", dest="fields", action="append", metavar="NAME",
@@ -293,10 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     solve.add_argument("--cap", type=_positive_int, default=None, help="max tokens per micro-batch")
     solve.add_argument("--time-limit", type=_positive_float, default=1.0,
                        help=TIME_LIMIT_HELP)
-    solve.add_argument("--cost", choices=("tokens", "attention"), default="tokens",
-                       help="what to balance (the cap always counts tokens)")
+    solve.add_argument("--cost", choices=("tokens", "attention"), default=None,
+                       help="what to balance (default tokens; the cap always counts tokens)")
     solve.add_argument("--cost-profile", metavar="FILE", default=None,
-                       help="balance the cost calibrated by `seqpart calibrate` (replaces --cost)")
+                       help=COST_PROFILE_HELP)
     solve.add_argument("--equal-size", action="store_true",
                        help="same number of sequences in every micro-batch")
     solve.add_argument("--oversize", choices=("error", "alone"), default="error",
@@ -333,7 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.add_argument("--caps", "--cap", dest="caps", default=DEFAULT_CAPS,
                        help="token caps, or multiples of the source's longest sequence like 2x "
                             f"(default {DEFAULT_CAPS})")
-    study.add_argument("--cost", choices=("tokens", "attention"), default="tokens")
+    study.add_argument("--cost", choices=("tokens", "attention"), default=None,
+                       help="what to balance (default tokens; the cap always counts tokens)")
+    study.add_argument("--cost-profile", metavar="FILE", default=None, help=COST_PROFILE_HELP)
     study.add_argument("--reps", type=_positive_int, default=1, help="batches per setting")
     study.add_argument("--seed", type=int, default=0)
     study.add_argument("--min-k-time", type=_positive_float, default=0.5,

@@ -253,7 +253,7 @@ class Plan:
             "status": self.status,
             "method": self.method,
             "seconds": self.seconds,
-            "cost": {"linear": self.cost.linear, "quadratic": self.cost.quadratic},
+            "cost": self.cost.as_dict(),
             "k_status": self.k_status,
             "k_lower_bound": self.k_lower_bound,
             "oversize": self.oversize,

@@ -24,18 +24,22 @@ ATTENTION_HIDDEN = 4096
 
 @dataclass(frozen=True)
 class Cost:
-    """Balancing cost of one sequence of length l: ``linear * l + quadratic * l * l``.
+    """Balancing cost of one sequence of length l: ``linear * l + quadratic * l * l +
+    per_sequence``.
 
     The cap always applies to tokens (memory); the cost is what gets balanced (time). Tokens:
     ``Cost()``. Attention-aware: ``Cost.attention(hidden)`` = 6*hidden*l + l^2, which for
-    hidden=4096 is 24576*l + l^2, the workload trainers use.
+    hidden=4096 is 24576*l + l^2, the workload trainers use. ``per_sequence`` is a fixed cost
+    each sequence pays whatever its length (e.g. a kernel launched per sequence); a calibration
+    fills it in when the measurements show one (:func:`seqpart.solver.load_cost_profile`).
     """
 
     linear: int = 1
     quadratic: int = 0
+    per_sequence: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("linear", "quadratic"):
+        for name in ("linear", "quadratic", "per_sequence"):
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise TypeError(f"Cost.{name} must be an int >= 0, got {v!r} ({type(v).__name__})")
@@ -44,7 +48,8 @@ class Cost:
             # numpy integers wrap in int64 arithmetic; every cost is computed in Python ints.
             object.__setattr__(self, name, int(v))
         if self.linear == 0 and self.quadratic == 0:
-            raise ValueError("Cost(linear=0, quadratic=0) gives every sequence zero cost")
+            raise ValueError("Cost(linear=0, quadratic=0) makes every sequence cost the same "
+                             "whatever its length: give linear or quadratic a value > 0")
 
     @classmethod
     def attention(cls, hidden: int = ATTENTION_HIDDEN) -> Cost:
@@ -70,19 +75,20 @@ class Cost:
         return cls(*cost_coefficients(shape_from_hf_config(config), unit))
 
     @classmethod
-    def parse(cls, spec: str | Cost | tuple[int, int]) -> Cost:
-        """"tokens", "attention", a ``Cost``, or a ``(linear, quadratic)`` pair."""
+    def parse(cls, spec: str | Cost | tuple[int, ...]) -> Cost:
+        """"tokens", "attention", a ``Cost``, a ``(linear, quadratic)`` pair or a
+        ``(linear, quadratic, per_sequence)`` triple."""
         if isinstance(spec, Cost):
             return spec
         if spec == "tokens":
             return cls()
         if spec == "attention":
             return cls.attention()
-        if isinstance(spec, (tuple, list)) and len(spec) == 2:
+        if isinstance(spec, (tuple, list)) and len(spec) in (2, 3):
             return cls(*spec)
         raise ValueError(
             f"cost={spec!r} is not understood: use 'tokens', 'attention', "
-            "Cost(linear=a, quadratic=b) or a pair (a, b)"
+            "Cost(linear=a, quadratic=b, per_sequence=c), a pair (a, b) or a triple (a, b, c)"
         )
 
     def of(self, tokens: np.ndarray) -> np.ndarray:
@@ -103,10 +109,12 @@ class Cost:
         if len(tokens) == 0:
             return np.zeros(0, dtype=np.int64)
         top = int(np.max(tokens))
-        if (self.linear * top + self.quadratic * top * top) * len(tokens) < 2**62:
+        a, b, c = self.linear, self.quadratic, self.per_sequence
+        if (a * top + b * top * top + c) * len(tokens) < 2**62:
             t = tokens.astype(np.int64)
-            return self.linear * t + self.quadratic * t * t if self.quadratic else self.linear * t
-        values = [self.linear * x + self.quadratic * x * x for x in tokens.tolist()]
+            out = a * t + b * t * t if b else a * t
+            return out + c if c else out
+        values = [a * x + b * x * x + c for x in tokens.tolist()]
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out
@@ -114,7 +122,13 @@ class Cost:
     def __str__(self) -> str:
         if self == Cost():
             return "tokens"
-        return f"{self.linear}*l + {self.quadratic}*l^2"
+        text = f"{self.linear}*l + {self.quadratic}*l^2"
+        return f"{text} + {self.per_sequence}" if self.per_sequence else text
+
+    def as_dict(self) -> dict[str, int]:
+        """The coefficients by name (for JSON output; ``per_sequence`` only when set)."""
+        out = {"linear": self.linear, "quadratic": self.quadratic}
+        return {**out, "per_sequence": self.per_sequence} if self.per_sequence else out
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@
   imported them by name, so one call per process is enough; :func:`setup_worker` makes that call
   in every Ray worker process (``worker_process_setup_hook``).
 
+A calibrated cost profile (``seqpart calibrate``) goes in as ``cost_profile=`` (a
+``CostProfile`` or its path): the step schedulers and the capped balancer balance its cost
+(``build_dp_schedule`` charges its overhead too), and ``patch(trainer, cost_profile=...)`` or
+``$SEQPART_COST_PROFILE`` binds it into a patched trainer.
+
 Every drop-in accepts what the original accepts (ints or floats, lists, numpy arrays, tensors,
 0-d tensors; integral floats for counts and caps), keeps its output contract, and is repeatable:
 no wall clock decides a plan (see :mod:`.balance`).

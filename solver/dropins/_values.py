@@ -1,4 +1,5 @@
-"""What the trainers pass, made exact: weights, token counts, counts and caps.
+"""What the trainers pass, made exact: weights, token counts, counts and caps; and the cost a
+drop-in balances (a ``Cost``, or a calibrated profile's cost and overhead).
 
 Why a module of its own: the originals are plain Python over whatever the caller hands them
 (lists of ints or floats, numpy arrays, CPU or CUDA tensors, 0-d tensors, ``16384.0`` as a cap),
@@ -17,13 +18,17 @@ Real-valued weights (FLOP estimates such as slime's ``52544.0``) are balanced as
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from seqpart.heuristics.inputs import refuse_unordered
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.errors import TrainerInputError
+from seqpart.solver.measure.profile import CostProfile, load_cost_profile
+from seqpart.solver.problem import Cost
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: Scaled totals stay below this, so sums (and CP-SAT's linear expressions) never near int64.
@@ -200,3 +205,47 @@ def as_flag(value: Any, name: str) -> bool:
     if isinstance(value, (bool, int)) and value in (0, 1):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def as_profile(cost_profile: Any) -> CostProfile:
+    """A :class:`~seqpart.solver.CostProfile`, or one read from a path by
+    :func:`~seqpart.solver.load_cost_profile` (whose ValueError names the file and the fix)."""
+    if isinstance(cost_profile, CostProfile):
+        return cost_profile
+    if isinstance(cost_profile, (str, os.PathLike)):
+        return load_cost_profile(cost_profile)
+    raise TypeError(
+        f"cost_profile must be a CostProfile (seqpart.solver.load_cost_profile(path)) or the path "
+        f"of one, got {type(cost_profile).__name__}"
+    )
+
+
+@dataclass(frozen=True)
+class CostChoice:
+    """The cost a drop-in balances and its per-micro-batch overhead; None: the drop-in's own."""
+
+    cost: Cost | None
+    overhead: int | MicroBatchCost | None
+
+
+def choose_cost(cost: Any = None, cost_profile: Any = None, overhead: Any = None) -> CostChoice:
+    """``cost``/``overhead`` as given, or both from ``cost_profile``; giving a profile and
+    either of the others is an error, so no caller wonders which one was used."""
+    if cost_profile is not None:
+        for name, value in (("cost", cost), ("overhead", overhead)):
+            if value is not None:
+                raise TrainerInputError(
+                    f"pass {name}= or cost_profile=, not both: the profile sets the cost and the "
+                    "overhead (its .cost and .overhead); drop one of the two arguments"
+                )
+        profile = as_profile(cost_profile)
+        return CostChoice(profile.cost, profile.overhead)
+    chosen = None
+    if cost is not None:
+        try:
+            chosen = Cost.parse(cost)
+        except ValueError as err:
+            raise TrainerInputError(f"cost: {err}") from None
+    if overhead is None or isinstance(overhead, MicroBatchCost):
+        return CostChoice(chosen, overhead)
+    return CostChoice(chosen, as_count(overhead, "overhead", minimum=0))

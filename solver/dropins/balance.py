@@ -26,7 +26,14 @@ from seqpart.heuristics import (
 )
 from seqpart.heuristics.bounds import min_bins_fekete_schepers
 from seqpart.solver.dropins._original_kk import original_karmarkar_karp
-from seqpart.solver.dropins._values import Weights, as_count, as_flag, as_tokens, as_weights
+from seqpart.solver.dropins._values import (
+    Weights,
+    as_count,
+    as_flag,
+    as_tokens,
+    as_weights,
+    choose_cost,
+)
 from seqpart.solver.engines.count_lp import Work
 from seqpart.solver.engines.count_search import count_allowance, search_count
 from seqpart.solver.errors import InfeasibleError, TrainerInputError
@@ -391,10 +398,16 @@ def _fits_in(fits: np.ndarray, k: int, cap: int) -> bool:
 
 
 def get_capped_seqlen_balanced_partitions(
-    seqlen_list: Any, k_partitions: Any, max_tokens_per_gpu: Any, equal_size: Any = False
+    seqlen_list: Any, k_partitions: Any, max_tokens_per_gpu: Any, equal_size: Any = False, *,
+    cost: Any = None, cost_profile: Any = None,
 ) -> list[list[int]]:
     """:func:`get_seqlen_balanced_partitions` under a token cap: ``k_partitions`` non-empty
     lists, each summing to at most ``max_tokens_per_gpu`` tokens, the largest sum minimal.
+
+    ``cost`` (a :class:`~seqpart.solver.Cost`, "tokens" or "attention") balances that cost of
+    the sequences instead of their tokens, the heaviest list (by it) first; ``cost_profile`` (a
+    :class:`~seqpart.solver.CostProfile` or the path of one) balances its calibrated ``.cost``.
+    Give one of the two. The cap counts tokens either way.
 
     ``seqlen_list`` are token counts (the cap applies to them; ints or integral floats). A
     sequence longer than the cap gets a list of its own, as
@@ -407,11 +420,14 @@ def get_capped_seqlen_balanced_partitions(
             micro-batch), ``equal_size`` with a length not divisible by ``k_partitions``.
         InfeasibleError (a ValueError): no split under the cap exists (``proven``) or none was
             found within the budget; the message says what to change.
+        ValueError: ``cost`` and ``cost_profile`` both given, or a profile that cannot be read
+            (:func:`~seqpart.solver.load_cost_profile` names the file and the fix).
     """
     tokens = as_tokens(seqlen_list, "seqlen_list")
     k = as_count(k_partitions, "k_partitions")
     cap = as_count(max_tokens_per_gpu, "max_tokens_per_gpu")
     equal = as_flag(equal_size, "equal_size")
+    chosen = choose_cost(cost, cost_profile).cost
     _need_k_items(len(tokens), k, "micro-batches")
     if equal and int(tokens.max()) > cap:
         i = int(np.argmax(tokens))
@@ -421,4 +437,5 @@ def get_capped_seqlen_balanced_partitions(
             "alone: raise max_tokens_per_gpu, truncate or drop that sequence, or pass "
             "equal_size=False (then it gets a list of its own)"
         )
-    return _by_weight_desc(_balance(tokens, k, equal, cap), tokens)
+    bins = _balance(tokens, k, equal, cap, cost=chosen)
+    return _by_weight_desc(bins, tokens if chosen is None else chosen.exact(tokens))

@@ -10,14 +10,22 @@ patching the defining module alone leaves them on the original. :func:`patch` th
 2. scans ``sys.modules`` for every module already holding the original object (under any name)
    and rebinds it there too.
 
-So one call is enough, before or after the trainer's own modules are imported. A name a version
-does not define is skipped (and reported). Modules known to import these names, checked against
+So one call is enough, before or after the trainer's own modules are imported (seqpart's own
+modules are never rebound). A name a version does not define is skipped (and reported).
+
+``patch(trainer, cost_profile=...)`` binds a calibrated cost profile into the replacements that
+balance a cost (:data:`PROFILED`: verl's ``rearrange_micro_batches``, slime's
+``build_dp_schedule``), so the trainer's unchanged calls plan with the measured cost and
+overhead. The balancers and counters keep the values the trainer passes (verl's
+``_balance_batch`` passes workloads, not lengths), so a trainer with none of :data:`PROFILED`
+refuses a profile instead of ignoring it. Modules known to import these names, checked against
 the sources named in :data:`TARGETS`, are listed in :data:`KNOWN_IMPORTERS`; the scan does not
 depend on that list, which is documentation.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -26,10 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seqpart.solver.dropins import balance, openrlhf, slime, verl
+from seqpart.solver.dropins._values import as_profile
+from seqpart.solver.measure.profile import CostProfile
 
 __all__ = [
     "KNOWN_IMPORTERS",
     "PATCH_ENV",
+    "PROFILED",
+    "PROFILE_ENV",
     "TARGETS",
     "Patched",
     "patch",
@@ -73,6 +85,9 @@ TARGETS: dict[str, list[tuple[str, str, Callable[..., Any]]]] = {
     ],
 }
 
+#: The replacements that take ``cost_profile=``: :func:`patch` binds a profile into these.
+PROFILED: tuple[Callable[..., Any], ...] = (verl.rearrange_micro_batches, slime.build_dp_schedule)
+
 #: Modules that import the names above by name (so hold their own reference), per trainer.
 KNOWN_IMPORTERS: dict[str, list[str]] = {
     "verl": [
@@ -105,6 +120,8 @@ class Patched:
     trainer: str
     rebound: dict[str, list[str]] = field(default_factory=dict)  # function -> "module.attr"
     missing: list[str] = field(default_factory=list)
+    cost_profile: CostProfile | None = None
+    profiled: list[str] = field(default_factory=list)  # the functions that plan with it
     _undo: list[tuple[Any, str, Any]] = field(default_factory=list, repr=False)
 
     def undo(self) -> None:
@@ -113,57 +130,102 @@ class Patched:
         self._undo.clear()
 
 
-def patch(trainer: str) -> Patched:
+def patch(trainer: str, *, cost_profile: Any = None) -> Patched:
     """Rebind ``trainer``'s balancing functions to seqpart's everywhere they are bound.
 
     ``trainer`` is "verl", "slime", "openrlhf" or "areal". The trainer must be importable.
-    Idempotent: a second call finds nothing left to rebind.
+    ``cost_profile`` (a :class:`~seqpart.solver.CostProfile` or the path of one, read once here)
+    is bound into the replacements in :data:`PROFILED`, so the trainer's calls plan with its
+    cost and overhead; a trainer with none of them raises a ValueError. Idempotent: a second
+    call with the same profile finds nothing left to rebind; one with another profile (or none)
+    rebinds to that.
     """
     key = str(trainer).lower()
     if key not in TARGETS:
         raise ValueError(f"unknown trainer {trainer!r}: choose one of {', '.join(sorted(TARGETS))}")
-    result = Patched(key)
+    profile = None if cost_profile is None else as_profile(cost_profile)
+    if profile is not None and not any(fn in PROFILED for _, _, fn in TARGETS[key]):
+        raise ValueError(
+            f"patch({trainer!r}, cost_profile=...): none of {key}'s replaced functions balances a "
+            "cost (they balance the values the trainer passes, or count tokens under the cap), "
+            "so the profile would change nothing: leave cost_profile out"
+        )
+    result = Patched(key, cost_profile=profile)
     for module_name, attr, replacement in TARGETS[key]:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as err:
-            if module_name.split(".")[0] not in sys.modules and importlib.util.find_spec(
-                module_name.split(".")[0]
-            ) is None:
-                raise ImportError(
-                    f"patch({trainer!r}) needs {module_name.split('.')[0]} importable: install "
-                    "the trainer first"
-                ) from err
-            result.missing.append(f"{module_name} (import failed: {err})")
+        module = _import_target(trainer, module_name, result)
+        if module is None:
             continue
         original = getattr(module, attr, None)
         if original is None:
             result.missing.append(f"{module_name}.{attr}")
             continue
+        if profile is not None and replacement in PROFILED:
+            replacement = _with_profile(replacement, profile)
+            result.profiled.append(f"{module_name}.{attr}")
         places = result.rebound.setdefault(f"{module_name}.{attr}", [])
-        if original is replacement:
+        if original is replacement or _same_binding(original, replacement):
             continue
-        for name, mod in list(sys.modules.items()):
-            namespace = getattr(mod, "__dict__", None)
-            if not isinstance(namespace, dict):
-                continue
-            for held_as, value in list(namespace.items()):
-                if value is original:
-                    result._undo.append((mod, held_as, value))
-                    setattr(mod, held_as, replacement)
-                    places.append(f"{name}.{held_as}")
+        _rebind(original, replacement, result, places)
     return result
 
 
-def patch_verl() -> Patched:
-    """``patch("verl")``: ``get_seqlen_balanced_partitions`` and ``rearrange_micro_batches``."""
-    return patch("verl")
+def _import_target(trainer: str, module_name: str, result: Patched) -> Any:
+    """The trainer's module, or None (noted in ``result.missing``) when this version lacks it."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as err:
+        top = module_name.split(".")[0]
+        if top not in sys.modules and importlib.util.find_spec(top) is None:
+            raise ImportError(
+                f"patch({trainer!r}) needs {top} importable: install the trainer first"
+            ) from err
+        result.missing.append(f"{module_name} (import failed: {err})")
+        return None
 
 
-def patch_slime() -> Patched:
+def _rebind(original: Any, replacement: Any, result: Patched, places: list[str]) -> None:
+    """``replacement`` wherever a module outside seqpart holds ``original``, under any name."""
+    for name, mod in list(sys.modules.items()):
+        namespace = getattr(mod, "__dict__", None)
+        # seqpart's own modules keep their functions: re-patching would else rebind the drop-in
+        # itself (it is the "original" then) in seqpart.solver.dropins.
+        if not isinstance(namespace, dict) or name == "seqpart" or name.startswith("seqpart."):
+            continue
+        for held_as, value in list(namespace.items()):
+            if value is original:
+                result._undo.append((mod, held_as, value))
+                setattr(mod, held_as, replacement)
+                places.append(f"{name}.{held_as}")
+
+
+def _with_profile(fn: Callable[..., Any], profile: CostProfile) -> Callable[..., Any]:
+    """``fn`` with ``cost_profile=profile``, under ``fn``'s name and signature text."""
+
+    @functools.wraps(fn)
+    def bound(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, cost_profile=profile, **kwargs)
+
+    bound.seqpart_cost_profile = profile  # type: ignore[attr-defined]
+    return bound
+
+
+def _same_binding(held: Any, replacement: Any) -> bool:
+    """Whether ``held`` is already ``replacement``'s function bound to an equal profile."""
+    return (getattr(held, "__wrapped__", None) is getattr(replacement, "__wrapped__", False)
+            and getattr(held, "seqpart_cost_profile", None) == getattr(
+                replacement, "seqpart_cost_profile", False))
+
+
+def patch_verl(*, cost_profile: Any = None) -> Patched:
+    """``patch("verl")``: ``get_seqlen_balanced_partitions`` and ``rearrange_micro_batches``
+    (which plans with ``cost_profile`` when given)."""
+    return patch("verl", cost_profile=cost_profile)
+
+
+def patch_slime(*, cost_profile: Any = None) -> Patched:
     """``patch("slime")``: ``get_seqlen_balanced_partitions``, ``get_minimum_num_micro_batch_size``
-    (v0.2/v0.3) and ``build_dp_schedule`` (main)."""
-    return patch("slime")
+    (v0.2/v0.3) and ``build_dp_schedule`` (main; it plans with ``cost_profile`` when given)."""
+    return patch("slime", cost_profile=cost_profile)
 
 
 def patch_openrlhf() -> Patched:
@@ -178,10 +240,13 @@ def patch_areal() -> Patched:
 
 #: The environment variable :func:`setup_worker` reads: trainer names, comma-separated.
 PATCH_ENV = "SEQPART_PATCH"
+#: ... and the path of a cost profile for :func:`patch`'s ``cost_profile`` (optional).
+PROFILE_ENV = "SEQPART_COST_PROFILE"
 
 
 def setup_worker() -> list[Patched]:
-    """Patch the trainers named in ``$SEQPART_PATCH`` (e.g. ``"verl"``) in this process.
+    """Patch the trainers named in ``$SEQPART_PATCH`` (e.g. ``"verl"``) in this process, with
+    the cost profile at ``$SEQPART_COST_PROFILE`` when that is set (read once, here).
 
     Why a hook: a patch rebinds names in the process that calls it. Ray-based trainers (verl,
     slime, OpenRLHF, AReaL) balance and split batches inside worker processes (the trainer's
@@ -195,9 +260,20 @@ def setup_worker() -> list[Patched]:
         })
 
     Outside Ray, call it (or :func:`patch`) at the top of whatever each process runs. An empty
-    or unset variable patches nothing.
+    or unset variable patches nothing. Every process reads the profile from its own path: give
+    each node the same file, or ranks plan with different costs. A profile without a trainer,
+    or one that cannot be read, raises a ValueError that names the variable.
     """
     import os
 
     names = [name.strip() for name in os.environ.get(PATCH_ENV, "").split(",") if name.strip()]
-    return [patch(name) for name in names]
+    path = os.environ.get(PROFILE_ENV, "").strip()
+    if path and not names:
+        raise ValueError(f"{PROFILE_ENV}={path!r} is set but {PATCH_ENV} names no trainer, so "
+                         f"nothing would use the profile: set {PATCH_ENV} (e.g. verl) or unset "
+                         f"{PROFILE_ENV}")
+    try:
+        profile = as_profile(path) if path else None
+    except ValueError as err:
+        raise ValueError(f"{PROFILE_ENV}: {err}") from None
+    return [patch(name, cost_profile=profile) for name in names]

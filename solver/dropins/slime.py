@@ -39,6 +39,11 @@ of its micro-batch times plus the pipeline bubble ``(pp-1) * max / vpp``), with
   on a loaded machine, which slime's own repeatability contract would not allow);
 * ``oversize="alone"``: a sample over the cap gets a micro-batch of its own.
 
+The cost and the overhead above are estimates. A calibrated profile (``seqpart calibrate``)
+replaces both with measured ones: ``build_dp_schedule(..., cost_profile=profile)`` balances
+``profile.cost`` and charges ``profile.overhead`` per micro-batch (``cost=``/``overhead=`` give
+them by hand), so ``plan_step`` minimises the step time in the device's own seconds.
+
 ``plan_step`` starts from slime's own schedules too (``trainer_starts``, when they fit the
 budget), and its result passes :func:`~seqpart.solver.step.check_schedule`; the assembled step
 passes :func:`~seqpart.solver.plan.find_violations` again. Each rank's micro-batches are in
@@ -76,7 +81,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.dropins._values import as_count, as_flag, as_tokens
+from seqpart.solver.batch_cost import MicroBatchCost
+from seqpart.solver.dropins._values import CostChoice, as_count, as_flag, as_tokens, choose_cost
 from seqpart.solver.dropins.balance import ENGINE, OPTIONS, TIME_LIMIT, capped_fallback
 from seqpart.solver.errors import InfeasibleError, TrainerInputError
 from seqpart.solver.partition import partition
@@ -159,12 +165,16 @@ def _plan_dynamic(
     cap: int,
     cost: Cost,
     step_i: int,
+    overhead: int | MicroBatchCost | None = None,
 ) -> list[list[list[int]]]:
-    """One capped step by :func:`plan_step`: ``per_rank[r]`` = rank r's micro-batches."""
+    """One capped step by :func:`plan_step`: ``per_rank[r]`` = rank r's micro-batches;
+    ``overhead`` per micro-batch in cost units (None: :data:`OVERHEAD_TOKENS` tokens of it)."""
     align = dp_size * m_multiple
+    if overhead is None:
+        overhead = OVERHEAD_TOKENS * int(cost.linear)
     try:
         plan = plan_step(tokens, dp_size, cap, pp=pp, vpp=vpp, multiple_of=m_multiple, cost=cost,
-                         overhead=OVERHEAD_TOKENS * int(cost.linear), time_limit=STEP_TIME_LIMIT,
+                         overhead=overhead, time_limit=STEP_TIME_LIMIT,
                          oversize="alone", trainer_starts=None, engine=ENGINE, options=OPTIONS)
     except InfeasibleError as err:
         _assert(not err.proven, (
@@ -256,6 +266,9 @@ def build_dp_schedule(
     global_batch_size: Any,
     rollout_indices: Any = None,
     group_indices: Any = None,
+    cost: Any = None,
+    overhead: Any = None,
+    cost_profile: Any = None,
 ) -> tuple[list[list[int]], list[list[list[int]]], list[int], list[int]]:
     """slime's ``build_dp_schedule``: the per-rank sample partition and micro-batch schedule.
 
@@ -269,6 +282,14 @@ def build_dp_schedule(
         global_batch_size: rollouts per training step.
         rollout_indices: rollout id per sample; a rollout's samples stay in one step.
         group_indices: slime v0.3.0's name for ``rollout_indices`` (pass one of the two).
+        cost: a :class:`~seqpart.solver.Cost` ("tokens", "attention") that replaces slime's
+            choice (tokens, or FLOPs with ``balance_data``/``balance_by_flops``) everywhere
+            the schedule balances or times a sample.
+        overhead: the fixed cost of one micro-batch in the cost's units (default
+            :data:`OVERHEAD_TOKENS` tokens of linear cost, ``512 * cost.linear``).
+        cost_profile: a :class:`~seqpart.solver.CostProfile` (or the path of one, read on
+            every call): its calibrated ``.cost`` and ``.overhead`` are the cost and the
+            overhead. Not with ``cost`` or ``overhead``.
 
     Returns:
         ``(partitions, micro_batch_indices, num_microbatches, global_batch_sizes)`` as slime's:
@@ -279,9 +300,11 @@ def build_dp_schedule(
     Raises:
         TrainerInputError (a ValueError and an AssertionError, as slime asserts): fewer
             rollouts than one step, a step with fewer samples than ranks or than the micro-batch
-            count needs, a static layout that cannot align.
+            count needs, a static layout that cannot align, ``cost_profile`` with ``cost`` or
+            ``overhead``.
+        ValueError: a cost profile that cannot be read (the loader's message names the file).
     """
-    layout = _layout(args, train_parallel_config)
+    layout = _layout(args, train_parallel_config, choose_cost(cost, cost_profile, overhead))
     dp_size, cap = layout.dp_size, layout.cap
     gbs = as_count(global_batch_size, "global_batch_size")
     tokens = as_tokens(total_lengths, "total_lengths")
@@ -300,7 +323,7 @@ def build_dp_schedule(
         step_tokens = tokens[step]
         if cap is not None:
             per_rank = _plan_dynamic(step_tokens, dp_size, layout.m_multiple, layout.pp, layout.vpp,
-                                     cap, layout.step_cost, step_i)
+                                     cap, layout.step_cost, step_i, layout.overhead)
         else:
             assert layout.micro_batch_size is not None
             per_rank = _plan_static(step_tokens, dp_size, layout.align, layout.micro_batch_size,
@@ -329,9 +352,10 @@ class _Layout:
     step_cost: Cost  # dynamic: the step time's per-sequence cost
     mbs_cost: Cost  # static: slime's micro-batch weight
     rank_cost: Cost  # static: slime's rank weight
+    overhead: int | MicroBatchCost | None  # dynamic, per micro-batch (None: OVERHEAD_TOKENS of it)
 
 
-def _layout(args: Any, train_parallel_config: dict) -> _Layout:
+def _layout(args: Any, train_parallel_config: dict, chosen: CostChoice) -> _Layout:
     _assert(isinstance(train_parallel_config, Mapping), (
         "train_parallel_config must be a dict with dp_size (and cp_size, vpp_size, "
         f"microbatch_group_size_per_vp_stage), got {type(train_parallel_config).__name__}"
@@ -358,13 +382,16 @@ def _layout(args: Any, train_parallel_config: dict) -> _Layout:
     workload = workload_cost(args)
     by_flops = as_flag(getattr(args, "balance_by_flops", False) or False, "balance_by_flops")
     balance = as_flag(getattr(args, "balance_data", False) or False, "balance_data")
+    # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
+    # Static: slime's micro-batch and rank weights. A given cost (or profile) replaces all three.
+    step_cost = workload if by_flops or balance else Cost()
+    mbs_cost, rank_cost = workload, workload if balance else Cost()
+    if chosen.cost is not None:
+        step_cost = mbs_cost = rank_cost = chosen.cost
     return _Layout(
         dp_size=dp_size, pp=pp, vpp=vpp_size, m_multiple=m_multiple, align=dp_size * m_multiple,
-        cap=cap, micro_batch_size=micro_batch_size,
-        # Dynamic: the step time is measured in FLOPs when either flag asks for FLOP balance.
-        step_cost=workload if by_flops or balance else Cost(),
-        # Static: slime's micro-batch and rank weights.
-        mbs_cost=workload, rank_cost=workload if balance else Cost(),
+        cap=cap, micro_batch_size=micro_batch_size, step_cost=step_cost, mbs_cost=mbs_cost,
+        rank_cost=rank_cost, overhead=chosen.overhead,
     )
 
 

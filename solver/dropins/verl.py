@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver.distributed.collective import OP_VERL_REARRANGE, agree_on_count
-from seqpart.solver.dropins._values import as_count, as_flag, as_tokens
+from seqpart.solver.dropins._values import as_count, as_flag, as_tokens, choose_cost
 from seqpart.solver.dropins.balance import _balance, get_minimum_num_micro_batch_size
 from seqpart.solver.errors import TrainerInputError
 from seqpart.solver.problem import Cost
@@ -90,6 +90,8 @@ def rearrange_micro_batches(
     use_dynamic_bsz_balance: bool = True,
     *,
     timeout: float | None = None,
+    cost: Any = None,
+    cost_profile: Any = None,
 ) -> tuple[list[Any], list[list[int]]]:
     """Split ``batch`` (a TensorDict with ``input_ids`` and ``attention_mask``, or nested
     ``input_ids``) into micro-batches of at most ``max_token_len`` tokens each.
@@ -97,6 +99,12 @@ def rearrange_micro_batches(
     Returns ``(micro_batches, micro_bsz_idx)``: the micro-batch TensorDicts and, for each, the
     ascending row indices it holds (concatenating them in order and inverting the permutation
     restores ``batch``, as verl's ``restore_dynamic_batch`` does).
+
+    ``cost`` (a :class:`~seqpart.solver.Cost`, "tokens" or "attention") replaces verl's workload
+    ``24576*l + l^2`` as what the micro-batches balance; ``cost_profile`` (a
+    :class:`~seqpart.solver.CostProfile` or the path of one, read on every call: pass the loaded
+    profile in a loop) balances its calibrated ``.cost``. Give one of the two. The count is the
+    cap's either way, so ranks with different costs still agree on it.
 
     ``timeout`` (seconds, or None for the process group's own): with an initialised process
     group and ``same_micro_num_in_dp``, the ranks agree on one count in a bounded status
@@ -110,13 +118,18 @@ def rearrange_micro_batches(
     Raises:
         TrainerInputError (a ValueError and an AssertionError, as verl asserts): bad input (no
             input_ids or attention_mask, a sequence longer than ``max_token_len``, more
-            micro-batches than sequences) without a synchronised group.
+            micro-batches than sequences), ``cost`` with ``cost_profile``, without a
+            synchronised group.
+        ValueError: a profile that cannot be read (the loader's message names the file and the
+            fix), without a synchronised group.
         DistributedPlanError (a ValueError): the same on every rank, when the ranks agree on a
             count and any rank's input is bad, the ranks disagree, or a rank does not join.
     """
     found: dict[str, Any] = {}
 
     def local() -> tuple[int, int]:
+        # In here, so a bad profile on one rank fails every rank (the status exchange).
+        found["cost"] = choose_cost(cost, cost_profile).cost or WORKLOAD
         found["cap"] = cap = as_count(max_token_len, "max_token_len")
         found["lengths"] = lengths = _effective_lengths(batch)
         if lengths.size == 0:
@@ -143,14 +156,14 @@ def rearrange_micro_batches(
         )
     else:
         k = round_up(local()[1], as_count(multiple, "num_batches_divided_by"))
-    lengths, cap = found["lengths"], found["cap"]
+    lengths, cap, workload = found["lengths"], found["cap"], found["cost"]
     if k > len(lengths):
         raise TrainerInputError(
             f"{len(lengths)} sequences cannot fill {k} non-empty micro-batches (min_num_micro_batch "
             "or num_batches_divided_by): give this rank more sequences or raise max_token_len"
         )
-    parts = _balance(lengths, k, False, cap, cost=WORKLOAD)
-    loads = [int(WORKLOAD.of(lengths[p]).sum()) for p in parts]
+    parts = _balance(lengths, k, False, cap, cost=workload)
+    loads = [int(workload.exact(lengths[p]).sum()) for p in parts]
     parts = [sorted(p) for p in parts]
     if as_flag(use_dynamic_bsz_balance, "use_dynamic_bsz_balance"):
         order = order_for_pipeline(loads)

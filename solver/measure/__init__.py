@@ -7,7 +7,9 @@
 * :func:`load_cost_profile` reads a saved profile; ``profile.cost`` and ``profile.overhead`` go
   straight into ``plan_step``/``partition``.
 * :mod:`seqpart.solver.measure.compare` replays one step of plan_step's and the trainers'
-  schedules on real processes in a gloo group and times them.
+  schedules on real processes in a gloo group and times them. At pp > 1 the step is each rank's
+  measured micro-batch times through the modelled pipeline schedule
+  (:mod:`~seqpart.solver.measure.pipeline_replay`), not a real pipeline run.
 
 torch, transformers, scipy and matplotlib are imported only by the functions that need them.
 """

@@ -5,7 +5,10 @@ when the device is done (the built-in runners synchronise CUDA), and this module
 Repeats are *rounds*: every round times each micro-batch of the design once, in a fresh random
 order, so a load change on a shared machine spreads over all micro-batches instead of biasing
 the few timed while it lasted. The statistic is the median over rounds. Warm-up rounds (not
-recorded) come first: allocator growth and one-time kernel selection land there.
+recorded) come first: allocator growth and one-time kernel selection land there. Short
+micro-batches then get extra rounds until each has been timed for ``min_seconds`` in all (at
+most ``max_rounds`` samples): a pause of a few milliseconds is noise on a large micro-batch but
+a third of a small one's time, and small ones are cheap to repeat.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ class Timings:
 
     micro_batches: tuple[MicroBatch, ...]
     seconds: np.ndarray  # median per micro-batch
-    samples: np.ndarray  # [micro-batch, round]
+    samples: np.ndarray  # [micro-batch, round]; NaN where a micro-batch had no extra round
     peak_bytes: np.ndarray | None = None  # CUDA only: peak memory of each micro-batch
     cpu_samples: np.ndarray | None = None  # the process's CPU seconds of the same runs
 
@@ -43,7 +46,7 @@ class Timings:
         """Median over micro-batches of (max - min) / median of their repeats."""
         if self.samples.shape[1] < 2:
             return float("nan")
-        spread = (self.samples.max(axis=1) - self.samples.min(axis=1)) / self.seconds
+        spread = (np.nanmax(self.samples, axis=1) - np.nanmin(self.samples, axis=1)) / self.seconds
         return float(np.median(spread))
 
 
@@ -60,40 +63,57 @@ def _call(run: Runner, mb: MicroBatch, what: str) -> None:
 def time_micro_batches(run: Runner, micro_batches: Sequence[MicroBatch], *, repeats: int = 3,
                        warmup: int = 1, seed: int = 0, progress: bool = True,
                        memory: Callable[[], tuple[Callable[[], None], Callable[[], int]]] | None = None,
-                       desc: str = "calibrate", clock: str | Callable[[], float] = "wall") -> Timings:
+                       desc: str = "calibrate", clock: str | Callable[[], float] = "wall",
+                       min_seconds: float = 0.0, max_rounds: int = 15) -> Timings:
     """Time every micro-batch ``repeats`` times in interleaved, shuffled rounds (after
-    ``warmup`` rounds); ``memory`` (CUDA) gives a reset and a peak-bytes reader. ``clock``:
-    "wall" (elapsed time) or "cpu" (this process's CPU time, which leaves out the time a shared
-    CPU spends on other processes; meaningful for CPU runs only)."""
+    ``warmup`` rounds), then the short ones in extra shuffled rounds until each was timed for
+    ``min_seconds`` in all or ``max_rounds`` times; ``memory`` (CUDA) gives a reset and a
+    peak-bytes reader. ``clock``: "wall" (elapsed time) or "cpu" (this process's CPU time, which
+    leaves out the time a shared CPU spends on other processes; meaningful for CPU runs only)."""
     from tqdm import tqdm
 
     timer = clock_function(clock)
 
     repeats = positive_int(repeats, "repeats")
     warmup = positive_int(warmup, "warmup", minimum=0)
+    max_rounds = max(repeats, positive_int(max_rounds, "max_rounds"))
+    if not min_seconds >= 0:
+        raise ValueError(f"min_seconds must be >= 0, got {min_seconds!r}")
     mbs = [tuple(int(x) for x in mb) for mb in micro_batches]
     rng = np.random.default_rng(seed)
-    samples = np.empty((len(mbs), repeats))
-    cpu = np.empty((len(mbs), repeats))
+    samples = np.full((len(mbs), max_rounds), np.nan)
+    cpu = np.full((len(mbs), max_rounds), np.nan)
     peaks = np.zeros(len(mbs)) if memory is not None else None
-    rounds = warmup + repeats
-    with tqdm(total=rounds * len(mbs), desc=desc, unit="mb", disable=not progress, leave=False) as bar:
-        for r in range(rounds):
+
+    def time_one(i: int, r: int) -> None:
+        what = "a warm-up" if r < 0 else f"round {r + 1}'s"
+        if memory is not None:
+            memory()[0]()
+        c0, t0 = time.process_time(), timer()
+        _call(run, mbs[i], what)
+        elapsed, cpu_elapsed = timer() - t0, time.process_time() - c0
+        if r >= 0:
+            samples[i, r], cpu[i, r] = elapsed, cpu_elapsed
+            if peaks is not None and memory is not None:
+                peaks[i] = max(peaks[i], memory()[1]())
+
+    with tqdm(total=(warmup + repeats) * len(mbs), desc=desc, unit="mb", disable=not progress,
+              leave=False) as bar:
+        for r in range(-warmup, repeats):
             for i in rng.permutation(len(mbs)):
-                mb = mbs[i]
-                what = "a warm-up" if r < warmup else f"round {r - warmup + 1}'s"
-                if memory is not None:
-                    memory()[0]()
-                c0, t0 = time.process_time(), timer()
-                _call(run, mb, what)
-                elapsed, cpu_elapsed = timer() - t0, time.process_time() - c0
-                if r >= warmup:
-                    samples[i, r - warmup] = elapsed
-                    cpu[i, r - warmup] = cpu_elapsed
-                    if peaks is not None and memory is not None:
-                        peaks[i] = max(peaks[i], memory()[1]())
+                time_one(int(i), r)
                 bar.update()
-    return Timings(tuple(mbs), np.median(samples, axis=1), samples, peaks, cpu)
+        for r in range(repeats, max_rounds):  # the short micro-batches' extra rounds
+            short = np.flatnonzero(np.nansum(samples, axis=1) < min_seconds)
+            if not len(short):
+                break
+            bar.total += len(short)
+            for i in rng.permutation(short):
+                time_one(int(i), r)
+                bar.update()
+    used = int(np.max(np.sum(~np.isnan(samples), axis=1)))
+    samples, cpu = samples[:, :used], cpu[:, :used]
+    return Timings(tuple(mbs), np.nanmedian(samples, axis=1), samples, peaks, cpu)
 
 
 def clock_function(clock: str | Callable[[], float]) -> Callable[[], float]:
@@ -159,14 +179,15 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
               hf_config: dict[str, Any] | None = None, reference: Any = None,
               design: Design | None = None, repeats: int = 3, warmup: int = 1, threads: int | None = 1,
               seed: int = 0, progress: bool = True, model: dict[str, Any] | None = None,
-              clock: str | Callable[[], float] = "wall") -> CostProfile:
+              clock: str | Callable[[], float] = "wall", min_seconds: float = 0.3) -> CostProfile:
     """Time forward+backward of the design's micro-batches and fit the step cost.
 
     What runs: ``run`` (any callable ``run(lengths)``, e.g. a trainer's own model step; it must
     return when the device is done), else a transformers model from ``hf_config`` (random
     weights), else the reference decoder (``reference``: a ``ReferenceConfig``). ``threads``
-    sets torch's CPU threads for the built-in models (None: leave it). ``clock``: see
-    :func:`time_micro_batches` ("cpu" only with a CPU device).
+    sets torch's CPU threads for the built-in models (None: leave it). ``clock``, ``min_seconds``
+    (the short micro-batches' extra rounds): see :func:`time_micro_batches` ("cpu" only with a
+    CPU device).
     """
     clock_function(clock)
     if isinstance(clock, str) and clock == "cpu" and str(device) != "cpu":
@@ -203,7 +224,8 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
         except ImportError:
             meta["torch_version"] = "none"
     timings = time_micro_batches(run, design.all, repeats=repeats, warmup=warmup, seed=seed,
-                                 progress=progress, memory=memory, clock=clock)
+                                 progress=progress, memory=memory, clock=clock,
+                                 min_seconds=min_seconds)
     return profile_from_timings(design, timings, device=str(device), dtype=dtype,
                                 model=model or {"kind": "callable"}, meta=meta,
                                 threads=threads, repeats=repeats, warmup=warmup,

@@ -6,20 +6,29 @@ Scale: a CPU cannot run a target model's lengths, so lengths are multiplied by
 its cost depends on ``l / (a/b)`` only, so the scaled batch on the small model has the target's
 balance of linear and quadratic work (the overhead's share is the measured one's, not the
 target's). The cap scales with the lengths.
+
+Pipeline parallelism (``pipeline=PipelineSetting(pp, vpp)``, pp > 1): every schedule is planned
+for that pipeline (plan_step told pp and vpp; the trainers asked for a count that is a multiple of
+pp when interleaving, run in their own order), each rank's micro-batches run and are timed one
+by one, and the step combines those measured times with the modelled pipeline schedule
+(:mod:`.pipeline_replay`): not a real pipeline run, which ``BatchResult.method`` says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from seqpart.heuristics import TRAINER_SCHEDULERS
 from seqpart.solver import Cost, plan_step, step_time
+from seqpart.solver.step import order_schedule
+from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel
 
 from .fit import Fit
+from .pipeline_replay import PipelineSetting
 from .profile import CostProfile
 from .replay import RunnerSpec, Trial, ratio_ci, run_trials, schedule_lengths
 
@@ -40,15 +49,24 @@ def scale_lengths(lengths: Sequence[int], factor: float) -> list[int]:
 
 
 def build_schedules(lengths: Sequence[int], dp: int, cap: int | None, profile: CostProfile,
-                    time_limit: float = 1.0, trainers: Sequence[str] | None = None) -> dict[str, Any]:
-    """plan_step's schedule (cost and overhead from ``profile``) and each trainer's, raw (the
-    trainers balance the same calibrated per-sequence cost)."""
+                    time_limit: float = 1.0, trainers: Sequence[str] | None = None,
+                    pipeline: PipelineSetting | None = None, order_trainers: bool = False
+                    ) -> dict[str, Any]:
+    """plan_step's schedule (cost and overhead from ``profile``, planned for ``pipeline``) and
+    each trainer's, raw (the trainers balance the same calibrated per-sequence cost; with
+    ``order_trainers`` at pp > 1 their micro-batches run in the order seqpart finds for them)."""
+    pipe = pipeline or PipelineSetting()
     cost = profile.cost
-    costs = [cost.linear * x + cost.quadratic * x * x for x in lengths]
+    costs = [cost.linear * x + cost.quadratic * x * x + cost.per_sequence for x in lengths]
+    kw = {"cost": cost, "overhead": profile.overhead, "pp": pipe.pp, "vpp": pipe.vpp,
+          "pipeline": pipe.in_units(profile.unit_seconds)}
     out: dict[str, Any] = {}
     for name in trainers if trainers is not None else TRAINER_SCHEDULERS:
-        out[name] = TRAINER_SCHEDULERS[name](list(lengths), dp, cap, costs=costs)
-    plan = plan_step(list(lengths), dp, cap, cost=cost, overhead=profile.overhead, time_limit=time_limit)
+        sched = TRAINER_SCHEDULERS[name](list(lengths), dp, cap, costs=costs, multiple_of=pipe.multiple_of)
+        if order_trainers and pipe.combined and pipe.why_not(sched) is None:
+            sched = order_schedule(sched, list(lengths), **kw)[0]
+        out[name] = sched
+    plan = plan_step(list(lengths), dp, cap, time_limit=time_limit, **kw)
     out[PLAN] = plan.ranks
     return out
 
@@ -85,31 +103,45 @@ class BatchResult:
     extended_ratio: dict[str, float | None]
     noise: dict[str, float]  # median over schedules of (p90 - p10) / median of the repeats
     allreduce_s: float
+    pp: int = 1
+    vpp: int = 1
+    #: what a step is; at pp > 1 it says the pipeline is modelled, not run
+    method: str = PipelineSetting().describe()
+    #: schedules left out, with why (a count the pipeline schedule cannot run)
+    skipped: dict[str, str] = field(default_factory=dict)
+    #: every measured trial, with its per-micro-batch times
+    trials: tuple[Trial, ...] = ()
 
 
-def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile) -> float | None:
-    """The step in seconds under the profile's extended fit (max over ranks of the sum of its
-    micro-batches' fitted times); None when the profile has no extended fit."""
+def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile,
+                  pipeline: PipelineSetting | None = None) -> float | None:
+    """The step in seconds under the profile's extended fit (the slowest rank's micro-batches'
+    fitted times, summed, or at pp > 1 through the pipeline); None without an extended fit."""
     if not profile.extended:
         return None
     fit = Fit(coef=dict(profile.extended["coefficients"]))
     ranks = [[[int(lengths[i]) for i in mb] for mb in rank] for rank in schedule]
-    return max(float(fit.predict(r).sum()) if r else 0.0 for r in ranks)
+    times = [[float(x) for x in fit.predict(r)] if r else [] for r in ranks]
+    return (pipeline or PipelineSetting()).fitted_step(times)
 
 
 def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Sequence[int],
-              profile: CostProfile) -> BatchResult:
+              profile: CostProfile, pipeline: PipelineSetting | None = None,
+              skipped: dict[str, str] | None = None) -> BatchResult:
+    """Per schedule the median step and the model's prediction, and plan_step against the
+    best trainer, on both clocks; at pp > 1 every step is ``pipeline``'s combination."""
+    pipe = pipeline or PipelineSetting()
     names = list(schedules)
-    allreduce = float(np.median([t.ranks[max(range(len(t.ranks)), key=lambda r: t.ranks[r][0])][2]
-                                 for t in trials]))
+    allreduce = float(np.median([t.allreduce for t in trials]))
     per: dict[str, dict[int, Trial]] = {n: {} for n in names}
     for t in trials:
         per[t.schedule][t.repeat] = t
     res, noise = {}, {c: [] for c in CLOCKS}
     for n in names:
-        steps = {c: np.array([per[n][r].step(c) for r in sorted(per[n])]) for c in CLOCKS}
-        model = float(step_time(schedules[n], lengths, cost=profile.cost, overhead=profile.overhead))
-        ext = extended_step(schedules[n], lengths, profile)
+        steps = {c: np.array([pipe.step(per[n][r], c) for r in sorted(per[n])]) for c in CLOCKS}
+        model = float(step_time(schedules[n], lengths, cost=profile.cost, overhead=profile.overhead,
+                                pp=pipe.pp, vpp=pipe.vpp, pipeline=pipe.in_units(profile.unit_seconds)))
+        ext = extended_step(schedules[n], lengths, profile, pipe)
         res[n] = ScheduleResult(n, model * profile.unit_seconds + allreduce, float(np.median(steps["wall"])),
                                 float(np.median(steps["cpu"])), sum(len(r) for r in schedules[n]),
                                 None if ext is None else ext + allreduce)
@@ -122,19 +154,37 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
     for c in CLOCKS:
         b = best[c] = min(trainers, key=lambda n, c=c: res[n].wall_s if c == "wall" else res[n].cpu_s)
         reps = sorted(set(per[PLAN]) & set(per[b]))
-        ratio[c] = ratio_ci([per[PLAN][r].step(c) for r in reps], [per[b][r].step(c) for r in reps])
+        ratio[c] = ratio_ci([pipe.step(per[PLAN][r], c) for r in reps],
+                            [pipe.step(per[b][r], c) for r in reps])
         predicted[c] = res[PLAN].predicted_s / res[b].predicted_s
         pe, be = res[PLAN].extended_s, res[b].extended_s
         extended[c] = None if pe is None or be is None else pe / be
     return BatchResult(res, best, ratio, predicted, extended,
-                       {c: float(np.median(v)) if v else float("nan") for c, v in noise.items()}, allreduce)
+                       {c: float(np.median(v)) if v else float("nan") for c, v in noise.items()}, allreduce,
+                       pipe.pp, pipe.vpp, pipe.describe(), dict(skipped or {}), tuple(trials))
+
+
+def runnable(schedules: dict[str, Any], pipeline: PipelineSetting) -> tuple[dict[str, Any], dict[str, str]]:
+    """The schedules the pipeline can run, and why each other one cannot (a trainer's count
+    the interleaved schedule deadlocks on); an error when plan_step's or every trainer's cannot."""
+    skipped = {n: why for n, s in schedules.items() if (why := pipeline.why_not(s)) is not None}
+    keep = {n: s for n, s in schedules.items() if n not in skipped}
+    if PLAN not in keep or len(keep) < 2:
+        raise ValueError(f"no pair to compare at pp={pipeline.pp} vpp={pipeline.vpp}: "
+                         + "; ".join(f"{n}: {w}" for n, w in skipped.items()))
+    return keep, skipped
 
 
 def replay_batch(lengths: Sequence[int], dp: int, cap: int | None, profile: CostProfile, spec: RunnerSpec,
                  *, repeats: int = 5, warmup: int = 1, seed: int = 0, time_limit: float = 1.0,
-                 trainers: Sequence[str] | None = None) -> BatchResult:
-    """Plan, run and summarise one batch (``lengths`` already at the replay's scale)."""
-    schedules = build_schedules(lengths, dp, cap, profile, time_limit, trainers)
+                 trainers: Sequence[str] | None = None, pp: int = 1, vpp: int = 1,
+                 pipeline: PipelineModel | None = None, order_trainers: bool = False) -> BatchResult:
+    """Plan, run and summarise one batch (``lengths`` already at the replay's scale). With
+    ``pp > 1`` every schedule is planned for ``pp``/``vpp`` and its steps are the measured
+    micro-batch times combined with the modelled ``pipeline`` (default Megatron-LM's)."""
+    pipe = PipelineSetting(pp, vpp, pipeline or DEFAULT_MODEL)
+    schedules = build_schedules(lengths, dp, cap, profile, time_limit, trainers, pipe, order_trainers)
+    schedules, skipped = runnable(schedules, pipe)
     runs = {n: schedule_lengths(s, lengths) for n, s in schedules.items()}
-    trials = run_trials(runs, spec, repeats=repeats, warmup=warmup, seed=seed)
-    return summarise(trials, schedules, lengths, profile)
+    trials = run_trials(runs, spec, repeats=repeats, warmup=warmup, seed=seed, micro_cpu=pipe.combined)
+    return summarise(trials, schedules, lengths, profile, pipe, skipped)

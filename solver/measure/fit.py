@@ -1,12 +1,14 @@
 """Fitting micro-batch times: non-negative least squares on relative error, term selection by
 cross-validation, and the held-out error report.
 
-The planning model is ``t = overhead + a*sum(l) + b*sum(l^2)`` (what the step model optimises).
-Candidate extra terms are the sequence count (a per-sequence cost such as a kernel launch per
-sequence), ``T^2`` for the micro-batch's token total ``T`` (a per-token cost growing linearly
-with the micro-batch's size, as caches make it on a CPU) and hinges ``max(0, T - knot)`` (a
-piecewise-linear time in ``T``; either sign, so also a per-token cost that falls with size, as
-on an under-filled GPU). An extra
+The base model is ``t = overhead + a*sum(l) + b*sum(l^2)``. Candidate extra terms are the
+sequence count (a per-sequence cost such as a kernel launch per sequence), ``T^2`` for the
+micro-batch's token total ``T`` (a per-token cost growing linearly with the micro-batch's size,
+as caches make it on a CPU), rises ``max(0, T - knot)`` (a per-token cost that steps up past a
+size) and falls ``max(0, knot - T)`` (a micro-batch below ``knot`` tokens paying as if it were
+larger, as an under-filled GPU does). Every coefficient is >= 0, so the fitted size term is
+convex: exactly the form the step model optimises
+(:class:`~seqpart.solver.batch_cost.MicroBatchCost`, ``Cost.per_sequence``). An extra
 term is kept only when it lowers the cross-validated error on the training micro-batches, so the
 held-out micro-batches stay unseen until the final report. Rows are divided by their measured
 time, so the fit minimises squared *relative* error (times span two orders of magnitude).
@@ -18,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from seqpart.solver.measure.profile import feature
 
 #: The planning model's terms; every fit has them.
 BASE_TERMS = ("overhead", "linear", "quadratic")
@@ -55,36 +59,19 @@ class Fit:
         return features(micro_batches, self.terms) @ np.array([self.coef[t] for t in self.terms])
 
 
-def feature(mb: Sequence[int], term: str) -> float:
-    """One feature of one micro-batch (float64: exact for totals far below 2**53)."""
-    if term == "overhead":
-        return 1.0
-    if term == "linear":
-        return float(sum(mb))
-    if term == "quadratic":
-        return float(sum(x * x for x in mb))
-    if term == "count":
-        return float(len(mb))
-    if term == "total_sq":
-        return float(sum(mb)) ** 2
-    if term.startswith("hinge@"):
-        return float(max(0, sum(mb) - int(term[6:])))
-    raise ValueError(f"unknown fit term {term!r}")
-
-
 def features(micro_batches: Sequence[Sequence[int]], terms: Sequence[str]) -> np.ndarray:
     return np.array([[feature(mb, t) for t in terms] for mb in micro_batches], dtype=np.float64)
 
 
 def _solve(x: np.ndarray, y: np.ndarray, terms: Sequence[str]) -> np.ndarray:
-    """Least squares on relative error; base terms and the count >= 0, hinges of either sign
-    (a per-token cost may rise with size, as on a CPU, or fall, as on an under-filled GPU)."""
+    """Least squares on relative error, every coefficient >= 0 (a convex size term: a rising
+    per-token cost is a rise or ``T^2``, a falling one a fall)."""
     from scipy.optimize import lsq_linear
 
     w = 1.0 / y
     xs, ys = x * w[:, None], y * w
     scale = np.maximum(np.abs(xs).max(axis=0), 1e-300)  # column scaling: features span 1..1e7
-    lower = np.array([-np.inf if t.startswith("hinge@") else 0.0 for t in terms])
+    lower = np.zeros(len(terms))
     res = lsq_linear(xs / scale, ys, bounds=(lower, np.full(len(terms), np.inf)), method="bvls")
     return res.x / scale
 
@@ -111,7 +98,7 @@ def fit_terms(micro_batches: Sequence[Sequence[int]], times: Sequence[float], te
         raise ValueError("times must be finite and > 0 seconds")
     x = features(micro_batches, terms)
     coef = _solve(x, y, terms)
-    knots = tuple(int(t[6:]) for t in terms if t.startswith("hinge@"))
+    knots = tuple(int(t.split("@")[1]) for t in terms if "@" in t)
     return Fit(coef=dict(zip(terms, (float(c) for c in coef), strict=True)), knots=knots,
                train_error=error_of(x @ coef, y))
 
@@ -132,11 +119,12 @@ def cv_error(micro_batches: Sequence[Sequence[int]], times: Sequence[float], ter
 
 
 def candidate_terms(max_tokens: int) -> list[tuple[str, ...]]:
-    """Extra-term sets tried on top of the base: the count, T^2, hinges, and their pairs."""
+    """Extra-term sets tried on top of the base: the count, T^2, rises, a fall, and pairs."""
     knots = [max_tokens // 4, max_tokens // 2]
     hinge = [f"hinge@{k}" for k in knots]
+    fall = f"fall@{max_tokens // 4}"
     return [("count",), ("total_sq",), ("count", "total_sq"), (hinge[1],), tuple(hinge),
-            ("count", hinge[1]), ("count", *hinge)]
+            ("count", hinge[1]), ("count", *hinge), (fall,), ("count", fall)]
 
 
 def select_and_fit(train: Sequence[Sequence[int]], train_times: Sequence[float],

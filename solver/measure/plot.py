@@ -1,5 +1,6 @@
 """A picture of a calibration: measured against fitted time per micro-batch, the residuals, and
-the fitted split of each micro-batch's time into overhead, linear and quadratic parts.
+the fitted split of each micro-batch's time into its parts (overhead, linear, quadratic, and the
+per-sequence and size terms when the planners' fit has them).
 matplotlib is imported here only (the ``plot`` extra)."""
 
 from __future__ import annotations
@@ -32,9 +33,8 @@ def plot_profile(profile: CostProfile, path: str | Path) -> Path:
     _measured_vs_fitted(axes[0], meas, pred, held)
     _residuals(axes[1], lengths, meas, pred, held)
     _split(axes[2], profile, lengths)
-    fig.suptitle(f"{profile.model.get('kind', 'model')} on {profile.device} ({profile.dtype}): "
-                 f"t = {profile.overhead_s * 1e3:.3g} ms + {profile.linear_s * 1e6:.3g} us*l "
-                 f"+ {profile.quadratic_s * 1e9:.3g} ns*l^2 per sequence")
+    fig.suptitle(f"{profile.model.get('kind', 'model')} on {profile.device} ({profile.dtype}), "
+                 f"{profile.planning_fit} fit: t = {_formula(profile.planning_coefficients)}")
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)
@@ -63,14 +63,36 @@ def _residuals(ax: Any, lengths: list[list[int]], meas: np.ndarray, pred: np.nda
     ax.legend(fontsize=8)
 
 
+#: How each fit term reads in the title and the legend.
+_NAMES = {"overhead": ("ms", 1e3, "overhead"), "linear": ("us*l", 1e6, "linear (a*sum l)"),
+          "quadratic": ("ns*l^2", 1e9, "quadratic (b*sum l^2)"),
+          "count": ("ms per sequence", 1e3, "per sequence"),
+          "total_sq": ("ns*T^2", 1e9, "size (T^2, T = tokens)")}
+
+
+def _label(term: str) -> tuple[str, float, str]:
+    if term.startswith("hinge@"):
+        return f"us*max(0, T-{term[6:]})", 1e6, f"size (above {term[6:]} tokens)"
+    if term.startswith("fall@"):
+        return f"us*max(0, {term[5:]}-T)", 1e6, f"size (below {term[5:]} tokens)"
+    return _NAMES[term]
+
+
+def _formula(coef: dict[str, float]) -> str:
+    return " + ".join(f"{v * _label(k)[1]:.3g} {_label(k)[0]}" for k, v in coef.items() if v)
+
+
 def _split(ax: Any, profile: CostProfile, lengths: list[list[int]]) -> None:
+    from .profile import feature
+
     order = sorted(range(len(lengths)), key=lambda i: (sum(lengths[i]), len(lengths[i])))
-    over = np.full(len(order), profile.overhead_s * 1e3)
-    lin = np.array([profile.linear_s * sum(lengths[i]) for i in order]) * 1e3
-    quad = np.array([profile.quadratic_s * sum(x * x for x in lengths[i]) for i in order]) * 1e3
     x = np.arange(len(order))
-    ax.bar(x, over, label="overhead", width=1.0)
-    ax.bar(x, lin, bottom=over, label="linear (a*sum l)", width=1.0)
-    ax.bar(x, quad, bottom=over + lin, label="quadratic (b*sum l^2)", width=1.0)
+    bottom = np.zeros(len(order))
+    for term, coef in profile.planning_coefficients.items():
+        if not coef:
+            continue
+        part = np.array([coef * feature(lengths[i], term) for i in order]) * 1e3
+        ax.bar(x, part, bottom=bottom, label=_label(term)[2], width=1.0)
+        bottom += part
     ax.set(xlabel="micro-batches, by token total", ylabel="fitted time (ms)", title="fitted split")
     ax.legend(fontsize=8)

@@ -12,11 +12,40 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.problem import Cost
+
+
+def feature(mb: Sequence[int], term: str) -> float:
+    """One feature of one micro-batch (float64: exact for totals far below 2**53)."""
+    if term == "overhead":
+        return 1.0
+    if term == "linear":
+        return float(sum(mb))
+    if term == "quadratic":
+        return float(sum(x * x for x in mb))
+    if term == "count":
+        return float(len(mb))
+    if term == "total_sq":
+        return float(sum(mb)) ** 2
+    if term.startswith("hinge@"):
+        return float(max(0, sum(mb) - int(term[6:])))
+    if term.startswith("fall@"):
+        return float(max(0, int(term[5:]) - sum(mb)))
+    raise ValueError(f"unknown fit term {term!r}")
+
+
+
+def _expressible(term: str) -> bool:
+    """Whether the step model has this fit term (:class:`MicroBatchCost`, ``Cost.per_sequence``)."""
+    return term in ("overhead", "linear", "quadratic", "count", "total_sq") or (
+        term.startswith(("hinge@", "fall@")) and term.split("@")[1].isdigit())
+
 
 #: Version of the file format this code writes; it reads this and every older one.
 SCHEMA_VERSION = 1
@@ -57,44 +86,77 @@ class CostProfile:
     # --- the integer forms the planners take ---------------------------------------------------
 
     @property
-    def unit_seconds(self) -> float:
-        """Seconds of one cost unit: ``quadratic_s / cost.quadratic`` (or ``linear_s / cost.linear``)."""
-        if self.quadratic_s > 0:
-            return self.quadratic_s / self._quadratic_int()
-        return self.linear_s / _LINEAR_RESOLUTION
+    def planning_coefficients(self) -> dict[str, float]:
+        """The fit the planners use, in seconds by term: the extended fit when the calibration
+        kept one the step model can express (every coefficient >= 0, terms among the count,
+        ``total_sq``, ``hinge@K`` and ``fall@K``), else the base fit."""
+        if self.planning_fit == "extended":
+            return {k: float(v) for k, v in self.extended["coefficients"].items()}  # type: ignore[index]
+        return {"overhead": self.overhead_s, "linear": self.linear_s, "quadratic": self.quadratic_s}
 
-    def _quadratic_int(self) -> int:
-        """The smallest power of two that makes ``round(linear)`` precise to 1/(2*512)."""
-        ratio = self.linear_s / self.quadratic_s
-        if ratio >= _LINEAR_RESOLUTION:
-            return 1
-        if ratio == 0:
-            return 1
-        return min(2 ** 20, 2 ** math.ceil(math.log2(_LINEAR_RESOLUTION / ratio)))
+    @property
+    def planning_fit(self) -> str:
+        """"extended" when the planners use the extended fit (see :attr:`planning_coefficients`),
+        else "base"."""
+        ext = (self.extended or {}).get("coefficients") or {}
+        usable = bool(ext) and all(
+            _expressible(k) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
+            for k, v in ext.items()
+        ) and (ext.get("linear", 0) > 0 or ext.get("quadratic", 0) > 0)
+        return "extended" if usable else "base"
+
+    @property
+    def unit_seconds(self) -> float:
+        """Seconds of one cost unit: ``quadratic_s / cost.quadratic``, with ``cost.quadratic``
+        the smallest power of two that keeps every per-token coefficient (linear, the size
+        term's) at least 512 units, so that rounding moves none of them by more than 0.1%."""
+        coef = self.planning_coefficients
+        fine = [v / _LINEAR_RESOLUTION for k, v in coef.items()
+                if v > 0 and k not in ("overhead", "count", "quadratic")]
+        q = coef.get("quadratic", 0.0)
+        if q <= 0:
+            return min(fine)
+        need = min(fine, default=q)
+        if q <= need:
+            return q
+        return q / min(2 ** 30, 2 ** math.ceil(math.log2(q / need)))
+
+    def _units(self, key: str) -> int:
+        return int(round(self.planning_coefficients.get(key, 0.0) / self.unit_seconds))
 
     @property
     def cost(self) -> Cost:
-        """The :class:`~seqpart.solver.Cost` for ``plan_step``/``partition`` (integer units)."""
-        if self.quadratic_s == 0:
-            return Cost(linear=_LINEAR_RESOLUTION, quadratic=0)
-        q = self._quadratic_int()
-        linear = round(self.linear_s / self.unit_seconds)
-        return Cost(linear=int(linear), quadratic=q) if linear or q else Cost()
+        """The :class:`~seqpart.solver.Cost` for ``plan_step``/``partition`` (integer units),
+        with the fit's per-sequence cost when it kept one."""
+        linear, quadratic = self._units("linear"), self._units("quadratic")
+        if not linear and not quadratic:
+            return Cost()
+        return Cost(linear=linear, quadratic=quadratic, per_sequence=self._units("count"))
 
     @property
-    def overhead(self) -> int:
-        """The per-micro-batch overhead in cost units, for ``plan_step(overhead=...)``."""
-        return int(round(self.overhead_s / self.unit_seconds))
+    def overhead(self) -> int | MicroBatchCost:
+        """What each micro-batch pays beyond its sequences, for ``plan_step(overhead=...)``: an
+        int in cost units, or a :class:`~seqpart.solver.MicroBatchCost` when the fit kept a
+        size term (a per-token cost that changes with the micro-batch's size)."""
+        coef = self.planning_coefficients
+        batch = MicroBatchCost(
+            overhead=self._units("overhead"),
+            square=self._units("total_sq"),
+            rises=[(int(k.split("@")[1]), self._units(k)) for k in coef if k.startswith("hinge@")],
+            falls=[(int(k.split("@")[1]), self._units(k)) for k in coef if k.startswith("fall@")],
+        )
+        return batch if batch.has_size else batch.overhead
 
     @property
     def ratio(self) -> float:
-        """``a/b`` in tokens: the length at which a sequence's quadratic cost equals its linear one."""
+        """``a/b`` in tokens of the base fit: the length at which a sequence's quadratic cost
+        equals its linear one."""
         return self.linear_s / self.quadratic_s if self.quadratic_s else math.inf
 
     def seconds(self, lengths: Any) -> float:
-        """Predicted seconds of one micro-batch with these sequence lengths."""
+        """Predicted seconds of one micro-batch with these sequence lengths (the planning fit)."""
         ls = [int(x) for x in lengths]
-        return self.overhead_s + self.linear_s * sum(ls) + self.quadratic_s * sum(x * x for x in ls)
+        return float(sum(v * feature(ls, k) for k, v in self.planning_coefficients.items()))
 
     # --- JSON -------------------------------------------------------------------------------
 
@@ -104,8 +166,7 @@ class CostProfile:
             "schema_version": self.schema_version,
             "coefficients": {"overhead_s": self.overhead_s, "linear_s": self.linear_s,
                              "quadratic_s": self.quadratic_s},
-            "planner": {"linear": self.cost.linear, "quadratic": self.cost.quadratic,
-                        "overhead": self.overhead, "unit_seconds": self.unit_seconds},
+            "planner": self._planner_json(),
             "device": self.device,
             "dtype": self.dtype,
             "torch_version": self.torch_version,
@@ -117,6 +178,12 @@ class CostProfile:
             "measurements": self.measurements,
             "created": self.created,
         }
+
+    def _planner_json(self) -> dict[str, Any]:
+        batch = self.overhead
+        size = batch if isinstance(batch, MicroBatchCost) else MicroBatchCost(overhead=batch)
+        return {**self.cost.as_dict(), **size.as_dict(), "unit_seconds": self.unit_seconds,
+                "fit": self.planning_fit}
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)

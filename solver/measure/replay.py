@@ -9,7 +9,9 @@ paired and interleaved: every repeat runs each schedule once, in a fresh random 
 drifts on a shared machine hit all schedules alike, and ratios are taken within a repeat.
 
 Two clocks are recorded per rank: wall time and the process's CPU time for the compute part.
-On a CPU shared with other work the CPU clock leaves out time spent waiting for a core.
+On a CPU shared with other work the CPU clock leaves out time spent waiting for a core. Each
+micro-batch is also timed on its own, on both clocks: at pp > 1 those times go through the
+pipeline model (:mod:`.pipeline_replay`), since one machine cannot run a real pipeline.
 """
 
 from __future__ import annotations
@@ -55,8 +57,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _compute(run: Any, mbs: list[list[int]], micro_cpu: bool
+             ) -> tuple[float, float, list[tuple[float, float]]]:
+    """Run a rank's micro-batches in order: (wall, CPU) seconds in all and per micro-batch.
+
+    Why the clocks are read in this order: reading a CPU clock is a system call, which on a
+    loaded machine can stall for milliseconds (in a process with gloo's threads), while
+    ``perf_counter`` is not. So no CPU read falls inside a wall-clock window: each micro-batch's
+    CPU time runs from the read after the one before it to the read after it (the per-micro-batch
+    CPU reads only with ``micro_cpu``; else those times are NaN)."""
+    c0 = time.process_time()
+    w0 = time.perf_counter()
+    each = []
+    cpu_prev = c0
+    for lengths in mbs:
+        a = time.perf_counter()
+        run(lengths)
+        b = time.perf_counter()
+        cpu = float("nan")
+        if micro_cpu:
+            now = time.process_time()
+            cpu, cpu_prev = now - cpu_prev, now
+        each.append((b - a, cpu))
+    w1 = time.perf_counter()
+    return w1 - w0, time.process_time() - c0, each
+
+
 def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple[int, list[list[int]]]],
-            warmup: int, out: Any) -> None:
+            micro_cpu: bool, out: Any) -> None:
     """One rank: run every trial of ``plan`` (trial id, this rank's micro-batches of lengths)."""
     try:
         import torch
@@ -67,27 +95,30 @@ def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple
         dist.init_process_group("gloo", rank=rank, world_size=world)
         run = spec.build()
         params = [p for p in run.model.parameters() if p.requires_grad]
-        rows = []
+        rows, micro = [], []
         for trial, mbs in plan:
             dist.barrier()
-            w0, c0 = time.perf_counter(), time.process_time()
-            for lengths in mbs:
-                run(lengths)
-            w1, c1 = time.perf_counter(), time.process_time()
+            wall, cpu, each = _compute(run, mbs, micro_cpu)
+            w1 = time.perf_counter()
             flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
                               for p in params])
             dist.all_reduce(flat)
             w2 = time.perf_counter()
             for p in params:
                 p.grad = None
-            stats = torch.tensor([w1 - w0, c1 - c0, w2 - w1], dtype=torch.float64)
+            stats = torch.tensor([wall, cpu, w2 - w1], dtype=torch.float64)
             gathered = [torch.zeros(3, dtype=torch.float64) for _ in range(world)]
             dist.all_gather(gathered, stats)
-            if rank == 0 and trial >= 0:
-                rows.append((trial, [g.tolist() for g in gathered]))
+            if trial >= 0:
+                micro.append(each)
+                if rank == 0:
+                    rows.append((trial, [g.tolist() for g in gathered]))
+        # Counts differ between ranks, so the micro-batch times travel once, as objects.
+        every: list[Any] = [None] * world
+        dist.all_gather_object(every, micro)
         dist.destroy_process_group()
         if rank == 0:
-            out.put(("ok", rows))
+            out.put(("ok", [(tid, ranks, [rm[i] for rm in every]) for i, (tid, ranks) in enumerate(rows)]))
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises with context
         out.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
 
@@ -109,23 +140,36 @@ def _wait(out: Any, procs: list[Any], timeout: float) -> tuple[str, Any]:
 
 @dataclass(frozen=True)
 class Trial:
-    """One measured step: per rank (compute wall, compute CPU, all-reduce wall) in seconds."""
+    """One measured step: per rank (compute wall, compute CPU, all-reduce wall) in seconds, and
+    per rank the (wall, CPU) seconds of each micro-batch in the order run."""
 
     schedule: str
     repeat: int
     ranks: tuple[tuple[float, float, float], ...]
+    micro: tuple[tuple[tuple[float, float], ...], ...] = ()
+
+    @property
+    def last(self) -> int:
+        """The rank that arrived last at the all-reduce: its all-reduce time has no waiting."""
+        return max(range(len(self.ranks)), key=lambda r: self.ranks[r][0])
+
+    @property
+    def allreduce(self) -> float:
+        return self.ranks[self.last][2]
 
     def step(self, clock: str = "wall") -> float:
         """Slowest rank's compute, plus the all-reduce of the rank that arrived last."""
         col = 0 if clock == "wall" else 1
-        last = max(range(len(self.ranks)), key=lambda r: self.ranks[r][0])
-        return max(r[col] for r in self.ranks) + self.ranks[last][2]
+        return max(r[col] for r in self.ranks) + self.allreduce
 
 
 def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *, repeats: int = 5,
-               warmup: int = 1, seed: int = 0, timeout: float = 600.0) -> list[Trial]:
+               warmup: int = 1, seed: int = 0, timeout: float = 600.0, micro_cpu: bool = False
+               ) -> list[Trial]:
     """Run ``schedules`` (name -> [rank][micro-batch] = lengths) ``repeats`` times each, paired
-    and interleaved, after ``warmup`` unrecorded rounds; one process per rank."""
+    and interleaved, after ``warmup`` unrecorded rounds; one process per rank. Every micro-batch
+    is timed on the wall clock; with ``micro_cpu`` on the CPU clock too (else NaN), which the
+    pipeline combination needs and which costs a system call between micro-batches."""
     repeats = positive_int(repeats, "repeats")
     warmup = positive_int(warmup, "warmup", minimum=0)
     names = list(schedules)
@@ -145,7 +189,7 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     procs = []
     for rank in range(world):
         plan = [(tid, [list(mb) for mb in schedules[name][rank]]) for tid, name, _ in order]
-        p = ctx.Process(target=_worker, args=(rank, world, port, spec, plan, warmup, out), daemon=True)
+        p = ctx.Process(target=_worker, args=(rank, world, port, spec, plan, micro_cpu, out), daemon=True)
         p.start()
         procs.append(p)
     try:
@@ -158,7 +202,9 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     if status != "ok":
         raise RuntimeError(f"replay failed: {payload}")
     by_id = {tid: (name, rep) for tid, name, rep in order if tid >= 0}
-    return [Trial(by_id[tid][0], by_id[tid][1], tuple(tuple(x) for x in ranks)) for tid, ranks in payload]
+    return [Trial(by_id[tid][0], by_id[tid][1], tuple(tuple(x) for x in ranks),
+                  tuple(tuple((float(w), float(c)) for w, c in rank) for rank in micro))
+            for tid, ranks, micro in payload]
 
 
 def schedule_lengths(schedule: Schedule, lengths: Sequence[int]) -> list[list[list[int]]]:

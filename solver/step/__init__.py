@@ -2,7 +2,9 @@
 
 * :mod:`~seqpart.solver.step.planner`: :func:`plan_step`, the orchestrator.
 * :mod:`~seqpart.solver.step.global_plan`: :func:`plan_global`, the cheap two-level proxy.
-* :mod:`~seqpart.solver.step.order`: :func:`order_for_pipeline`, micro-batch order under pp > 1.
+* :mod:`~seqpart.solver.step.exact`: the exact makespan's choice and orders, with
+  :func:`order_for_pipeline` (a rank's micro-batch order under pp > 1) and :func:`order_schedule`;
+  :mod:`~seqpart.solver.step.refine`: the assignment searched on the exact makespan.
 * :mod:`~seqpart.solver.step.model`: the step-time model, the schedule validator and :class:`StepPlan`.
 * :mod:`~seqpart.solver.step.pipeline`: the exact makespan of a rank's pipeline schedule
   (:class:`PipelineModel`: Megatron-LM's 1F1B / interleaved 1F1B, GPipe), its bound, order search.
@@ -17,7 +19,7 @@
 from __future__ import annotations
 
 from seqpart.solver.step.bound import step_lower_bound
-from seqpart.solver.step.exact import order_schedule
+from seqpart.solver.step.exact import order_for_pipeline, order_schedule
 from seqpart.solver.step.global_plan import plan_global, round_up
 from seqpart.solver.step.model import (
     StepPlan,
@@ -26,7 +28,6 @@ from seqpart.solver.step.model import (
     rank_times,
     step_time,
 )
-from seqpart.solver.step.order import order_for_pipeline
 from seqpart.solver.step.pipeline import PipelineModel
 from seqpart.solver.step.planner import plan_step
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.step.model import StepInstance, exact, make_instance
 from seqpart.solver.step.pipeline import (
     DEFAULT_MODEL,
@@ -64,12 +65,24 @@ def _load_bounds_many(c: np.ndarray, prefix: np.ndarray, ks: list[int]) -> list[
     return out
 
 
+def _rank_cost_floor(inst: StepInstance, p_rank: int, total: int, m: int) -> int:
+    """A floor on the heaviest rank's cost (without the fixed overheads) at ``m`` micro-batches
+    per rank: ``p_rank`` (its sequences' share), raised, when micro-batches pay a size term, by
+    the average rank's share of the least size ``dp*m`` micro-batches can pay in all (Jensen:
+    ``dp*m*size(T/(dp*m))``, ``size`` being convex)."""
+    if inst.size is None:
+        return p_rank
+    paid = inst.size.spread_bound(int(inst.tokens.sum()), inst.dp_size * m)
+    return max(p_rank, -(-(total + paid) // inst.dp_size))
+
+
 def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     """For each feasible ``m``, a lower bound on ``vpp`` x the step time with that ``m``.
 
     With ``o`` the overhead, ``P`` = load_lower_bound(costs, dp) (a rank total, at least
     ceil(C/dp), c_max, ...) and ``L`` = load_lower_bound(costs, dp*m) (the heaviest
-    micro-batch's cost):
+    micro-batch's cost; with a size term, ``P`` also covers the average rank's share of the
+    least size the micro-batches pay, :func:`_rank_cost_floor`):
 
     * the rank with the largest cost total has sum >= ``A = P + m*o`` and, holding m micro-batches,
       max >= ``ceil(A/m)``: ``vpp*A + (pp-1)*ceil(A/m)``;
@@ -90,7 +103,7 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     heavies = _load_bounds_many(c, prefix, [dp * m for m in ms])
     out = {}
     for m, heavy in zip(ms, heavies, strict=True):
-        a_tot = p_rank + m * o
+        a_tot = _rank_cost_floor(inst, p_rank, int(prefix[-1]), m) + m * o
         term1 = vpp * a_tot + (pp - 1) * (-(-a_tot // m))
         term2 = vpp * (heavy + m * o + int(asc_prefix[m - 1])) + (pp - 1) * (heavy + o)
         out[m] = max(term1, term2)
@@ -207,7 +220,8 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     ms = inst.feasible_ms()
     out = {}
     for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
-        total = max(p_rank + m * o, heavy + m * o + int(asc[m - 1]))
+        rank_floor = _rank_cost_floor(inst, p_rank, int(prefix[-1]), m)
+        total = max(rank_floor + m * o, heavy + m * o + int(asc[m - 1]))
         load = scaled_load_bound(total, m, o + int(c[-1]), pp, vpp, model)
         path = pp * sc * (heavy + o) + 2 * (pp * vpp - 1) * lat
         out[m] = max(load, path)
@@ -220,7 +234,7 @@ def step_lower_bound(
     cap: int | None,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
     multiple_of: int = 1,

@@ -48,10 +48,13 @@ class ExactResult:
 
 def exact_fits(inst: StepInstance, counts: list[int]) -> bool:
     """Whether CP-SAT is tried at all: every count's model together stays small, and every
-    linear expression stays far inside CP-SAT's int64 (it refuses larger domains)."""
+    linear expression stays far inside CP-SAT's int64 (it refuses larger domains). Not with a
+    size term: this model's micro-batch time is linear in its sequences (the local search and
+    the exact evaluation handle the size term)."""
     worst = (inst.vpp + inst.pp) * (sum(inst.costs) + (inst.n + 1) * inst.overhead)
     return (
-        not inst.oversize
+        inst.size is None
+        and not inst.oversize
         and sum(inst.n * inst.dp_size * m for m in counts) <= MAX_BOOLS
         and worst * max(counts, default=1) < 2**60
     )

@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from seqpart.heuristics.inputs import as_positive_int
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.errors import InvalidPlanError
+from seqpart.solver.plan import Plan
 from seqpart.solver.step.model import (
     StepInstance,
     StepPlan,
@@ -49,6 +52,8 @@ __all__ = [
     "assemble",
     "choose_exact",
     "count_penalty",
+    "order_for_pipeline",
+    "order_given",
     "order_schedule",
     "order_ranks",
     "rank_time_rows",
@@ -92,8 +97,9 @@ def count_penalty(inst: StepInstance, model: PipelineModel, m: int) -> Fraction:
 
 
 def rank_time_rows(inst: StepInstance, mb_of: np.ndarray, m: int) -> list[list[int]]:
-    """Each rank's micro-batch times (``overhead`` plus its sequences' costs), micro-batch
-    ``b`` on rank ``b // m`` in index order: exact Python ints."""
+    """Each rank's micro-batch times (``overhead`` plus its sequences' costs, plus the size
+    term of its token total when the instance has one), micro-batch ``b`` on rank ``b // m``
+    in index order: exact Python ints."""
     k = inst.dp_size * m
     if sum(inst.costs) + k * inst.overhead < 2**62:
         loads = np.zeros(k, dtype=np.int64)
@@ -103,6 +109,10 @@ def rank_time_rows(inst: StepInstance, mb_of: np.ndarray, m: int) -> list[list[i
         flat = [inst.overhead] * k
         for i, b in enumerate(mb_of.tolist()):
             flat[b] += inst.costs[i]
+    if inst.size is not None:
+        totals = np.zeros(k, dtype=np.int64)
+        np.add.at(totals, mb_of, inst.tokens.astype(np.int64))
+        flat = [t + inst.size.size(x) for t, x in zip(flat, totals.tolist(), strict=True)]
     return [flat[r * m : (r + 1) * m] for r in range(inst.dp_size)]
 
 
@@ -232,12 +242,44 @@ def choose_exact(
     return ExactChoice(best_i, best, work, len(searched), cut)
 
 
+def order_given(
+    inst: StepInstance, model: PipelineModel, rows: Sequence[Any], final_deadline: float | None
+) -> tuple[list[tuple[Any, Ordered]], int, list[str]]:
+    """The trainers' and given schedules (plan_step's rows: ``(objective, arrival, method, m,
+    mb_of)``), each ordered as :func:`order_schedule` orders it (the cheap orders, then
+    ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
+    the plan is never behind one of them in that order, nor in its own. The search is
+    skipped where no order can beat one of these schedules in its cheap order (the plan
+    is at least that fast), and, noted, where the clock says it would end past the
+    deadline (returned by name: the rows' methods)."""
+    work, late = 0, []
+    times = [rank_time_rows(inst, row[4], row[3]) for row in rows]
+    cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]
+    work += sum(c.work for c in cheap)
+    top = min((c.step for c in cheap), default=0)
+    out = []
+    for row, t, ordered in sorted(zip(rows, times, cheap, strict=True),
+                                  key=lambda x: (x[2].step, x[0][1])):
+        if max(scaled_lower_bound(r, inst.pp, inst.vpp, model) for r in t) >= top:
+            out.append((row, ordered))
+            continue
+        if (final_deadline is not None and time.perf_counter()
+                + ORDER_WORK / OPS_PER_SECOND > final_deadline):
+            late.append(row[2])
+            out.append((row, ordered))
+            continue
+        ordered = order_ranks(t, inst.pp, inst.vpp, model, work_budget=ORDER_WORK)
+        out.append((row, ordered))
+        work += ordered.work
+    return out, work, late
+
+
 def order_schedule(
     schedule: Sequence[Sequence[Sequence[int]]],
     lengths: Any,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
     pipeline: PipelineModel | None = None,
@@ -295,7 +337,7 @@ def assemble(
                        oversize=over)
     except InvalidPlanError as err:
         raise RuntimeError(f"seqpart produced an invalid step schedule (please report): {err}") from err
-    kw = {"cost": inst.cost, "overhead": inst.overhead, "pp": inst.pp, "vpp": inst.vpp}
+    kw = {"cost": inst.cost, "overhead": inst.micro_batch_cost, "pp": inst.pp, "vpp": inst.vpp}
     times = rank_times(ranks, inst.tokens, pipeline=model, **kw)
     if max(times) != step:
         raise RuntimeError("step time bookkeeping disagrees with the model (please report)")
@@ -312,7 +354,7 @@ def assemble(
         dp_size=inst.dp_size,
         cap=inst.cap,
         cost=inst.cost,
-        overhead=inst.overhead,
+        overhead=inst.micro_batch_cost,
         pp=inst.pp,
         vpp=inst.vpp,
         multiple_of=inst.multiple_of,
@@ -322,3 +364,39 @@ def assemble(
         formula_step_time=unscale(max(scaled_rank_time(r, inst.pp, inst.vpp) for r in rows),
                                   inst.vpp),
     )
+
+
+def order_for_pipeline(
+    plan_or_loads: Plan | Sequence[int],
+    *,
+    pp: int | None = None,
+    vpp: int = 1,
+    pipeline: PipelineModel | None = None,
+    work_budget: int = ORDER_WORK,
+) -> list[int]:
+    """An execution order of micro-batches for pipeline parallelism.
+
+    Without ``pp``: lightest at both ends, heaviest in the middle. Why: during pipeline warm-up
+    and cool-down only some stages are busy, so a heavy micro-batch there stretches the exposed
+    bubble; in the steady middle its time overlaps other stages'.
+
+    With ``pp`` (and ``vpp``, ``pipeline``: the schedule, default Megatron-LM's): that order,
+    or the given one when it is faster, then improved by local search (moves and swaps) on the
+    exact makespan of the schedule (:func:`~seqpart.solver.step.pipeline.improve_order`) within
+    ``work_budget`` operations, deterministic. ``loads`` are then the micro-batch times.
+
+    Returns positions into ``plan.bins`` (or ``loads``): run ``plan.bins[order[0]]`` first. Ties
+    keep the lower position first, so the order is deterministic on every rank.
+    """
+    loads = list(plan_or_loads.loads if isinstance(plan_or_loads, Plan) else plan_or_loads)
+    light = light_ends_order(loads)
+    if pp is None or not loads:
+        return light
+    pp, vpp = as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp")
+    model = pipeline or DEFAULT_MODEL
+    why = schedule_error(pp, vpp, len(loads), model)
+    if why is not None:
+        raise ValueError(f"{len(loads)} micro-batches: {why}")
+    order, _, _ = improve_order([int(x) for x in loads], pp, vpp, model,
+                                starts=[light, list(range(len(loads)))], work_budget=work_budget)
+    return order

@@ -2,8 +2,11 @@
 
 The model (docs/step-planning.md states it the same way):
 
-* a micro-batch's time is ``t = overhead + sum over its sequences of (a*l + b*l^2)``, with
-  ``(a, b)`` the :class:`~seqpart.solver.problem.Cost` and ``overhead`` in the same units;
+* a micro-batch's time is ``t = overhead + sum over its sequences of (a*l + b*l^2 + c)``, with
+  ``(a, b, c)`` the :class:`~seqpart.solver.problem.Cost` and ``overhead`` in the same units;
+  ``overhead`` may be a :class:`~seqpart.solver.batch_cost.MicroBatchCost`, which adds a
+  convex function of the micro-batch's token total (a calibrated per-token cost that changes
+  with the micro-batch's size);
 * with ``pp = 1`` a rank runs its micro-batches back to back: its time is their sum;
 * with ``pp > 1`` its time is the exact makespan of the pipeline schedule it runs (Megatron-LM's
   1F1B, interleaved when ``vpp > 1``, by default), in its order: :mod:`~.pipeline`;
@@ -26,6 +29,7 @@ import numpy as np
 
 from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from seqpart.solver.batch_cost import MicroBatchCost, split_overhead
 from seqpart.solver.errors import InfeasibleError, InvalidPlanError
 from seqpart.solver.plan import check_nesting, find_violations
 from seqpart.solver.problem import Cost
@@ -50,15 +54,8 @@ Schedule = Sequence[Sequence[Sequence[int]]]
 
 
 def as_overhead(overhead: Any) -> int:
-    """``overhead`` as an int >= 0 (exact arithmetic: scale a fractional one to integer units)."""
-    if isinstance(overhead, (bool, np.bool_)) or not isinstance(overhead, (int, np.integer)):
-        raise TypeError(
-            f"overhead must be an int >= 0 in the cost's units, got {overhead!r} "
-            f"({type(overhead).__name__}): round it, e.g. overhead=int(x)"
-        )
-    if overhead < 0:
-        raise ValueError(f"overhead must be >= 0, got {overhead}: a micro-batch cannot save time")
-    return int(overhead)
+    """The fixed part of ``overhead`` (an int >= 0 or a MicroBatchCost), checked."""
+    return split_overhead(overhead)[0]
 
 
 def as_pipeline(pp: Any, vpp: Any) -> tuple[int, int]:
@@ -77,9 +74,9 @@ def default_multiple_of(pp: Any, vpp: Any) -> int:
     return stages if interleaved and stages >= 1 else 1
 
 def sequence_costs(tokens: np.ndarray, cost: Cost) -> list[int]:
-    """``a*l + b*l^2`` per sequence as Python ints: exact at any size."""
-    a, b = int(cost.linear), int(cost.quadratic)
-    return [a * x + b * x * x for x in tokens.tolist()]
+    """``a*l + b*l^2 + c`` per sequence as Python ints: exact at any size."""
+    a, b, c = int(cost.linear), int(cost.quadratic), int(cost.per_sequence)
+    return [a * x + b * x * x + c for x in tokens.tolist()]
 
 
 def exact(scaled: int, vpp: int) -> int | Fraction:
@@ -95,30 +92,48 @@ def scaled_rank_time(mb_times: Sequence[int], pp: int, vpp: int) -> int:
     return vpp * sum(mb_times) + (pp - 1) * max(mb_times)
 
 
-def _micro_batch_times(
-    schedule: Schedule, lengths: Any, cost: Any, overhead: Any
-) -> list[list[int]]:
-    tokens = as_lengths(lengths)
-    n = len(tokens)
-    costs = sequence_costs(tokens, Cost.parse(cost))
-    over = as_overhead(overhead)
-    check_nesting(schedule, "schedule", 2)
-    out = []
+def _bad_index(schedule: Schedule, n: int) -> str:
+    """The message for the first entry of ``schedule`` that is not an index into the lengths."""
     for r, rank in enumerate(schedule):
-        times = []
         for j, mb in enumerate(rank):
-            total = over
             for i in mb:
                 if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)) or not (
                     0 <= i < n
                 ):
-                    raise ValueError(
-                        f"schedule[{r}][{j}] holds {i!r}, not an index in range(0, {n}): "
-                        "pass indices into lengths"
-                    )
-                total += costs[int(i)]
-            times.append(total)
-        out.append(times)
+                    return (f"schedule[{r}][{j}] holds {i!r}, not an index in range(0, {n}): "
+                            "pass indices into lengths")
+    return "schedule holds an entry that is not an index: pass indices into lengths"
+
+
+def _micro_batch_times(
+    schedule: Schedule, lengths: Any, cost: Any, overhead: Any
+) -> list[list[int]]:
+    """Every micro-batch's time, rank by rank (exact Python ints). The indices are checked and
+    summed in numpy (one pass at any size); the entry-by-entry walk only names a bad one."""
+    tokens = as_lengths(lengths)
+    n = len(tokens)
+    cost = Cost.parse(cost)
+    over, size = split_overhead(overhead)
+    check_nesting(schedule, "schedule", 2)
+    sizes = [len(mb) for rank in schedule for mb in rank]
+    flat = [i for rank in schedule for mb in rank for i in mb]
+    index = np.asarray(flat) if flat else np.zeros(0, dtype=np.int64)
+    if (index.dtype.kind not in "iu" or any(type(i) in (bool, np.bool_) for i in flat)
+            or (len(index) and (index.min() < 0 or index.max() >= n))):
+        raise ValueError(_bad_index(schedule, n))
+    which = np.repeat(np.arange(len(sizes)), sizes)
+    costs = cost.exact(tokens)  # int64 when every sum fits, else exact Python ints
+    totals = np.zeros(len(sizes), dtype=costs.dtype)
+    np.add.at(totals, which, costs[index])
+    flat_times = [over + int(t) for t in totals.tolist()]
+    if size is not None:
+        mb_tokens = np.zeros(len(sizes), dtype=np.int64)
+        np.add.at(mb_tokens, which, tokens[index].astype(np.int64))
+        flat_times = [t + size.size(x) for t, x in zip(flat_times, mb_tokens.tolist(), strict=True)]
+    out, start = [], 0
+    for rank in schedule:
+        out.append(flat_times[start : start + len(rank)])
+        start += len(rank)
     return out
 
 
@@ -127,7 +142,7 @@ def rank_times(
     lengths: Any,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
     pipeline: PipelineModel | None = None,
@@ -169,7 +184,7 @@ def step_time(
     lengths: Any,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
     pipeline: PipelineModel | None = None,
@@ -189,7 +204,7 @@ def formula_step_time(
     lengths: Any,
     *,
     cost: Any = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     pp: int = 1,
     vpp: int = 1,
 ) -> int | Fraction:
@@ -212,20 +227,26 @@ class StepInstance:
     """A validated step-planning instance (shared by the bound and the planner)."""
 
     tokens: np.ndarray
-    costs: list[int]  # a*l + b*l^2, Python ints
+    costs: list[int]  # a*l + b*l^2 + c, Python ints
     dp_size: int
     cap: int | None
     cost: Cost
-    overhead: int
+    overhead: int  # the fixed part of every micro-batch's cost
     pp: int
     vpp: int
     multiple_of: int
     oversize: tuple[int, ...]  # over-cap sequences, each alone (oversize="alone")
     k_min: int  # proven floor on the total micro-batch count (bin-packing bound)
+    size: MicroBatchCost | None = None  # the size term, None when size costs nothing
 
     @property
     def n(self) -> int:
         return len(self.tokens)
+
+    @property
+    def micro_batch_cost(self) -> int | MicroBatchCost:
+        """The ``overhead`` argument that reproduces this instance's micro-batch cost."""
+        return self.overhead if self.size is None else self.size
 
     def feasible_ms(self) -> list[int]:
         """Candidate counts per rank: multiples of ``multiple_of`` from the count floor up to
@@ -256,7 +277,7 @@ def make_instance(
     dp_size = as_positive_int(dp_size, "dp_size")
     pp, vpp = as_pipeline(pp, vpp)
     multiple_of = as_positive_int(multiple_of, "multiple_of")
-    over = as_overhead(overhead)
+    over, size = split_overhead(overhead)
     tokens = problem.tokens
     n = len(tokens)
     k_min = len(problem.oversize)
@@ -279,6 +300,7 @@ def make_instance(
         multiple_of=multiple_of,
         oversize=problem.oversize,
         k_min=k_min,
+        size=size,
     )
     if not inst.feasible_ms():
         m_need = -(-max(k_min, 1) // dp_size)
@@ -386,7 +408,7 @@ class StepPlan:
     dp_size: int
     cap: int | None
     cost: Cost
-    overhead: int
+    overhead: int | MicroBatchCost
     pp: int
     vpp: int
     multiple_of: int = 1
@@ -432,8 +454,8 @@ class StepPlan:
             "seconds": self.seconds,
             "dp_size": self.dp_size,
             "cap": self.cap,
-            "cost": {"linear": self.cost.linear, "quadratic": self.cost.quadratic},
-            "overhead": self.overhead,
+            "cost": self.cost.as_dict(),
+            "overhead": self.overhead if isinstance(self.overhead, int) else self.overhead.as_dict(),
             "pp": self.pp,
             "vpp": self.vpp,
             "multiple_of": self.multiple_of,

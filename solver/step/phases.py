@@ -3,19 +3,19 @@
 The phases, in the order :meth:`StepSearch.run` lists them, each with its share of the budget
 (work counted in candidate evaluations; the clock, unless ``deterministic``, as a guard):
 
-1. ``given_and_cheap_trainer_starts``: the caller's schedules and the trainers' cheap ones
-   (Megatron-LM, slime, verl), the trainers taking at most ``_TRAINER_SHARE`` of the budget;
+1. ``given_and_trainer_starts``: the caller's schedules and every trainer's, each run to its
+   end, cheapest first, before anything else (so that a short budget goes to them first: the
+   plan is never behind a trainer that ran to its end, and ``notes`` name any that did not);
 2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first, up to
-   ``_BUILD_SHARE`` of the budget; the trainers' open-ended schedules (verl's retry, prime-rl's
-   refinement) with the trainers' share left, once the first count gave a start;
+   ``_BUILD_SHARE`` of the budget;
 3. ``capped_balancer_when_no_start``: when every construction broke the cap;
 4. ``search_and_build``: local search from the best start not searched yet (half of what is
-   left each time), one more count while the budget allows, the trainers' open-ended schedules
-   again with what the search left;
+   left each time), one more count while the budget allows;
 5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
    small;
 6. with pp > 1, ``choose_by_exact_makespan``: ``_EXACT_SHARE`` of the time evaluates the best
-   candidates exactly and searches their orders.
+   candidates exactly and searches their orders; the trainers' and given schedules each get
+   the order search :func:`~seqpart.solver.step.exact.order_schedule` gives them, in full.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -32,29 +33,51 @@ from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions
 from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
-from seqpart.solver.step.exact import OPS_PER_SECOND, assemble, choose_exact, count_penalty
+from seqpart.solver.step.exact import (
+    OPS_PER_SECOND,
+    Ordered,
+    assemble,
+    choose_exact,
+    count_penalty,
+    order_given,
+)
 from seqpart.solver.step.model import StepInstance, StepPlan
 from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import PipelineModel, scale, schedule_error
+from seqpart.solver.step.pipeline import (
+    PipelineModel,
+    scale,
+    schedule_error,
+)
+from seqpart.solver.step.refine import refine_assignment
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
-from seqpart.solver.step.trainer_starts import VerlRetry, cheap_trainer_starts, costly_trainer_starts
+from seqpart.solver.step.trainer_starts import (
+    OpenEnded,
+    as_start,
+    finish_open_ended,
+    run_trainer_starts,
+)
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).
 _BUILD_WORK_PER_SEQUENCE = 400
 #: Share of the work budget spent on starts at several counts before the first search.
 _BUILD_SHARE = 0.4
-#: Share of the work budget the trainers' schedules may take (the cheap ones first).
-_TRAINER_SHARE = 0.4
+#: Share of the work budget the trainers' open-ended parts may take before the search: their set-ups
+#: are cheap; the open-ended parts (prime-rl's refinement, verl's retry) stop there and resume
+#: with what the search leaves.
+_TRAINER_SHARE = 0.25
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 #: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
-#: and the trainers' exactly, and the order search on the slowest rank.
+#: and the trainers' exactly, and the order search on the slowest rank (the trainers' and
+#: given schedules' searches run in full, even past it).
 _EXACT_SHARE = 0.25
 #: ...and the unsearched starts evaluated exactly besides the searched ones, the trainers' and
 #: the given ones (best proxy first).
 _EXTRA_CANDIDATES = 4
+#: Default timing: at most this many more rounds of search and counts in the time left.
+_CLOCK_ROUNDS = 8
 
 #: A start in the pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]
@@ -76,8 +99,9 @@ class StepSearch:
                  engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
-        # Kept back from the clock for checking and assembling the plan.
-        reserve = 0.008 + 5e-6 * inst.n
+        # Kept back from the clock for checking and assembling the plan (0.065 s at n=262,144
+        # under a load of 5, since the check and the times run in numpy: 4x that is kept).
+        reserve = 0.008 + 1e-6 * inst.n
         if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
             reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
         self.deadline = None if options.deterministic else t0 + seconds - reserve
@@ -103,10 +127,10 @@ class StepSearch:
         self.pool: list[Row] = []
         self.constructed: list[str] = []  # valid starts of our own constructions
         self.spent = 0
-        self.trainer_share = None if trainer_starts else int(_TRAINER_SHARE * self.budget)
-        self.retry: VerlRetry | None = None
-        self.kept_back = 0
+        self.open_ended = OpenEnded()
+        self.broken: list[str] = []  # given or trainers' starts that break the contract
         self.best = _Best()
+        self.best_cut_by_budget = False  # the best plan's search was stopped by the work budget
         self.clock_cut = False
         self.searched: set[int] = set()
         self.finals: list[Row] = []  # every search's result
@@ -119,16 +143,15 @@ class StepSearch:
         self.pending = sorted(self.bounds,
                               key=lambda m: (self.bounds[m] * count_penalty(inst, model, m), m))
         self.tried = 0
-        self.costly_cut, self.costly_work, self.costly_done, self.prime_cut = False, 0, False, False
         self.usable = functools.cache(self._usable)
 
     def run(self, starts: Sequence[Any]) -> StepPlan:
-        self.given_and_cheap_trainer_starts(starts)
+        self.given_and_trainer_starts(starts)
         self.starts_at_counts()
         self.capped_balancer_when_no_start()
-        if self.trainer_starts is not False and not self.costly_done:
-            self.costly_work, self.costly_cut = self.costly(self.kept_back_share())
         self.search_and_build()
+        self.finish_trainer_starts()
+        self.use_the_clock()
         self.take_the_best_unsearched_start()
         proven = self.cp_sat_on_tiny_instances()
         self.closing_notes()
@@ -169,11 +192,8 @@ class StepSearch:
             self.constructed.append(method)
         inst = self.inst
         obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,
-                                 inst.vpp)
+                                 inst.vpp, inst.size, inst.tokens)
         self.pool.append((obj, len(self.pool), method, m, mb_of))
-
-    def kept_back_share(self) -> int | None:
-        return None if self.trainer_share is None else self.kept_back
 
     def search_next(self, share: int) -> None:
         """Local search from the best start not searched yet."""
@@ -186,16 +206,19 @@ class StepSearch:
         result = improve_schedule(
             mb_of, inst.tokens.tolist(), inst.costs, inst.dp_size, m, inst.cap, inst.overhead,
             inst.pp, inst.vpp, bound=self.bounds[m], work_budget=share, deadline=self.deadline,
+            size=inst.size,
         )
         self.spent += result.work
         self.clock_cut |= result.stopped_by == "clock"
         if result.objective > obj:  # never: the search only takes improving changes
             raise RuntimeError("step local search made a schedule worse (please report)")
-        name = method + ("+local_search" if result.steps else "")
+        searched = result.steps and not method.endswith("+local_search")
+        name = method + ("+local_search" if searched else "")
         self.finals.append((result.objective, arrival, name, m, result.mb_of))
         best = self.best
         if best.objective is None or result.objective < best.objective:
             best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
+            self.best_cut_by_budget = result.stopped_by == "work budget"
 
     def incumbent(self) -> int | None:
         values = [row[0] for row in self.pool]
@@ -246,54 +269,43 @@ class StepSearch:
             return all(v >= top for q, v in self.bounds.items() if q >= m)
         return m not in self.bounds or self.bounds[m] >= top
 
-    def costly(self, share: int | None, run_prime_rl: bool = True) -> tuple[int, bool]:
-        """The trainers' open-ended schedules (verl's retry, prime-rl's refinement)."""
-        self.costly_done = True
-        found, more, work, cut = costly_trainer_starts(self.inst, share, self.hopeless,
-                                                       self.deadline, self.retry, run_prime_rl)
-        self.spent += work
-        self.notes.extend(more)
-        # A retry cut short resumes on the next call (its state kept); one that ended does not.
-        if not any(note.startswith("trainer start verl_retry") for note in more):
-            self.retry = None
-        self.prime_cut = any(note.startswith("trainer start prime_rl") for note in more)
-        for method, sched in found:
-            start = from_schedule(sched, self.inst)
-            if start is not None and start[0] in self.bounds:
-                self.add(method, *start)
-        return work, cut
-
     # ----------------------------------------------------------------- phases
 
-    def given_and_cheap_trainer_starts(self, starts: Sequence[Any]) -> None:
-        """The caller's schedules and the trainers' cheap ones now; the open-ended ones later,
-        with the share kept back for them."""
-        given = [(f"start {j}", sched) for j, sched in enumerate(starts)]
+    def take(self, method: str, sched: Any) -> None:
+        """A given or trainer's schedule into the pool when it keeps the contract."""
+        found = (as_start if method.startswith("trainer:") else from_schedule)(sched, self.inst)
+        if found is None or found[0] not in self.bounds:
+            self.broken.append(method)
+        else:
+            self.add(method, *found)
+
+    def given_and_trainer_starts(self, starts: Sequence[Any]) -> None:
+        """The caller's schedules, then every trainer's (with ``trainer_starts=None`` within
+        the budget and the clock, cheapest first, the open-ended parts within
+        ``_TRAINER_SHARE``), each in the pool as soon as it is made."""
+        for j, sched in enumerate(starts):
+            self.take(f"start {j}", sched)
         if self.trainer_starts is not False:
-            trainers, trainer_notes, self.spent, self.retry = cheap_trainer_starts(
-                self.inst, self.trainer_share)
-            given += trainers
-            self.notes += trainer_notes
-        self.kept_back = 0 if self.trainer_share is None else max(0, self.trainer_share - self.spent)
-        skipped = []
-        for method, sched in given:
-            found = from_schedule(sched, self.inst)
-            if found is None or found[0] not in self.bounds:
-                skipped.append(method)
-            else:
-                self.add(method, *found)
-        if skipped:
-            self.notes.append(f"starts that break the contract, skipped: {', '.join(skipped)}")
+            full = self.trainer_starts is True
+            notes, work, self.open_ended = run_trainer_starts(
+                self.inst, None if full else self.budget, None if full else self.deadline,
+                self.hopeless, self.take, None if full else int(_TRAINER_SHARE * self.budget))
+            self.spent += work
+            self.notes += notes
+        if self.broken:
+            self.notes.append(f"starts that break the contract, skipped: {', '.join(self.broken)}")
+            self.broken = []
 
     def starts_at_counts(self) -> None:
         """Starts at several counts before any search: with pp > 1 the bounds of neighbouring
         counts are close, and the constructions' own step times separate them better. Until a
         construction gave a valid start the clock is not looked at for the first
-        ``_COUNTS_BEFORE_CLOCK`` counts: a plan beats an error. The trainers' open-ended
-        schedules run once the first count is built (its starts are the incumbent that rules
-        out the trainers that cannot beat it), before the search and the other counts."""
+        ``_COUNTS_BEFORE_CLOCK`` counts (ours are usually far better than the given and the
+        trainers' starts; a plan beats an error), unless a start is at hand and a count's
+        nominal build takes more than twice the whole time (n=262,144 in 1 s)."""
+        forced = not self.pool or self.nominal_build <= 2 * self.seconds
         while self.pending and (
-            (not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
+            (forced and not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
             or not self.out_of_clock(self.build_seconds())
         ):
             self.drop_hopeless()
@@ -305,8 +317,6 @@ class StepSearch:
                 self.clock_cut = True  # a slow machine: leave the rest of the time to the search
                 break
             self.build_next()
-            if self.trainer_starts is not False and not self.costly_done and self.constructed:
-                self.costly_work, self.costly_cut = self.costly(self.kept_back_share())
 
     def capped_balancer_when_no_start(self) -> None:
         """No start yet (every construction broke the cap): the capped balancer, count by
@@ -331,18 +341,43 @@ class StepSearch:
                 else:
                     self.build_next()
                     progressed = True
-            left = self.budget - self.spent
-            if not progressed and self.costly_cut and left > 0 and not self.out_of_clock():
-                # The search left some of the budget: the trainers' open-ended schedules again
-                # with all of it (against the better incumbent): verl's retry resumes where it
-                # stopped, prime-rl (which starts over) only when more is left than it had.
-                self.costly_work, self.costly_cut = self.costly(
-                    left, self.prime_cut and left > self.costly_work)
-                self.costly_cut = False
-                progressed = True
             if not progressed:
                 break
         self.clock_cut |= self.out_of_clock() and self.spent < self.budget
+
+    def use_the_clock(self) -> None:
+        """Default (clock) timing: the time the work budget leaves goes to the same phases
+        again, with a budget the size of that time: the search goes on from the best plan where
+        the budget cut it, and more counts are built (repeatable mode: nothing)."""
+        rounds = 0
+        while self.deadline is not None and rounds < _CLOCK_ROUNDS:
+            left = self.deadline - time.perf_counter()
+            if left < 0.002:
+                break
+            before = (len(self.searched), self.tried, self.best.objective)
+            self.budget = self.spent + int(left * CANDIDATES_PER_SECOND)
+            if self.best_cut_by_budget and self.best.mb_of is not None:
+                self.best_cut_by_budget = False  # go on from where the budget stopped it
+                self.add(self.best.method, self.best.m, self.best.mb_of)
+            self.search_and_build()
+            self.finish_trainer_starts(note=False)
+            rounds += 1
+            if (len(self.searched), self.tried, self.best.objective) == before:
+                break
+        if rounds:
+            self.notes.append(f"the clock's time left after the work budget: {rounds} more "
+                              "rounds of search and counts")
+
+    def finish_trainer_starts(self, note: bool = True) -> None:
+        """The trainers' open-ended parts cut by their share resume with what the search left
+        (the incumbent now rules out more of them); ``notes`` name those still cut."""
+        state = self.open_ended
+        if (state.prime is not None or state.retry is not None) and self.spent < self.budget \
+                and not self.out_of_clock():
+            self.spent += finish_open_ended(self.inst, state, self.budget - self.spent,
+                                            self.deadline, self.hopeless, self.take)
+        if note:
+            self.notes += state.notes()
 
     def take_the_best_unsearched_start(self) -> None:
         """The best start may never have been searched (budget spent): it still counts."""
@@ -407,17 +442,46 @@ class StepSearch:
         per_count = {row[3]: row for row in reversed(rest)}
         top = {row[1] for row in rest[:_EXTRA_CANDIDATES]}
         others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
-        cands = sorted(self.finals + given_rows + others, key=lambda row: (row[0], row[1]))
-        choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model, self.exact_work,
-                              self.final_deadline, first=[row[1] in given_ids for row in cands])
-        if choice.clock_cut:
-            self.notes.append("the exact makespan's order search was stopped by the clock, not the "
-                              "work budget: the plan may differ between runs")
-        _, _, method, m, mb_of = cands[choice.index]
-        self.notes.append(f"exact makespan: {len(cands)} schedules evaluated, {choice.evaluated} "
-                          f"order-searched; work {choice.work} of {self.exact_work}")
+        fixed, fixed_work, late = order_given(inst, model, given_rows, self.final_deadline)
+        if late:
+            self.notes.append("the clock ran out before these schedules' order search (each in "
+                              f"its own order or lightest micro-batches first and last): "
+                              f"{', '.join(late)}")
+        cands = sorted(self.finals + others, key=lambda row: (row[0], row[1]))
+        best: tuple[Row, Ordered] | None = None
+        work, searched = fixed_work, 0
+        if cands:
+            # The trainers' searches may take up to half of the exact share, past it (noted in
+            # _EXACT_SHARE): the searches' results keep the other half.
+            choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model,
+                                  max(self.exact_work - fixed_work, self.exact_work // 2),
+                                  self.final_deadline)
+            if choice.clock_cut:
+                self.notes.append("the exact makespan's order search was stopped by the clock, "
+                                  "not the work budget: the plan may differ between runs")
+            best, work, searched = (cands[choice.index], choice.ordered), work + choice.work, \
+                choice.evaluated
+        for row, ordered in fixed:  # a search's result wins ties
+            if best is None or ordered.step < best[1].step:
+                best = (row, ordered)
+        if best is None:  # never: the pool held a start, and only the clock leaves one out
+            raise RuntimeError("no schedule reached the exact makespan (please report)")
+        (_, _, method, m, mb_of), ordered = best
+        self.notes.append(f"exact makespan: {len(cands) + len(fixed)} schedules evaluated, "
+                          f"{searched} order-searched, and the {len(fixed)} trainers' and given "
+                          f"ones ordered apart; work {work} of {self.exact_work}")
+        step = ordered.step
+        # What is left refines the assignment on the exact makespan itself (the clock's to spend
+        # unless the plan must be repeatable).
+        left = max(0, self.exact_work - work) if self.options.deterministic else 10**15
+        refined = refine_assignment(inst, model, m, mb_of, ordered.orders, left,
+                                    self.final_deadline)
+        if refined.step < step:
+            self.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
+                              f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")
+            mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
         sc = scale(inst.vpp, model)
-        return assemble(inst, model, m, mb_of, method, choice.ordered.orders,
-                        exact_time(choice.ordered.step, sc),
+        return assemble(inst, model, m, mb_of, method, ordered.orders,
+                        exact_time(step, sc),
                         exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
                         self.notes, self.t0)

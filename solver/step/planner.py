@@ -7,7 +7,7 @@ smallest step time under the model of :mod:`seqpart.solver.step.model` (re-expor
 :mod:`~seqpart.solver.step.search`, CP-SAT in :mod:`~seqpart.solver.step.cpsat`.
 
 :func:`plan_global` (:mod:`~seqpart.solver.step.global_plan`) and :func:`order_for_pipeline`
-(:mod:`~seqpart.solver.step.order`) are its cheaper neighbours. The collective forms live in
+(:mod:`~seqpart.solver.step.exact`) are its cheaper neighbours. The collective forms live in
 :mod:`seqpart.solver.distributed.planners`, which only moves data between ranks and calls these.
 """
 
@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from seqpart.solver.batch_cost import MicroBatchCost
 from seqpart.solver.options import SolverOptions, as_options, pauses_gc
 from seqpart.solver.problem import Cost
 from seqpart.solver.step.global_plan import positive_seconds
@@ -40,7 +41,7 @@ def plan_step(
     vpp: int = 1,
     multiple_of: int | None = None,
     cost: str | Cost | tuple[int, int] = "tokens",
-    overhead: int = 0,
+    overhead: int | MicroBatchCost = 0,
     time_limit: float = 1.0,
     oversize: str = "error",
     starts: Sequence[Any] = (),
@@ -88,12 +89,14 @@ def plan_step(
         trainer_starts: also start from the trainers' schedulers
             (``seqpart.heuristics.trainer_baselines``, computed by
             :mod:`~seqpart.solver.step.trainer_starts`: the same schedules, faster). None
-            (default): within 40% of the work budget, cheapest first; the open-ended ones
-            (prime-rl's swap refinement, verl's retry) are skipped when their count cannot
-            beat the incumbent and may be cut by the budget (``notes`` say which;
-            docs/step-planning.md gives how often). The plan is never behind a valid trainer
-            schedule that ran to its end. True: all, run to the end whatever the budget. To
-            be sure never to be behind your trainer, pass its schedule in ``starts``.
+            (default): all of them first, cheapest first, each run to its end while the budget
+            and the clock allow (prime-rl's swap refinement and verl's retry take at most a
+            quarter of the budget before the search and resume with what it leaves; ``notes``
+            name any trainer not run to its end). With ``pp > 1`` each gets the order search
+            of :func:`~seqpart.solver.step.order_schedule` before the exact choice. The plan
+            is never behind a valid trainer schedule that ran to its end, in its own order or
+            in seqpart's. True: all, run to the end whatever the budget. To be sure never to
+            be behind your trainer, pass its schedule in ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
         pipeline: the schedule each rank runs under pp > 1, its forward:backward shares and

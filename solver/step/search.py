@@ -3,14 +3,16 @@
 The state is one schedule with a fixed count ``m`` per rank: ``dp*m`` micro-batches, micro-batch
 ``b`` on rank ``b // m``. The objective is the largest scaled rank time
 ``R_r = vpp * S_r + (pp-1) * M_r`` (``S_r`` the sum and ``M_r`` the max of the rank's
-micro-batch times), i.e. ``vpp`` x the step model's rank time, an exact integer.
+micro-batch times), i.e. ``vpp`` x the step model's rank time, an exact integer. A micro-batch's
+time includes the size term of its token total when the model has one
+(:class:`~seqpart.solver.batch_cost.MicroBatchCost`): every move is scored with it, exactly.
 
 Each step takes the critical rank (largest ``R``, lowest index on ties) and applies the best of:
 
 1. a move of one of its sequences to a micro-batch of another rank;
 2. a swap of one of its sequences with a lighter one on another rank;
-3. a move or swap inside the rank, between its heaviest micro-batch and another (only the
-   bubble term ``M_r`` changes, so only with ``pp > 1``).
+3. a move or swap inside the rank, between its heaviest micro-batch and another (for the
+   bubble term ``M_r``, so only with ``pp > 1``; taken when ``R_r`` falls).
 
 A change is taken only when every rank it touches ends strictly below the critical rank's old
 time, so the sorted vector of rank times falls lexicographically and the search terminates.
@@ -25,6 +27,8 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from seqpart.solver.batch_cost import MicroBatchCost
 
 #: Candidates scored per second on the 2-core machine (numpy, n=4096; measured 8-30 million
 #: under loads of 3-5, so a conservative figure): turns a time
@@ -49,17 +53,26 @@ class SearchResult:
     stopped_by: str  # "local optimum", "bound", "work budget", "clock"
 
 
-def _dtype(costs: list[int], overhead: int, pp: int, vpp: int) -> type | np.dtype:
+def _dtype(costs: list[int], overhead: int, pp: int, vpp: int,
+           size: MicroBatchCost | None = None, total_tokens: int = 0) -> type | np.dtype:
     """int64 when no scaled time can reach 2**62, else exact Python ints (object arrays)."""
-    worst = (sum(costs) + len(costs) * overhead) * (vpp + pp)
+    per_mb = overhead + (0 if size is None else size.size_max(total_tokens))
+    worst = (sum(costs) + len(costs) * per_mb) * (vpp + pp)
+    if size is not None:  # size(T) itself, and T*T inside it, must fit too
+        worst = max(worst, size.square * total_tokens * total_tokens * 4)
     return np.int64 if worst < 2**62 else object
 
 
 def schedule_objective(
-    mb_of: np.ndarray, costs: np.ndarray, k: int, m: int, overhead: int, pp: int, vpp: int
+    mb_of: np.ndarray, costs: np.ndarray, k: int, m: int, overhead: int, pp: int, vpp: int,
+    size: MicroBatchCost | None = None, tokens: np.ndarray | None = None,
 ) -> int:
     times = np.full(k, overhead, dtype=costs.dtype)
     np.add.at(times, mb_of, costs)
+    if size is not None and tokens is not None:
+        totals = np.zeros(k, dtype=np.int64)
+        np.add.at(totals, mb_of, np.asarray(tokens, dtype=np.int64))
+        times = times + size.size_array(totals, costs.dtype)
     per_rank = times.reshape(-1, m)
     return int((vpp * per_rank.sum(axis=1) + (pp - 1) * per_rank.max(axis=1)).max())
 
@@ -78,12 +91,13 @@ def improve_schedule(
     bound: int = 0,
     work_budget: int = 10**9,
     deadline: float | None = None,
+    size: MicroBatchCost | None = None,
 ) -> SearchResult:
     """Improve a valid schedule (``mb_of[i]`` = micro-batch of sequence i, micro-batch b on rank
     ``b // m``) until no change helps, the objective meets ``bound``, the work budget (candidate
     evaluations) is spent or ``deadline`` passes. Returns a valid schedule no worse than the
     start."""
-    return _Search(mb_of, tokens, costs, dp, m, cap, overhead, pp, vpp).run(
+    return _Search(mb_of, tokens, costs, dp, m, cap, overhead, pp, vpp, size).run(
         bound, work_budget, deadline
     )
 
@@ -91,11 +105,12 @@ def improve_schedule(
 class _Search:
     def __init__(
         self, mb_of: np.ndarray, tokens: list[int], costs: list[int], dp: int, m: int,
-        cap: int | None, overhead: int, pp: int, vpp: int,
+        cap: int | None, overhead: int, pp: int, vpp: int, size: MicroBatchCost | None = None,
     ) -> None:
         self.dp, self.m, self.k = dp, m, dp * m
         self.vpp, self.beta = vpp, pp - 1
-        self.dt = _dtype(costs, overhead, pp, vpp)
+        self.size = size
+        self.dt = _dtype(costs, overhead, pp, vpp, size, sum(tokens))
         self.c = np.asarray(costs, dtype=self.dt)
         self.tok = np.asarray(tokens, dtype=np.int64)
         self.where = np.asarray(mb_of, dtype=np.int64).copy()
@@ -104,6 +119,8 @@ class _Search:
         np.add.at(self.t, self.where, self.c)
         self.mtok = np.zeros(self.k, dtype=np.int64)
         np.add.at(self.mtok, self.where, self.tok)
+        if size is not None:
+            self.t = self.t + size.size_array(self.mtok, self.dt)
         self.cnt = np.bincount(self.where, minlength=self.k)
         self.rank_of = np.arange(self.k) // m
         self.work = 0
@@ -124,25 +141,6 @@ class _Search:
         else:
             self.other = np.zeros(self.k, dtype=self.dt)
         self.big_r = self.vpp * self.s + self.beta * self.top
-
-    def apply(self, a: int, src: int, dst: int, b: int = -1) -> None:
-        """Move sequence ``a`` from ``src`` to ``dst`` and, for a swap, ``b`` back."""
-        c, tok = self.c, self.tok
-        self.where[a] = dst
-        self.t[src] -= c[a]
-        self.t[dst] += c[a]
-        self.mtok[src] -= tok[a]
-        self.mtok[dst] += tok[a]
-        if b < 0:
-            self.cnt[src] -= 1
-            self.cnt[dst] += 1
-        else:
-            self.where[b] = src
-            self.t[dst] -= c[b]
-            self.t[src] += c[b]
-            self.mtok[dst] -= tok[b]
-            self.mtok[src] += tok[b]
-        self.refresh()
 
     def run(self, bound: int, work_budget: int, deadline: float | None) -> SearchResult:
         steps = 0
@@ -174,10 +172,46 @@ class _Search:
             break
         return SearchResult(self.where, int(self.big_r.max()), steps, self.work, stopped)
 
+    def size_change(self, totals: np.ndarray, tokens: np.ndarray) -> np.ndarray | int:
+        """How much the size term of micro-batches holding ``totals`` tokens changes when
+        ``tokens`` are added (broadcast; 0 without a size term)."""
+        if self.size is None:
+            return 0
+        after, before = np.broadcast_arrays(totals + tokens, totals)
+        shape = after.shape
+        return (self.size.size_array(after.ravel(), self.dt)
+                - self.size.size_array(before.ravel(), self.dt)).reshape(shape)
+
+    def apply(self, a: int, src: int, dst: int, b: int = -1) -> None:
+        """Move sequence ``a`` from ``src`` to ``dst`` and, for a swap, ``b`` back."""
+        c, tok = self.c, self.tok
+        moved = int(tok[a]) - (int(tok[b]) if b >= 0 else 0)
+        old_src, old_dst = self.mtok[src : src + 1], self.mtok[dst : dst + 1]
+        grow_src = self.size_change(old_src, np.array([-moved]))
+        grow_dst = self.size_change(old_dst, np.array([moved]))
+        self.where[a] = dst
+        self.t[src] -= c[a]
+        self.t[dst] += c[a]
+        self.mtok[src] -= tok[a]
+        self.mtok[dst] += tok[a]
+        if b < 0:
+            self.cnt[src] -= 1
+            self.cnt[dst] += 1
+        else:
+            self.where[b] = src
+            self.t[dst] -= c[b]
+            self.t[src] += c[b]
+            self.mtok[dst] -= tok[b]
+            self.mtok[src] += tok[b]
+        if self.size is not None:
+            self.t[src] += grow_src[0]
+            self.t[dst] += grow_dst[0]
+        self.refresh()
+
     def across(self, r: int, target: int) -> bool:
         """Best move, else best swap, of a sequence of rank r with another rank."""
         c, tok, t, s, vpp, beta = self.c, self.tok, self.t, self.s, self.vpp, self.beta
-        rank_of, where = self.rank_of, self.where
+        rank_of, where, mtok = self.rank_of, self.where, self.mtok
         mine = np.flatnonzero(rank_of[where] == r)
         src = where[mine]
         movable = self.cnt[src] > 1
@@ -188,10 +222,13 @@ class _Search:
                 pick = pick[np.linspace(0, len(pick) - 1, _MOVE_SOURCES).round().astype(np.int64)]
                 a_idx, a_src = a_idx[pick], a_src[pick]
             a_c, a_l = c[a_idx], tok[a_idx]
-            new_src = vpp * (s[r] - a_c) + beta * np.maximum(self.other[a_src], t[a_src] - a_c)
-            ok = (rank_of != r)[None, :] & (self.mtok[None, :] + a_l[:, None] <= self.cap)
-            new_dst = vpp * (s[rank_of][None, :] + a_c[:, None]) + beta * np.maximum(
-                self.top[rank_of][None, :], t[None, :] + a_c[:, None]
+            # Time change of each source micro-batch, and of each destination (a x k).
+            d_src = self.size_change(mtok[a_src], -a_l) - a_c
+            d_dst = self.size_change(mtok[None, :], a_l[:, None]) + a_c[:, None]
+            new_src = vpp * (s[r] + d_src) + beta * np.maximum(self.other[a_src], t[a_src] + d_src)
+            ok = (rank_of != r)[None, :] & (mtok[None, :] + a_l[:, None] <= self.cap)
+            new_dst = vpp * (s[rank_of][None, :] + d_dst) + beta * np.maximum(
+                self.top[rank_of][None, :], t[None, :] + d_dst
             )
             val = np.where(ok, np.maximum(new_src[:, None], new_dst), target)
             self.work += val.size
@@ -218,16 +255,19 @@ class _Search:
         b_c, b_l = c[others], tok[others]
         b_rank = rank_of[b_src]
         delta = a_c[:, None] - b_c[None, :]  # cost leaving rank r
+        moved = a_l[:, None] - b_l[None, :]  # tokens leaving rank r
+        d_a = self.size_change(mtok[a_src][:, None], -moved) - delta  # a's micro-batch
+        d_b = self.size_change(mtok[b_src][None, :], moved) + delta  # b's micro-batch
         ok = (
-            (delta > 0)
-            & (self.mtok[a_src][:, None] - a_l[:, None] + b_l[None, :] <= self.cap)
-            & (self.mtok[b_src][None, :] - b_l[None, :] + a_l[:, None] <= self.cap)
+            (d_a < 0)
+            & (mtok[a_src][:, None] - moved <= self.cap)
+            & (mtok[b_src][None, :] + moved <= self.cap)
         )
-        new_r = vpp * (s[r] - delta) + beta * np.maximum(
-            self.other[a_src][:, None], t[a_src][:, None] - delta
+        new_r = vpp * (s[r] + d_a) + beta * np.maximum(
+            self.other[a_src][:, None], t[a_src][:, None] + d_a
         )
-        new_o = vpp * (s[b_rank][None, :] + delta) + beta * np.maximum(
-            self.other[b_src][None, :], t[b_src][None, :] + delta
+        new_o = vpp * (s[b_rank][None, :] + d_b) + beta * np.maximum(
+            self.other[b_src][None, :], t[b_src][None, :] + d_b
         )
         val = np.where(ok, np.maximum(new_r, new_o), target)
         self.work += val.size
@@ -240,8 +280,9 @@ class _Search:
 
     def inside(self, r: int) -> bool:
         """Best move or swap between rank r's heaviest micro-batch and another of its own, when
-        it lowers the rank's heaviest micro-batch (the bubble term)."""
+        it lowers the rank's time (through its heaviest micro-batch, the bubble term)."""
         m, c, tok, t, mtok = self.m, self.c, self.tok, self.t, self.mtok
+        vpp, beta, s_r, old_r = self.vpp, self.beta, self.s[r], self.big_r[r]
         lo = r * m
         heavy = lo + int(np.argmax(t[lo : lo + m]))
         peers = np.array([b for b in range(lo, lo + m) if b != heavy])
@@ -256,13 +297,14 @@ class _Search:
         h_c, h_l = c[mine], tok[mine]
         old = t[heavy]
         if self.cnt[heavy] > 1:
-            new_m = np.maximum(
-                np.maximum(rest_top[None, :], old - h_c[:, None]), t[peers][None, :] + h_c[:, None]
-            )
-            val = np.where(mtok[peers][None, :] + h_l[:, None] <= self.cap, new_m, old)
+            d_h = (self.size_change(mtok[heavy], -h_l) - h_c)[:, None]
+            d_p = self.size_change(mtok[peers][None, :], h_l[:, None]) + h_c[:, None]
+            new_m = np.maximum(np.maximum(rest_top[None, :], old + d_h), t[peers][None, :] + d_p)
+            new_r = vpp * (s_r + d_h + d_p) + beta * new_m
+            val = np.where(mtok[peers][None, :] + h_l[:, None] <= self.cap, new_r, old_r)
             self.work += val.size
             flat = int(np.argmin(val))
-            if int(val.flat[flat]) < old:
+            if int(val.flat[flat]) < old_r:
                 ai, pi = divmod(flat, len(peers))
                 self.apply(int(mine[ai]), heavy, int(peers[pi]))
                 return True
@@ -271,19 +313,16 @@ class _Search:
             return False
         p_src = self.where[in_peers]
         delta = h_c[:, None] - c[in_peers][None, :]
-        ok = (
-            (delta > 0)
-            & (mtok[heavy] - h_l[:, None] + tok[in_peers][None, :] <= self.cap)
-            & (mtok[p_src][None, :] - tok[in_peers][None, :] + h_l[:, None] <= self.cap)
-        )
+        moved = h_l[:, None] - tok[in_peers][None, :]
+        d_h = self.size_change(mtok[heavy], -moved) - delta
+        d_p = self.size_change(mtok[p_src][None, :], moved) + delta
+        ok = (d_h < 0) & (mtok[heavy] - moved <= self.cap) & (mtok[p_src][None, :] + moved <= self.cap)
         p_pos = np.searchsorted(peers, p_src)
-        new_m = np.maximum(
-            np.maximum(rest_top[p_pos][None, :], old - delta), t[p_src][None, :] + delta
-        )
-        val = np.where(ok, new_m, old)
+        new_m = np.maximum(np.maximum(rest_top[p_pos][None, :], old + d_h), t[p_src][None, :] + d_p)
+        val = np.where(ok, vpp * (s_r + d_h + d_p) + beta * new_m, old_r)
         self.work += val.size
         flat = int(np.argmin(val))
-        if int(val.flat[flat]) < old:
+        if int(val.flat[flat]) < old_r:
             ai, pi = divmod(flat, len(in_peers))
             self.apply(int(mine[ai]), heavy, int(p_src[pi]), int(in_peers[pi]))
             return True

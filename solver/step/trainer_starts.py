@@ -2,9 +2,8 @@
 
 :mod:`seqpart.heuristics.trainer_baselines` re-implements each trainer's scheduler as the trainer
 runs it; there, slime's and prime-rl's capped first-fit scans every open micro-batch with numpy
-for every sequence and re-sums every micro-batch for every split, verl's retry re-partitions
-every rank for every count it tries, and prime-rl's swap refinement scores every pair of
-micro-batches on every swap. At n=4096 that is up to ~4 s (prime-rl) and ~2 s (verl's retry).
+for every sequence and re-sums every micro-batch for every split, and verl's retry re-partitions
+every rank for every count it tries. At n=65,536 that is seconds a trainer.
 
 Here the same schedules are computed faster, with the same result (``tests/solver/step/test_step.py`` checks
 them against the originals on every count they produce):
@@ -17,14 +16,14 @@ them against the originals on every count they produce):
   stops at the first rank that breaks the cap (the trainer splits every rank, then looks),
   the ranks likeliest to break tried first (the one that broke last, then the highest bound,
   then the most tokens): which count passes does not depend on that order, only the cost;
-- prime-rl's swap refinement is the same rule under a work budget (pairs scored): when the
-  budget runs out, the partly refined schedule is still a valid start, but the plan is then
-  not guaranteed to match prime-rl's (``notes`` say so).
+- prime-rl's swap refinement (shared with the baseline: ``refine_by_swaps`` scores only the
+  pairs that can lower its key) runs under a work budget and resumes on the same path
+  (:class:`PrimeRefinement`); cut short, the partly refined schedule is still a valid start.
 
-:func:`cheap_trainer_starts` (Megatron-LM, slime, verl's first count) runs before the
-constructions, :func:`costly_trainer_starts` (prime-rl, verl's retry) after them, so that it can
-skip a trainer whose count cannot beat the incumbent; both keep to a work budget estimated from
-the sizes (deterministic), the clock only a safety net.
+:func:`run_trainer_starts` runs them all first, cheapest first, each set-up when its estimate
+fits the budget (deterministic; the clock only a safety net), the open-ended parts (prime-rl's
+refinement, verl's retry) within a share of it; :func:`finish_open_ended` resumes those with
+what the search leaves. Their schedules are checked by :func:`as_start`.
 
 Only the micro-batch *sets* matter for a start (the model's rank time ignores their order), so
 the trainers' orderings within a rank are not reproduced.
@@ -33,16 +32,16 @@ the trainers' orderings within a rank are not reproduced.
 from __future__ import annotations
 
 import heapq
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from seqpart.heuristics.bounds import min_bins_lower_bound
 from seqpart.heuristics.kernels import karmarkar_karp_lists, order_desc
-from seqpart.heuristics.trainer_baselines import megatron_schedule
+from seqpart.heuristics.trainer_baselines import megatron_schedule, refine_by_swaps
 from seqpart.solver.step.model import StepInstance
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND
 
@@ -55,11 +54,13 @@ Hopeless = Callable[[int, bool], bool]
 def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list[int]]:
     """First-fit in ``order``: each sequence to the first micro-batch with room, else a new
     one (a sequence over the cap alone: its room goes negative). A max-tree over the rooms
-    finds the first with room in O(log k)."""
+    finds the first with room in O(log k), k the micro-batches: first-fit opens fewer than
+    ``2 * tokens / cap + 1`` (any two of them hold more than the cap together)."""
     if cap is None:
         return [list(order)]
+    need = 2 * (sum(tokens[i] for i in order) // cap) + 2
     size = 1
-    while size < max(len(order), 1):
+    while size < need:
         size *= 2
     tree = [-1] * (2 * size)  # leaves: room of micro-batch b (-1: not open)
     bins: list[list[int]] = []
@@ -68,7 +69,9 @@ def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list
         if tree[1] >= t:
             node = 1
             while node < size:  # the leftmost leaf with room >= t
-                node = 2 * node if tree[2 * node] >= t else 2 * node + 1
+                node += node
+                if tree[node] < t:
+                    node += 1
             b = node - size
         else:
             b = len(bins)
@@ -77,10 +80,14 @@ def first_fit(tokens: list[int], cap: int | None, order: list[int]) -> list[list
             tree[node] = cap
         bins[b].append(i)
         tree[node] -= t
-        node //= 2
-        while node:
-            tree[node] = max(tree[2 * node], tree[2 * node + 1])
-            node //= 2
+        node >>= 1
+        while node:  # up to the first ancestor whose max does not change (nor then any above)
+            left, right = tree[2 * node], tree[2 * node + 1]
+            top = left if left > right else right
+            if tree[node] == top:
+                break
+            tree[node] = top
+            node >>= 1
     return bins
 
 
@@ -138,101 +145,34 @@ def slime(
 
 def prime_rl(
     tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
-    work_budget: int, hopeless: Hopeless, deadline: float | None,
-) -> tuple[Schedule | None, int, str]:
+    hopeless: Hopeless,
+) -> PrimeRefinement | None:
     """prime-rl's first-fit decreasing, split by cost to a multiple of ``dp * multiple_of``,
-    equal-count Karmarkar-Karp, then the swap refinement within ``work_budget``. Returns
-    (schedule or None, work, how it ended): None when it cannot be valid (too few sequences to
-    split to the multiple: prime-rl pads) or cannot beat the incumbent at its count."""
+    equal-count Karmarkar-Karp: its refinement's starting point. None when it cannot be valid
+    (too few sequences to split to the multiple: prime-rl pads) or cannot beat the incumbent at
+    its count."""
     bins = first_fit(tokens, cap, order_desc(tokens))
     split_heaviest(bins, _round_up(len(bins), dp * multiple_of), costs)
     k = len(bins)
-    if k % (dp * multiple_of):
-        return None, 0, "invalid"
-    if hopeless(k // dp, False):
-        return None, 0, "hopeless"
+    if k % (dp * multiple_of) or hopeless(k // dp, False):
+        return None
     weights = [sum(costs[i] for i in b) for b in bins]
-    groups = karmarkar_karp_lists(weights, [1] * k, dp, k // dp)
-    groups, work, how = refine_by_swaps(weights, groups, work_budget, deadline)
-    return _deal(bins, [sorted(g) for g in groups]), work, how
+    return PrimeRefinement(bins, weights, karmarkar_karp_lists(weights, [1] * k, dp, k // dp))
 
 
-def refine_by_swaps(
-    weights: list[int], groups: list[list[int]], work_budget: int, deadline: float | None = None
-) -> tuple[list[list[int]], int, str]:
-    """prime-rl's refinement: while some swap of two items of different groups lowers
-    (largest group sum, largest - smallest), take the best, ties to the smallest
-    (group, group, position, position) with the lower group first. Only swaps with the one group
-    at the maximum or the one at the minimum can lower that pair, so only those are scored.
-    Stops when ``work_budget`` pairs have been scored or at ``deadline``. Returns (groups, work,
-    "done" / "work budget" / "clock")."""
-    k = len(groups)
-    if k < 2:
-        return [list(g) for g in groups], 0, "done"
-    dtype: Any = np.int64 if sum(weights) < 2**62 else object
-    w = np.asarray(weights, dtype=dtype)
-    slot_item = np.asarray([i for g in groups for i in g], dtype=np.int64)
-    slot_group = np.asarray([r for r, g in enumerate(groups) for _ in g], dtype=np.int64)
-    slot_pos = np.asarray([p for g in groups for p in range(len(g))], dtype=np.int64)
-    first = np.concatenate([[0], np.cumsum([len(g) for g in groups])]).astype(np.int64).tolist()
-    sums = [sum(weights[i] for i in g) for g in groups]
-    total = sum(sums)
-    work = 0
-    while True:
-        top, bottom = max(sums), min(sums)
-        current = (top, top - bottom)
-        ranked = sorted(range(k), key=lambda r: (sums[r], r))
-        focus = [r for r, v in ((ranked[-1], top), (ranked[0], bottom)) if sums.count(v) == 1]
-        s_arr = np.asarray(sums, dtype=dtype)
-        best: tuple[tuple[int, int], tuple[int, int, int, int]] | None = None
-        for c in dict.fromkeys(focus):
-            lo_c, hi_c = first[c], first[c + 1]
-            others = np.concatenate([np.arange(0, lo_c), np.arange(hi_c, len(slot_item))])
-            if not len(others) or hi_c == lo_c:
-                continue
-            if work >= work_budget:
-                return _groups(slot_item, first, k), work, "work budget"
-            if deadline is not None and time.perf_counter() > deadline:
-                return _groups(slot_item, first, k), work, "clock"
-            # Max and min of the group sums other than c and the partner's group b.
-            desc = [r for r in ranked[::-1] if r != c][:2]
-            asc = [r for r in ranked if r != c][:2]
-            rest_hi = np.full(k, sums[desc[0]] if desc else 0, dtype=dtype)
-            rest_hi[desc[0]] = sums[desc[1]] if len(desc) > 1 else 0
-            rest_lo = np.full(k, sums[asc[0]] if asc else total, dtype=dtype)
-            rest_lo[asc[0]] = sums[asc[1]] if len(asc) > 1 else total
-            grp = slot_group[others]
-            d = w[slot_item[lo_c:hi_c]][:, None] - w[slot_item[others]][None, :]
-            work += d.size
-            new_c = sums[c] - d
-            new_b = s_arr[grp][None, :] + d
-            hi = np.maximum(np.maximum(new_c, new_b), rest_hi[grp][None, :])
-            lo = np.minimum(np.minimum(new_c, new_b), rest_lo[grp][None, :])
-            best_hi = hi.min()
-            at = np.flatnonzero(hi.ravel() == best_hi)
-            spread = (hi - lo).ravel()[at]
-            key = (int(best_hi), int(spread.min()))
-            if key >= current or (best is not None and key > best[0]):
-                continue
-            at = at[spread == spread.min()]
-            rows, cols = at // len(others), at % len(others)
-            for r, col in zip(rows.tolist(), cols.tolist(), strict=True):
-                b, pb = int(grp[col]), int(slot_pos[others[col]])
-                cand = (key, (c, b, r, pb) if c < b else (b, c, pb, r))
-                if best is None or cand < best:
-                    best = cand
-        if best is None:
-            return _groups(slot_item, first, k), work, "done"
-        _, (a, b, i, j) = best
-        x, y = first[a] + i, first[b] + j
-        moved = weights[int(slot_item[x])] - weights[int(slot_item[y])]
-        sums[a] -= moved
-        sums[b] += moved
-        slot_item[x], slot_item[y] = slot_item[y], slot_item[x]
+@dataclass
+class PrimeRefinement:
+    """prime-rl's swap refinement where it stands: resumed, it goes on along the same path (each
+    swap depends on the groups only), so a refinement cut by the budget ends where prime-rl's
+    own does when given more."""
 
+    bins: list[list[int]]
+    weights: list[int]
+    groups: list[list[int]]
 
-def _groups(slot_item: np.ndarray, first: list[int], k: int) -> list[list[int]]:
-    return [slot_item[first[r] : first[r + 1]].tolist() for r in range(k)]
+    def refine(self, work_budget: int, deadline: float | None) -> tuple[Schedule, int, str]:
+        self.groups, work, how = refine_by_swaps(self.weights, self.groups, work_budget, deadline)
+        return _deal(self.bins, [sorted(g) for g in self.groups]), work, how
 
 
 @dataclass
@@ -356,10 +296,13 @@ def verl_retry(
 #: ``CANDIDATES_PER_SECOND``), measured on the loaded 2-core machine: first-fit per sequence,
 #: Karmarkar-Karp per item per doubling of its item and bin counts (its heap and its merges),
 #: per form, and pairs scored by prime-rl's refinement per unit (numpy, ~20-50 ns a pair).
-FIT_WORK = 150
+#: First-fit (its max-tree stops at the first unchanged ancestor) and the split: 3.4 us a
+#: sequence at n=65,536 under a load of 2.4, ~8 us at 4.5.
+FIT_WORK = 60
 #: The equal-count form (ranks of sequences, of micro-batches): 0.3-0.7 us per item per
-#: doubling at load 2.5, so ~2x to spare.
-KK_EQUAL_WORK = 7
+#: doubling at n <= 4096 under load 2.5; 0.045 s at n=65,536, dp=1024 and 0.41 s at
+#: n=262,144, dp=2048 under load 1.6 (0.1 and 0.2 us).
+KK_EQUAL_WORK = 3
 #: verl's per-rank split (free counts, 2**k-wide merges), plus a fixed cost per call: measured
 #: (every split the trainer starts make on bench_step's batches, n >= 256, load ~2) 4-7 units
 #: per item per doubling at 256+ items a rank, ~1500 units a call at a few items.
@@ -379,84 +322,105 @@ def _kk_work(items: int, bins: int, equal: bool = False) -> int:
     return KK_CALL_WORK + KK_SPLIT_WORK * items * (items.bit_length() + bins.bit_length())
 
 
-def cheap_trainer_starts(
-    inst: StepInstance, work_budget: int | None
-) -> tuple[list[tuple[str, Schedule]], list[str], int, VerlRetry | None]:
-    """The cheap trainers' schedules (raw: the caller validates) that fit ``work_budget``
-    (None: all), cheapest first: Megatron-LM's (always), slime's two, verl's (and its retry
-    when the first count already respects the cap). Returns (starts, notes, work, verl's
-    retry state when it must go on, else None). Deterministic: whether a trainer runs depends
-    on the sizes only (estimates), the work charged on the splits made."""
+@dataclass
+class OpenEnded:
+    """The trainers' open-ended parts not run to their end yet (prime-rl's refinement, verl's
+    retry), and how each was last stopped."""
+
+    prime: PrimeRefinement | None = None
+    retry: VerlRetry | None = None
+    stopped: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        out = []
+        if "prime_rl" in self.stopped:
+            out.append(f"trainer start prime_rl: its swap refinement was stopped by the "
+                       f"{self.stopped['prime_rl']}; started from the partly refined schedule")
+        if "verl_retry" in self.stopped and self.retry is not None:
+            out.append(f"trainer start verl_retry: its retry was stopped by the "
+                       f"{self.stopped['verl_retry']} (at count {self.retry.k})")
+        return out
+
+
+def run_trainer_starts(
+    inst: StepInstance, work_budget: int | None, deadline: float | None, hopeless: Hopeless,
+    take: Callable[[str, Schedule], None], open_share: int | None = None,
+) -> tuple[list[str], int, OpenEnded]:
+    """Every trainer's schedule, handed to ``take(name, schedule)`` (raw: the caller validates)
+    as soon as it is made, so that ``hopeless`` sees it: Megatron-LM's (always), verl's first
+    count, slime's two, prime-rl's set-up, then the open-ended parts (:func:`finish_open_ended`)
+    with at most ``open_share`` of the work (None: all that is left of ``work_budget``; None:
+    no limit). The set-ups are cheap (O(n log n)) and bounded: each runs unless the clock
+    says it would end past ``deadline`` (their estimated work is charged, so with the clock
+    dropped they always run and the plan stays the same on every machine); one whose count
+    cannot beat what ``take`` was given (``hopeless``) is not built. Returns (notes naming the
+    trainers not run, work, the open-ended parts left: resume them with
+    :func:`finish_open_ended`)."""
     tokens, costs = inst.tokens.tolist(), inst.costs
     n, dp, cap, mo = inst.n, inst.dp_size, inst.cap, inst.multiple_of
     left = 10**18 if work_budget is None else work_budget
-    skipped: list[str] = []
-    out: list[tuple[str, Schedule]] = [("megatron", megatron_schedule(tokens, dp, cap, mo))]
-    spent = n
+    take("trainer:megatron", megatron_schedule(tokens, dp, cap, mo))
+    spent, state, skipped = n, OpenEnded(), []
+
+    def fits(names: list[str], work: int) -> bool:
+        late = _late(deadline, work)
+        skipped.extend(names if late else [])
+        return not late
+
+    equal = _kk_work(n, dp, True)
+    if fits(["verl", "verl_retry"], equal + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))):
+        found, state.retry, work = verl(tokens, costs, dp, cap, mo)
+        spent += equal + work
+        for name, sched in found:
+            take(f"trainer:{name}", sched)
     fit = _fit_work(inst)
-    if fit <= left - spent:
-        out += slime(tokens, costs, dp, cap, mo)
+    if fits(["slime_rr", "slime_kk"], fit):
+        for name, sched in slime(tokens, costs, dp, cap, mo):
+            take(f"trainer:{name}", sched)
         spent += fit
-    else:
-        skipped += ["slime_rr", "slime_kk"]
-    retry = None
-    first = _kk_work(n, dp, True) + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))
-    if first <= left - spent:
-        found, retry, work = verl(tokens, costs, dp, cap, mo)
-        out += found
-        spent += _kk_work(n, dp, True) + work
-    else:
-        skipped += ["verl", "verl_retry"]
-    notes = [f"trainer starts that did not fit the budget, not run: {', '.join(skipped)}"] if skipped else []
-    return [(f"trainer:{name}", s) for name, s in out], notes, spent, retry
+    if fits(["prime_rl"], fit):
+        state.prime = prime_rl(tokens, costs, dp, cap, mo, hopeless)
+        spent += fit
+    share = left - spent if open_share is None else min(left - spent, open_share)
+    spent += finish_open_ended(inst, state, max(0, share), deadline, hopeless, take)
+    notes = [f"trainer starts not run (no time left on the clock): {', '.join(skipped)}"]
+    return notes if skipped else [], spent, state
 
 
-def costly_trainer_starts(
-    inst: StepInstance, work_budget: int | None, hopeless: Hopeless, deadline: float | None,
-    retry: VerlRetry | None, run_prime_rl: bool = True,
-) -> tuple[list[tuple[str, Schedule]], list[str], int, bool]:
-    """The two open-ended ones, within ``work_budget`` (None: to the end): prime-rl's schedule
-    with its swap refinement (when ``run_prime_rl``), then verl's retry from ``retry`` (the
-    state :func:`cheap_trainer_starts` left, or a cut retry's: it resumes). Each is skipped once
-    it cannot beat the incumbent (``hopeless(m, onwards)``: no valid schedule with count m, or
-    with any count from m on, beats it), which is sound since the incumbent is already at hand.
-    Returns (starts, notes, work, whether the work budget left one out or cut it short)."""
-    tokens, costs = inst.tokens.tolist(), inst.costs
-    dp, cap, mo = inst.dp_size, inst.cap, inst.multiple_of
-    left = 10**18 if work_budget is None else work_budget
+def finish_open_ended(
+    inst: StepInstance, state: OpenEnded, work_budget: int, deadline: float | None,
+    hopeless: Hopeless, take: Callable[[str, Schedule], None],
+) -> int:
+    """prime-rl's refinement, then verl's retry, from where ``state`` left them, within
+    ``work_budget``; each schedule (a cut refinement's too: still a valid start) goes to
+    ``take``. Each is dropped once it cannot beat the incumbent (``hopeless``). Returns the
+    work."""
     spent = 0
-    out: list[tuple[str, Schedule]] = []
-    notes: list[str] = []
-    fit = _fit_work(inst)
-    # prime-rl first, with half of the budget or twice its set-up (its refinement can take all
-    # of it), then verl's retry with what is left.
-    half = left if retry is None else max(left // 2, min(left, 2 * fit))
-    if not run_prime_rl:
-        pass
-    elif fit <= half and _late(deadline, fit):
-        notes.append("trainer start prime_rl: no time left for it on the clock, not run")
-    elif fit <= half:
-        sched, work, how = prime_rl(tokens, costs, dp, cap, mo, (half - fit) * REFINE_PAIRS,
-                                    hopeless, deadline)
-        spent += fit + work // REFINE_PAIRS
-        if sched is not None:
-            out.append(("prime_rl" if how == "done" else "prime_rl (refinement cut short)", sched))
-        if how in ("work budget", "clock"):
-            notes.append(f"trainer start prime_rl: its swap refinement was stopped by the {how}; "
-                         "started from the partly refined schedule")
-    else:
-        notes.append("trainer start prime_rl: did not fit the budget, not run")
-    if retry is not None:
-        sched, work, how = verl_retry(tokens, costs, cap, mo, retry, left - spent, hopeless,
-                                      deadline)
+    if state.prime is not None:
+        m = len(state.prime.groups[0])
+        if hopeless(m, False):
+            state.prime, _ = None, state.stopped.pop("prime_rl", None)
+        else:
+            sched, work, how = state.prime.refine(work_budget * REFINE_PAIRS, deadline)
+            spent += work // REFINE_PAIRS
+            done = how == "done"
+            take("trainer:prime_rl" + ("" if done else " (refinement cut short)"), sched)
+            if done:
+                state.prime, _ = None, state.stopped.pop("prime_rl", None)
+            else:
+                state.stopped["prime_rl"] = how
+    if state.retry is not None:
+        tokens, costs = inst.tokens.tolist(), inst.costs
+        sched, work, how = verl_retry(tokens, costs, inst.cap, inst.multiple_of, state.retry,
+                                      work_budget - spent, hopeless, deadline)
         spent += work
         if sched is not None:
-            out.append(("verl_retry", sched))
-        elif how in ("work budget", "clock"):
-            notes.append(f"trainer start verl_retry: its retry was stopped by the {how} "
-                         f"(at count {retry.k})")
-    cut = any("budget" in note for note in notes)
-    return [(f"trainer:{name}", s) for name, s in out], notes, spent, cut
+            take("trainer:verl_retry", sched)
+        if how in ("work budget", "clock"):
+            state.stopped["verl_retry"] = how
+        else:
+            state.retry, _ = None, state.stopped.pop("verl_retry", None)
+    return spent
 
 
 def _late(deadline: float | None, work: int) -> bool:
@@ -472,9 +436,42 @@ def _fit_work(inst: StepInstance) -> int:
     return FIT_WORK * inst.n + _kk_work(_k_estimate(inst), inst.dp_size, True)
 
 
+def as_start(sched: Schedule, inst: StepInstance) -> tuple[int, np.ndarray] | None:
+    """(m, mb_of) of a trainer's schedule when it keeps the contract, else None: the rules of
+    :func:`~seqpart.solver.step.model.find_schedule_violations` (``dp_size`` ranks of ``m``
+    micro-batches, ``m`` a multiple of ``multiple_of``, none empty, every index once, none over
+    the cap but an over-cap sequence alone), vectorised for the lists of ints the trainers here
+    make (that validator walks every nested list: ~0.4 s a schedule at n=262,144). The plan
+    itself is still checked by the validator."""
+    n = inst.n
+    if len(sched) != inst.dp_size or not sched[0] or len(sched[0]) % inst.multiple_of:
+        return None
+    m = len(sched[0])
+    if any(len(rank) != m for rank in sched):
+        return None
+    flat = [mb for rank in sched for mb in rank]
+    sizes = np.fromiter((len(mb) for mb in flat), dtype=np.int64, count=len(flat))
+    if sizes.min() == 0 or int(sizes.sum()) != n:
+        return None
+    idx = np.fromiter(itertools.chain.from_iterable(flat), dtype=np.int64, count=n)
+    if idx.min() < 0 or idx.max() >= n:
+        return None
+    mb_of = np.full(n, -1, dtype=np.int64)
+    mb_of[idx] = np.repeat(np.arange(len(flat), dtype=np.int64), sizes)
+    if (mb_of < 0).any():  # an index twice, so another never
+        return None
+    if inst.cap is not None:
+        loads = np.add.reduceat(np.asarray(inst.tokens, dtype=np.int64)[idx],
+                                np.cumsum(sizes) - sizes)
+        if ((loads > inst.cap) & (sizes > 1)).any():
+            return None
+    return m, mb_of
+
+
 def trainer_starts(inst: StepInstance) -> list[tuple[str, Schedule]]:
     """Every trainer's schedule that can be valid, each run to the end (for tests and studies:
     the same schedules as ``seqpart.heuristics.trainer_baselines``, order within a rank aside)."""
-    cheap, _, _, retry = cheap_trainer_starts(inst, None)
-    costly, _, _, _ = costly_trainer_starts(inst, None, lambda m, onwards: False, None, retry)
-    return cheap + costly
+    out: list[tuple[str, Schedule]] = []
+    run_trainer_starts(inst, None, None, lambda m, onwards: False,
+                       lambda name, sched: out.append((name, sched)))
+    return [(name, sched) for name, sched in out if not name.endswith("cut short)")]

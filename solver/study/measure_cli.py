@@ -47,6 +47,9 @@ def add_measure_parsers(sub: Any) -> None:
     c.add_argument("--held-out", type=int, default=16, help="random micro-batches to score the fit on")
     c.add_argument("--repeats", type=_positive(int), default=3, help="interleaved timed rounds (median)")
     c.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    c.add_argument("--min-seconds", type=float, default=0.3,
+                   help="extra rounds for short micro-batches until each was timed this long "
+                        "(up to 15 samples; default 0.3 s)")
     c.add_argument("--threads", type=_positive(int), default=1, help="torch CPU threads (default 1)")
     c.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                    help="wall time, or this process's CPU time (CPU only: leaves out time other "
@@ -61,7 +64,10 @@ def add_measure_parsers(sub: Any) -> None:
         "Plan one batch with plan_step (the profile's cost) and each trainer scheduler, then run "
         "each schedule's step on the profile's model: --dp processes in a gloo group, forward+"
         "backward per micro-batch, then a gradient all-reduce; paired, interleaved repeats. "
-        "Lengths and the cap are scaled by (profile's a/b) / (target's a/b), printed."))
+        "Lengths and the cap are scaled by (profile's a/b) / (target's a/b), printed. With --pp > 1 "
+        "one machine cannot run a real pipeline: each rank's micro-batches run and are timed one by "
+        "one, and the step is the exact makespan of those measured times under the modelled "
+        "pipeline schedule (Megatron-LM's 1F1B, interleaved with --vpp > 1), plus the all-reduce."))
     r.add_argument("file", nargs="?", help="lengths of one step, any format `solve` reads (else --dataset)")
     r.add_argument("--data", metavar="FILE", default=None, help="the same as FILE")
     r.add_argument("--field", "--column", dest="fields", action="append", metavar="NAME",
@@ -70,6 +76,13 @@ def add_measure_parsers(sub: Any) -> None:
     r.add_argument("--n", type=_positive(int), default=128, help="sample size with --dataset")
     r.add_argument("--cost-profile", required=True, metavar="FILE", help="from `seqpart calibrate`")
     r.add_argument("--dp", type=_positive(int), default=2, help="data-parallel ranks (processes)")
+    r.add_argument("--pp", type=_positive(int), default=1,
+                   help="pipeline stages per rank: > 1 combines measured micro-batch times with the "
+                        "modelled pipeline (not a real pipeline run)")
+    r.add_argument("--vpp", type=_positive(int), default=1, help="model chunks per stage (needs --pp > 1)")
+    r.add_argument("--order-trainers", action="store_true",
+                   help="at --pp > 1, run the trainers' micro-batches in the order seqpart finds for "
+                        "them (default: their own order)")
     r.add_argument("--cap", type=_positive(int), default=None,
                    help="token cap at the target scale (default: the longest sequence)")
     r.add_argument("--target-cost", default="attention",
@@ -94,7 +107,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         design = make_design(args.max_tokens, args.max_count, args.held_out, args.seed)
         p = calibrate(device=args.device, dtype=args.dtype, hf_config=hf, design=design,
                       repeats=args.repeats, warmup=args.warmup, threads=args.threads,
-                      seed=args.seed, progress=not args.quiet, clock=args.clock)
+                      seed=args.seed, progress=not args.quiet, clock=args.clock,
+                      min_seconds=args.min_seconds)
     except (ValueError, TypeError, ImportError) as err:
         raise UsageError(str(err)) from None
     p.save(args.out)
@@ -183,8 +197,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     cap = max(1, round((args.cap or max(lengths)) * factor))
     if max(scaled) > cap:
         raise UsageError(f"a sequence of {max(lengths)} tokens is over --cap {args.cap}: raise the cap")
-    res = replay_batch(scaled, args.dp, cap, profile, spec, repeats=args.repeats, seed=args.seed,
-                       time_limit=args.time_limit)
+    if args.vpp > 1 and args.pp == 1:
+        raise UsageError(f"--vpp {args.vpp} interleaves pipeline stages: give --pp > 1 as well")
+    try:
+        res = replay_batch(scaled, args.dp, cap, profile, spec, repeats=args.repeats, seed=args.seed,
+                           time_limit=args.time_limit, pp=args.pp, vpp=args.vpp,
+                           order_trainers=args.order_trainers)
+    except (ValueError, TypeError) as err:  # planning or pipeline arguments; a failed run: RuntimeError
+        raise UsageError(str(err)) from None
     print(format_replay(res, factor, scaled, cap, args.dp, time.perf_counter() - t0, args.json))
     return 0
 
@@ -210,21 +230,26 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
 
     if as_json:
         return json.dumps({
-            "scale": factor, "cap": cap, "dp": dp, "lengths": scaled, "best": res.best, "ratio": res.ratio,
+            "scale": factor, "cap": cap, "dp": dp, "pp": res.pp, "vpp": res.vpp, "method": res.method,
+            "skipped": res.skipped, "lengths": scaled, "best": res.best, "ratio": res.ratio,
             "predicted_ratio": res.predicted_ratio, "extended_ratio": res.extended_ratio,
             "noise": res.noise, "allreduce_s": res.allreduce_s,
             "schedules": {n: vars(s) for n, s in res.schedules.items()}})
     lines = [f"scale {factor:.4f}: {len(scaled)} sequences, {sum(scaled)} tokens (longest {max(scaled)}), "
              f"cap {cap}, dp {dp} gloo processes, one torch thread each",
-             f"{'schedule':<11} {'mbs':>4} {'predicted':>10} {'wall':>9} {'cpu':>9} {'error':>7}"]
+             f"step: {res.method}"]
+    lines += [f"left out {n}: {why}" for n, why in res.skipped.items()]
+    lines.append(f"{'schedule':<11} {'mbs':>4} {'predicted':>10} {'wall':>9} {'cpu':>9} {'error':>7}")
     for n, s in res.schedules.items():
         lines.append(f"{n:<11} {s.micro_batches:>4} {s.predicted_s * 1e3:>8.1f}ms {s.wall_s * 1e3:>7.1f}ms "
                      f"{s.cpu_s * 1e3:>7.1f}ms {s.error('cpu'):>+7.1%}")
+    kind = ("measured" if res.pp == 1
+            else f"measured micro-batches + modelled pp={res.pp} vpp={res.vpp} pipeline")
     for c in ("wall", "cpu"):
         m, lo, hi = res.ratio[c]
         ext = res.extended_ratio[c]
         lines.append(f"{PLAN} / best trainer by {c} clock ({res.best[c]}): "
-                     f"measured {m:.3f} [{lo:.3f}, {hi:.3f}] "
+                     f"{kind} {m:.3f} [{lo:.3f}, {hi:.3f}] "
                      f"(median, 95% bootstrap CI), predicted {res.predicted_ratio[c]:.3f}"
                      + (f", extended fit {ext:.3f}" if ext is not None else "")
                      + f"; noise (p90-p10)/median {res.noise[c]:.1%}")

@@ -69,7 +69,7 @@ class StudyConfig:
     n: str | None = None  # None: DEFAULT_N (and whole ``data`` files up to WHOLE_FILE_MAX)
     k: str = DEFAULT_K
     caps: str = DEFAULT_CAPS
-    cost: str = "tokens"
+    cost: Any = "tokens"  # "tokens", "attention" or a Cost (a profile's); records hold str(cost)
     reps: int = 1
     seed: int = 0
     min_k_time: float = 0.5
@@ -309,7 +309,7 @@ def build_instances(
 
 
 def run_method(
-    lengths: Sequence[int], k: int, cap: int, method: str, cost: str, workers: int
+    lengths: Sequence[int], k: int, cap: int, method: str, cost: Any, workers: int
 ) -> dict[str, Any]:
     """One method on one instance, measured; the raw bins are validated, not trusted."""
     from seqpart.heuristics import HEURISTICS, load_lower_bound
@@ -372,14 +372,14 @@ def run_method(
     }
 
 
-def method_task(inst: Instance, method: str, cost: str, workers: int) -> Task:
+def method_task(inst: Instance, method: str, cost: Any, workers: int) -> Task:
     """The engine's task for one method on one instance; time-budgeted methods are exclusive."""
     timed = method.startswith("partition@")
     return Task(f"{inst.key}|{method}", (inst, method, cost, workers), exclusive=timed,
                 cpus=workers if timed else 1)
 
 
-def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
+def run_method_task(payload: tuple[Instance, str, Any, int]) -> dict[str, Any]:
     """The runner of :func:`method_task`'s tasks: the instance's fields and the measurement."""
     inst, method, cost, workers = payload
     result = run_method(inst.lengths, inst.k, inst.cap, method, cost, workers)
@@ -392,7 +392,7 @@ def run_method_task(payload: tuple[Instance, str, str, int]) -> dict[str, Any]:
         "k": inst.k,
         "k_spec": inst.k_spec,
         "k_status": inst.k_status,
-        "cost": cost,
+        "cost": str(cost),
         "method": method,
         **({"workers": workers} if method.startswith("partition@") else {}),
         **result,

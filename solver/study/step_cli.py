@@ -84,15 +84,15 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--caps", "--cap", dest="caps", default=None,
                    help=f"token cap(s), or multiples of the longest sequence like 2x (default "
                         f"{DEFAULT_CAPS}: the longest)")
-    p.add_argument("--costs", "--cost", dest="costs", default=DEFAULT_COSTS,
+    p.add_argument("--costs", "--cost", dest="costs", default=None,
                    help=f"tokens and/or attention (24576*l + l^2) (default {DEFAULT_COSTS}; one "
                         "with --data)")
     if _cost_profile_loader() is not None:
         p.add_argument("--cost-profile", metavar="FILE", default=None,
-                       help="with --data: a calibrated cost profile (seqpart.solver."
-                            "load_cost_profile); its cost and overhead replace --cost and "
-                            "--overhead-tokens, and step times print in seconds")
-    p.add_argument("--overhead-tokens", type=int, default=DEFAULT_OVERHEAD_TOKENS,
+                       help="a calibrated cost profile (`seqpart calibrate`): its cost and "
+                            "overhead instead of --cost and --overhead-tokens (not with them); "
+                            "with --data step times print in seconds")
+    p.add_argument("--overhead-tokens", type=int, default=None,
                    help="per-micro-batch overhead as the linear cost of this many tokens "
                         f"(default {DEFAULT_OVERHEAD_TOKENS})")
     p.add_argument("--time-limit", type=_positive(float), default=None,
@@ -122,6 +122,25 @@ def _cost_profile_loader() -> Callable[[str], Any] | None:
     return getattr(seqpart.solver, "load_cost_profile", None)
 
 
+def profile_from_flags(path: str | None, *replaced: tuple[str, Any]) -> Any:
+    """The cost profile ``--cost-profile`` names, or None without it. ``replaced``: (flag,
+    value) pairs the profile stands in for; one of them given too is a usage error, so no run
+    leaves its user guessing which cost it used."""
+    if path is None:
+        return None
+    for flag, value in replaced:
+        if value is not None:
+            raise UsageError(f"--cost-profile and {flag} both given: the profile sets the cost "
+                             f"(and the overhead); drop {flag} or --cost-profile")
+    loader = _cost_profile_loader()
+    if loader is None:  # the flag is offered only with the loader
+        raise UsageError("--cost-profile needs seqpart's calibration (seqpart.solver.load_cost_profile)")
+    try:
+        return loader(path)
+    except (OSError, ValueError) as err:
+        raise UsageError(f"--cost-profile {path}: {err}") from None
+
+
 def cmd_step(args: argparse.Namespace) -> int:
     def say(message: str) -> None:
         if not args.quiet:
@@ -133,16 +152,18 @@ def cmd_step(args: argparse.Namespace) -> int:
                              "on your data (--data) runs in this process")
         return cmd_step_data(args, say)
     only_data = [f for f, v in (("--field", args.fields), ("--global-batch", args.global_batch),
-                                ("--multiple-of", args.multiple_of),
-                                ("--cost-profile", getattr(args, "cost_profile", None)))
-                 if v is not None]
+                                ("--multiple-of", args.multiple_of)) if v is not None]
     if only_data:
         raise UsageError(f"{only_data[0]} applies to the step on your data: add --data FILE")
+    profile = profile_from_flags(getattr(args, "cost_profile", None), ("--cost", args.costs),
+                                 ("--overhead-tokens", args.overhead_tokens))
     config = StepStudyConfig(
         methods=args.methods or ",".join(STEP_METHODS), datasets=args.datasets or "all",
         generated=args.generated, n=args.n, dp=args.dp or DEFAULT_DP, pp=args.pp or DEFAULT_PP,
-        vpp=args.vpp, caps=args.caps or DEFAULT_CAPS, costs=args.costs,
-        overhead_tokens=args.overhead_tokens, time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
+        vpp=args.vpp, caps=args.caps or DEFAULT_CAPS, costs=args.costs or DEFAULT_COSTS,
+        overhead_tokens=DEFAULT_OVERHEAD_TOKENS if args.overhead_tokens is None
+        else args.overhead_tokens, cost_profile=profile,
+        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
         reps=args.reps, seed=args.seed, jobs=args.jobs, timed_jobs=args.timed_jobs,
         out=args.out or "seqpart-step-study", limit=args.limit, plots=not args.no_plots,
         progress=not args.quiet, executor=args.executor, address=args.address,
@@ -205,19 +226,15 @@ def _data_config(args: argparse.Namespace, say: Callable[[str], None]) -> Any:
         if bad or not methods:
             raise UsageError(f"--methods: {bad[0] if bad else 'empty'}; with --data choose from "
                              f"{', '.join(DATA_METHODS)}")
-    if args.costs not in ("tokens", "attention"):
-        raise UsageError(f"--cost {args.costs!r}: with --data use one of tokens, attention")
-    cost: Any = args.costs
-    overhead = Cost.parse(cost).linear * args.overhead_tokens
+    cost: Any = args.costs or DEFAULT_COSTS
+    if cost not in ("tokens", "attention"):
+        raise UsageError(f"--cost {cost!r}: with --data use one of tokens, attention")
+    tokens = DEFAULT_OVERHEAD_TOKENS if args.overhead_tokens is None else args.overhead_tokens
+    overhead = Cost.parse(cost).linear * tokens
     unit_seconds = None
-    profile_path = getattr(args, "cost_profile", None)
-    if profile_path is not None:
-        loader = _cost_profile_loader()
-        assert loader is not None  # the flag exists only with the loader
-        try:
-            profile = loader(profile_path)
-        except (OSError, ValueError) as err:
-            raise UsageError(f"--cost-profile {profile_path}: {err}") from None
+    profile = profile_from_flags(getattr(args, "cost_profile", None), ("--cost", args.costs),
+                                 ("--overhead-tokens", args.overhead_tokens))
+    if profile is not None:
         cost, overhead, unit_seconds = profile.cost, profile.overhead, profile.unit_seconds
     return StepDataConfig(
         lengths=lengths, source=args.data, dp=_one_int(args.dp, "--dp", None),

@@ -79,6 +79,9 @@ class StepStudyConfig:
     caps: str = DEFAULT_CAPS
     costs: str = DEFAULT_COSTS
     overhead_tokens: int = DEFAULT_OVERHEAD_TOKENS
+    #: A loaded CostProfile: its ``cost`` and ``overhead`` replace ``costs`` and
+    #: ``overhead_tokens`` (the CLI refuses both at once).
+    cost_profile: Any = None
     time_limit: float = DEFAULT_TIME_LIMIT
     reps: int = 1
     seed: int = 0
@@ -102,7 +105,7 @@ class Setting:
     rep: int
     dp: int
     cap: int
-    cost: str
+    cost: Any  # "tokens", "attention" or a Cost (a profile's); records hold str(cost)
     overhead: int
     vpp: int
     pps: tuple[int, ...]
@@ -179,7 +182,10 @@ def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
     dps = _ints(config.dp, "--dp")
     pps = tuple(_ints(config.pp, "--pp"))
     caps = parse_caps(config.caps)
-    costs = parse_costs(config.costs)
+    costs: list[Any] = parse_costs(config.costs)
+    profile = config.cost_profile
+    if profile is not None:
+        costs = [profile.cost]
     if config.vpp < 1 or config.overhead_tokens < 0:
         raise UsageError("--vpp must be >= 1 and --overhead-tokens >= 0")
     settings, skipped = [], 0
@@ -191,7 +197,8 @@ def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
                 for kind, value in caps:
                     cap = int(value * source.max_length) if kind == "x" else int(value)
                     for cost in costs:
-                        overhead = Cost.parse(cost).linear * config.overhead_tokens
+                        overhead = (profile.overhead if profile is not None
+                                    else Cost.parse(cost).linear * config.overhead_tokens)
                         for dp in dps:
                             if cap < max(lengths) or n < 2 * dp:
                                 skipped += 1
@@ -277,7 +284,8 @@ def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> 
     s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {
         "setting": s.key, "source": s.source, "n": s.n, "rep": s.rep, "dp": s.dp, "cap": s.cap,
-        "cost": s.cost, "overhead": s.overhead, "vpp": s.vpp, "method": method, "error": None,
+        "cost": str(s.cost), "overhead": s.overhead if isinstance(s.overhead, int) else str(s.overhead),
+        "vpp": s.vpp, "method": method, "error": None,
         "time_limit": time_limit, "workers": workers,
     }
     t0 = time.perf_counter()

@@ -119,7 +119,7 @@ def test_cost_spec() -> None:
     assert Cost.parse((2, 3)) == Cost(2, 3)
     with pytest.raises(ValueError, match="linear"):
         Cost(-1, 0)
-    with pytest.raises(ValueError, match="zero cost"):
+    with pytest.raises(ValueError, match="cost the same"):
         Cost(0, 0)
 
 

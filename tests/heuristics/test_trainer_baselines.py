@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import TRAINER_SCHEDULERS, get_trainer_scheduler
 from seqpart.heuristics.trainer_baselines import (
-    _refine_by_swaps,
     megatron,
     prime_rl,
+    refine_by_swaps,
     slime_kk,
     slime_rr,
     verl,
@@ -109,16 +109,16 @@ def test_prime_rl_ffd_differs_from_first_fit():
 def test_swap_refinement_takes_the_first_best_swap():
     # sums 15 | 7; swapping item 0 (10) with item 3 (6) and item 2 (5) with item 1 (1) both
     # give 11 | 11; the first in (rank, rank, position, position) order wins.
-    assert _refine_by_swaps([10, 1, 5, 6], [[0, 2], [1, 3]]) == [[3, 2], [1, 0]]
+    assert refine_by_swaps([10, 1, 5, 6], [[0, 2], [1, 3]])[0] == [[3, 2], [1, 0]]
 
 
 def test_swap_refinement_no_improving_swap_keeps_groups():
-    assert _refine_by_swaps([9, 6, 2, 3], [[0, 2], [1, 3]]) == [[0, 2], [1, 3]]
+    assert refine_by_swaps([9, 6, 2, 3], [[0, 2], [1, 3]])[0] == [[0, 2], [1, 3]]
 
 
 def test_swap_refinement_huge_weights_stay_exact():
     big = 2**61
-    out = _refine_by_swaps([big + 10, 1, big + 5, 6], [[0, 2], [1, 3]])
+    out = refine_by_swaps([big + 10, 1, big + 5, 6], [[0, 2], [1, 3]])[0]
     sums = sorted(sum([big + 10, 1, big + 5, 6][i] for i in g) for g in out)
     assert sums == [big + 11, big + 11]
 
@@ -198,3 +198,50 @@ def test_open_first_fit_matches_the_heuristic():
         assert _first_fit_open(lengths, cap, order_desc(lengths)) == first_fit_decreasing(
             lengths, None, cap
         )
+
+
+def _all_pairs_refinement(weights: list[int], groups: list[list[int]]) -> list[list[int]]:
+    """The rule as written, every pair scored: the first best swap in (group, group, position,
+    position) order while it lowers (max sum, max - min)."""
+    groups = [list(g) for g in groups]
+    while True:
+        sums = [sum(weights[i] for i in g) for g in groups]
+        current = (max(sums), max(sums) - min(sums))
+        best = None
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                for i, x in enumerate(groups[a]):
+                    for j, y in enumerate(groups[b]):
+                        after = list(sums)
+                        after[a] -= weights[x] - weights[y]
+                        after[b] += weights[x] - weights[y]
+                        key = (max(after), max(after) - min(after))
+                        if key < current and (best is None or key < best[0]):
+                            best = (key, a, b, i, j)
+        if best is None:
+            return groups
+        _, a, b, i, j = best
+        groups[a][i], groups[b][j] = groups[b][j], groups[a][i]
+
+
+def test_swap_refinement_scores_only_improving_pairs_but_takes_the_same_swaps():
+    """refine_by_swaps scores only the pairs near the balance; every swap it takes is the one
+    scoring all pairs takes (ties, equal weights, big ints, empty groups included)."""
+    rng = np.random.default_rng(4)
+    for trial in range(150):
+        k, per = int(rng.integers(2, 7)), int(rng.integers(1, 6))
+        top = (5, 60, 10**6)[trial % 3]
+        weights = rng.integers(1, top, k * per).tolist()
+        if trial % 10 == 0:
+            weights = [w + 2**62 for w in weights]
+        groups = [list(range(g * per, (g + 1) * per)) for g in range(k)]
+        if trial % 7 == 0:
+            groups[-1] = []
+            weights = weights[: (k - 1) * per]
+        got, work, how = refine_by_swaps(weights, groups)
+        assert how == "done" and got == _all_pairs_refinement(weights, groups), trial
+    # A budget stops it early, with a valid partial refinement.
+    weights = rng.integers(1, 10**6, 400).tolist()
+    groups = [list(range(g * 20, (g + 1) * 20)) for g in range(20)]
+    cut, work, how = refine_by_swaps(weights, groups, work_budget=1)
+    assert how == "work budget" and sorted(i for g in cut for i in g) == list(range(400))

@@ -177,6 +177,16 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
             return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=20)
         return rearrange_micro_batches(_verl_batch(), 100, timeout=20)
 
+    def verl_bad_profile() -> Any:
+        from seqpart.solver import CostProfile
+        from seqpart.solver.dropins import rearrange_micro_batches
+
+        # Rank 2's profile file is missing; the others hold a good profile.
+        good = CostProfile(overhead_s=1e-3, linear_s=1e-6, quadratic_s=1e-9, device="cpu",
+                           dtype="float32", torch_version="", model={})
+        profile = "/nonexistent/cost_profile.json" if rank == 2 else good
+        return rearrange_micro_batches(_verl_batch(), 100, timeout=20, cost_profile=profile)
+
     def bad_group() -> Any:
         return partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=20,
                                       group=object() if rank == 2 else None)
@@ -209,6 +219,7 @@ def _scenarios(rank: int, world: int) -> dict[str, Any]:
         "verl_mismatched_cap": verl_mismatched_cap,
         "verl_bad_timeout": verl_bad_timeout,
         "verl_vs_partition": verl_vs_partition,
+        "verl_bad_profile": verl_bad_profile,
         "bad_group": bad_group,
         "mismatched_step_kwargs": mismatched_step_kwargs,
         "mismatched_partition_kwargs": mismatched_partition_kwargs,

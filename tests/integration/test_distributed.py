@@ -206,6 +206,13 @@ def test_verl_rearrange_bad_rank_fails_on_every_rank(results: list[dict[str, Any
     assert "over max_token_len=80" in message
 
 
+def test_verl_rearrange_bad_cost_profile_on_one_rank_fails_on_every_rank(
+    results: list[dict[str, Any]],
+) -> None:
+    message = _assert_same_error(_outcomes(results, "verl_bad_profile"), "bad_input", rank=2)
+    assert "/nonexistent/cost_profile.json" in message and "does not exist" in message
+
+
 def test_verl_rearrange_ranks_with_different_caps_fail_alike(results: list[dict[str, Any]]) -> None:
     message = _assert_same_error(_outcomes(results, "verl_mismatched_cap"), "mismatched_args", None)
     assert "cap" in message

@@ -41,3 +41,20 @@ def test_ratio_ci_and_scaling() -> None:
     assert scale_lengths([1000, 3], 0.5) == [500, 2]
     with pytest.raises(ValueError, match="scale factor"):
         scale_lengths([1], 0.0)
+
+
+def test_pp2_replay_combines_each_rank_s_measured_micro_batches_with_the_pipeline() -> None:
+    from seqpart.solver.step.pipeline import makespan
+
+    lengths = [90, 12, 40, 33, 7, 60, 25, 18, 44, 70, 9, 51]
+    res = replay_batch(lengths, 2, 128, _profile(), RunnerSpec("reference", TINY), repeats=1, warmup=0,
+                       trainers=["megatron"], time_limit=0.2, pp=2)
+    assert res.pp == 2 and "NOT a real pipeline run" in res.method
+    for t in res.trials:
+        # every micro-batch of every rank was timed, in the schedule's order
+        assert len(t.micro) == 2 and sum(map(len, t.micro)) == res.schedules[t.schedule].micro_batches
+        assert all(w > 0 and c > 0 for r in t.micro for w, c in r)
+        spans = [makespan([round(w * 1e9) for w, _ in r], 2) for r in t.micro]
+        step = float(max(spans)) / 1e9 + t.allreduce
+        assert res.schedules[t.schedule].wall_s == pytest.approx(step, rel=1e-12)
+        assert step > max(sum(w for w, _ in r) for r in t.micro)  # the modelled bubble is on top

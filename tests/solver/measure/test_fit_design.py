@@ -72,3 +72,25 @@ def test_error_report() -> None:
     assert e.median_rel == pytest.approx(0.1)
     assert e.max_rel == pytest.approx(0.1)
     assert 0.9 < e.r2 < 1.0 and e.count == 3
+
+
+def test_short_micro_batches_get_extra_rounds_until_timed_long_enough() -> None:
+    """A simulated clock: a 10-token micro-batch takes 10 ms (once 30 ms), a 1000-token one 1 s.
+    With ``min_seconds=0.075`` the short one is timed until its samples reach 75 ms (6 times),
+    the long one only in the 3 rounds, and the statistic is the median of every sample."""
+    from seqpart.solver.measure.calibrate import time_micro_batches
+
+    now = [0.0]
+    noise = iter([0.0, 0.02, 0.0, 0.0, 0.0] + [0.0] * 20)
+
+    def run(lengths: list[int]) -> None:
+        now[0] += sum(lengths) * 1e-3 + (next(noise) if sum(lengths) == 10 else 0.0)
+
+    t = time_micro_batches(run, [(10,), (1000,)], repeats=3, warmup=0, progress=False,
+                           clock=lambda: now[0], min_seconds=0.075, max_rounds=15)
+    counts = (~np.isnan(t.samples)).sum(axis=1).tolist()
+    assert counts == [6, 3]
+    assert t.seconds[0] == pytest.approx(0.01) and t.seconds[1] == pytest.approx(1.0)
+    assert t.noise >= 0
+    with pytest.raises(ValueError, match="min_seconds"):
+        time_micro_batches(run, [(10,)], min_seconds=-1, progress=False, clock=lambda: now[0])

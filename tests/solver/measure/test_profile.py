@@ -36,7 +36,7 @@ def profile() -> CostProfile:
     model = SimulatedModel()
     design = make_design(max_tokens=2048, max_count=8, held_out=6)
     p = calibrate(model, design=design, repeats=2, warmup=1, progress=False, clock=model.clock,
-                  model={"kind": "simulated"})
+                  model={"kind": "simulated"}, min_seconds=0)
     assert len(model.calls) == 3 * len(design.all)  # warm-up round + 2 interleaved rounds
     return p
 
@@ -129,3 +129,54 @@ def test_unknown_devices_and_clocks_are_rejected() -> None:
         calibrate(lambda ls: None, clock="sundial", progress=False)
     with pytest.raises(ValueError, match="meaningless"):
         calibrate(device="cuda", clock="cpu", progress=False)
+
+
+class SizedModel(SimulatedModel):
+    """A simulated device whose micro-batches also pay per sequence and per squared token
+    total (a per-token cost that grows with the micro-batch's size)."""
+
+    def __call__(self, lengths: list[int]) -> None:
+        self.calls.append(list(lengths))
+        self.now += self.seconds_of(lengths)
+
+    @staticmethod
+    def seconds_of(lengths: list[int]) -> float:
+        total = sum(lengths)
+        return (OVERHEAD + LINEAR * total + QUADRATIC * sum(x * x for x in lengths)
+                + 4e-4 * len(lengths) + 8e-9 * total * total)
+
+
+def test_extended_fit_is_what_the_planners_optimise(tmp_path: Path) -> None:
+    """A calibration that finds a per-sequence cost and a size term hands both to the planners:
+    ``cost.per_sequence`` and a MicroBatchCost, whose step time is the measured model's."""
+    from seqpart.solver import MicroBatchCost
+
+    model = SizedModel()
+    design = make_design(max_tokens=2048, max_count=8, held_out=6)
+    p = calibrate(model, design=design, repeats=1, warmup=0, progress=False, clock=model.clock,
+                  model={"kind": "simulated"})
+    assert p.planning_fit == "extended"
+    assert set(p.extended["coefficients"]) == {"overhead", "linear", "quadratic", "count", "total_sq"}
+    assert p.cost.per_sequence > 0
+    batch = p.overhead
+    assert isinstance(batch, MicroBatchCost) and batch.square > 0
+    lengths = [50 + (i * 37) % 900 for i in range(40)]
+    plan = plan_step(lengths, 2, 4096, cost=p.cost, overhead=batch, time_limit=0.3)
+    simulated = max(sum(SizedModel.seconds_of([lengths[i] for i in mb]) for mb in rank)
+                    for rank in plan.ranks)
+    assert float(plan.step_time) * p.unit_seconds == pytest.approx(simulated, rel=2e-3)
+    from seqpart.solver.measure.plot import _formula, plot_profile
+
+    assert "ms per sequence" in _formula(p.planning_coefficients)
+    picture = plot_profile(p, tmp_path / "fit.png")
+    assert picture.stat().st_size > 10_000
+    written = json.loads(json.dumps(p.to_json()))
+    assert written["planner"]["fit"] == "extended" and written["planner"]["square"] == batch.square
+    # A file whose extended fit the model cannot express (a negative hinge, as older files may
+    # hold) plans with the base fit.
+    written["extended"]["coefficients"] = {"overhead": 1e-3, "linear": 1e-5, "quadratic": 0.0,
+                                           "hinge@512": -1e-6}
+    from seqpart.solver.measure.profile import profile_from_json
+
+    old = profile_from_json(written)
+    assert old.planning_fit == "base" and old.cost.per_sequence == 0

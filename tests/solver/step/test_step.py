@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 from fractions import Fraction
 
@@ -25,63 +24,10 @@ from seqpart.solver.step import (
 )
 from seqpart.solver.step.bound import _load_bounds, _load_bounds_many
 from seqpart.solver.step.model import find_schedule_violations, make_instance
-from seqpart.solver.step.pipeline import makespan, schedule_error
+
+from _brute import brute_force_step
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _best_rank(times: tuple[int, ...], pp: int, vpp: int, memo: dict) -> Fraction | None:
-    """The fastest order of one rank's micro-batches under Megatron's schedule (exact, every
-    order tried; None when the schedule cannot run this count)."""
-    key = (tuple(sorted(times)), pp, vpp)
-    if key not in memo:
-        if pp > 1 and schedule_error(pp, vpp, len(times)) is not None:
-            memo[key] = None
-        else:
-            memo[key] = min(Fraction(makespan(list(p), pp, vpp))
-                            for p in set(itertools.permutations(times)))
-    return memo[key]
-
-
-def brute_force_step(
-    lengths: list[int],
-    dp: int,
-    cap: int | None,
-    *,
-    cost: tuple[int, int] = (1, 0),
-    overhead: int = 0,
-    pp: int = 1,
-    vpp: int = 1,
-    multiple_of: int = 1,
-) -> Fraction | None:
-    """The optimal step time over every valid schedule, every count and every order within each
-    rank, under the exact makespan of Megatron's schedule (None: infeasible).
-
-    Enumerates every assignment of sequences to ``dp*m`` labelled micro-batches: keep n <= 6.
-    """
-    n = len(lengths)
-    c = [cost[0] * x + cost[1] * x * x for x in lengths]
-    best: Fraction | None = None
-    memo: dict = {}
-    for m in range(multiple_of, n // dp + 1, multiple_of):
-        k = dp * m
-        for assign in itertools.product(range(k), repeat=n):
-            tok = [0] * k
-            t = [overhead] * k
-            used = [0] * k
-            for i, b in enumerate(assign):
-                tok[b] += lengths[i]
-                t[b] += c[i]
-                used[b] += 1
-            if 0 in used or (cap is not None and max(tok) > cap):
-                continue
-            ranks = [_best_rank(tuple(t[r * m : (r + 1) * m]), pp, vpp, memo) for r in range(dp)]
-            if None in ranks:
-                break  # the schedule cannot run this count
-            step = max(x for x in ranks if x is not None)
-            if best is None or step < best:
-                best = step
-    return best
 
 
 # --------------------------------------------------------------------------- the model
@@ -455,23 +401,48 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import cheap_trainer_starts, costly_trainer_starts
+    from seqpart.solver.step.trainer_starts import (
+        finish_open_ended,
+        run_trainer_starts,
+        trainer_starts,
+    )
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    starts, notes, spent, _ = cheap_trainer_starts(inst, 1000)
-    assert [name for name, _ in starts] == ["trainer:megatron"]
-    assert any("not run" in note for note in notes)
-    full, _, full_spent, _ = cheap_trainer_starts(inst, None)
-    assert len(full) > 1 and full_spent > spent
     never = lambda m, onwards: False  # noqa: E731
-    retry = cheap_trainer_starts(inst, None)[3]
-    assert retry is not None  # this batch's first count breaks the cap: the retry goes on
-    _, notes, spent, cut = costly_trainer_starts(inst, 10, never, None, retry)
-    assert spent <= 10 and cut and any("not run" in note for note in notes)
+
+    def run(budget: int | None, hopeless=never) -> tuple[list[str], list[str], int]:
+        names: list[str] = []
+        notes, spent, left = run_trainer_starts(inst, budget, None, hopeless,
+                                                lambda name, sched: names.append(name))
+        return names, notes + left.notes(), spent
+
+    # The set-ups always run (the clock aside); the open-ended parts keep to the budget.
+    names, notes, spent = run(1000)
+    assert {"trainer:slime_kk", "trainer:prime_rl (refinement cut short)"} <= set(names)
+    assert any("stopped by the work budget" in note for note in notes)
+    full, notes, full_spent = run(None)
+    assert {"trainer:slime_rr", "trainer:prime_rl", "trainer:verl_retry"} <= set(full)
+    assert not notes and full_spent > spent
+    late: list[str] = []
+    notes, _, _ = run_trainer_starts(inst, None, 0.0, never, lambda n, s: late.append(n))
+    assert late == ["trainer:megatron"] and "no time left on the clock" in notes[0]
+    # The open-ended parts get what the set-ups leave: cut short, and said so; resumed, the
+    # refinement ends on prime-rl's own schedule.
+    cut, notes, _ = run(full_spent - 50)
+    assert any("stopped by the work budget" in note for note in notes)
+    got: list = []
+    _, _, left = run_trainer_starts(inst, None, None, never, lambda n, s: got.append((n, s)),
+                                    open_share=0)
+    assert left.prime is not None and "prime_rl" in left.stopped
+    finish_open_ended(inst, left, 10**18, None, never, lambda n, s: got.append((n, s)))
+    assert left.prime is None and not left.notes()
+    full = dict(trainer_starts(inst))
+    assert got[-2][0] == "trainer:prime_rl" and got[-2][1] == full["trainer:prime_rl"]
+    assert got[-1][0] == "trainer:verl_retry" and got[-1][1] == full["trainer:verl_retry"]
     # A schedule that cannot beat the incumbent is not built at all.
-    got, _, _, cut = costly_trainer_starts(inst, None, lambda m, onwards: True, None, retry)
-    assert got == [] and not cut
+    names, _, _ = run(None, lambda m, onwards: True)
+    assert "trainer:prime_rl" not in names and "trainer:verl_retry" not in names
 
 
 def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
@@ -479,11 +450,11 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
     a time, ends on the trainer's own schedule, having split no rank twice at a count."""
     from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import _kk_work, cheap_trainer_starts, verl_retry
+    from seqpart.solver.step.trainer_starts import _kk_work, verl, verl_retry
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    state = cheap_trainer_starts(inst, None)[3]
+    state = verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1]
     assert state is not None
     never = lambda m, onwards: False  # noqa: E731
     one_split = _kk_work(max(len(r) for r in state.ranks), len(lengths))  # >= any split here
@@ -501,5 +472,6 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
 
     assert canon(sched) == canon(ref)
     _, whole, _ = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
-                             cheap_trainer_starts(inst, None)[3], 10**18, never, None)
+                             verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1], 10**18,
+                             never, None)
     assert total == whole  # resuming redid no split

@@ -1,0 +1,188 @@
+"""Local search on the assignment, scored by the exact pipeline makespan (pp > 1).
+
+The search before it (:mod:`~seqpart.solver.step.search`) scores moves with the closed formula,
+which at pp > 1 is neither exact nor a bound; :func:`refine_assignment` spends what the exact
+phase leaves of the time on moves scored by the real schedule's makespan, each rank keeping its
+order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqpart.solver.step.exact import OPS_PER_SECOND, rank_time_rows
+from seqpart.solver.step.model import StepInstance
+from seqpart.solver.step.pipeline import PipelineModel, scaled_makespans
+
+__all__ = ["Refined", "refine_assignment"]
+
+
+#: Sequences of the slowest rank tried per step (spread over its cost order), and the ranks
+#: (least loaded first) whose micro-batches receive them.
+_REFINE_SOURCES = 32
+_REFINE_RANKS = 8
+#: Operations scored per step at most (a few ms here), so that the clock is read often.
+_REFINE_STEP_OPS = 200_000
+
+
+@dataclass
+class Refined:
+    """The assignment after :func:`refine_assignment` (orders kept), its scaled makespans."""
+
+    mb_of: np.ndarray
+    values: list[int]
+    moves: int
+    work: int
+    clock_cut: bool = False
+
+    @property
+    def step(self) -> int:
+        return max(self.values)
+
+
+class _Assignment:
+    """A schedule's micro-batch times (exact ints), token totals, counts and rank orders."""
+
+    def __init__(self, inst: StepInstance, m: int, mb_of: np.ndarray,
+                 orders: Sequence[Sequence[int]]) -> None:
+        self.inst, self.m = inst, m
+        self.where = np.asarray(mb_of, dtype=np.int64).copy()
+        self.times = [t for row in rank_time_rows(inst, self.where, m) for t in row]
+        k = inst.dp_size * m
+        self.tokens = np.zeros(k, dtype=np.int64)
+        np.add.at(self.tokens, self.where, inst.tokens.astype(np.int64))
+        self.count = np.bincount(self.where, minlength=k)
+        # slot[b]: micro-batch b's position in its rank's execution order.
+        self.slot = [0] * k
+        self.orders = [list(o) for o in orders]
+        for r, order in enumerate(self.orders):
+            for j, pos in enumerate(order):
+                self.slot[r * m + pos] = j
+
+    def row(self, r: int) -> list[int]:
+        return [self.times[r * self.m + pos] for pos in self.orders[r]]
+
+    def change(self, b: int, i: int, sign: int) -> int:
+        """How much micro-batch ``b``'s time changes when sequence ``i`` leaves (-1) or joins (+1)."""
+        inst = self.inst
+        delta = sign * inst.costs[i]
+        if inst.size is not None:
+            total = int(self.tokens[b])
+            delta += inst.size.size(total + sign * int(inst.tokens[i])) - inst.size.size(total)
+        return delta
+
+    def fits(self, b: int, i: int) -> bool:
+        return self.inst.cap is None or int(self.tokens[b] + self.inst.tokens[i]) <= self.inst.cap
+
+    def move(self, i: int, dst: int) -> None:
+        src = int(self.where[i])
+        self.times[src] += self.change(src, i, -1)
+        self.times[dst] += self.change(dst, i, +1)
+        length = int(self.inst.tokens[i])
+        self.tokens[src] -= length
+        self.tokens[dst] += length
+        self.count[src] -= 1
+        self.count[dst] += 1
+        self.where[i] = dst
+
+
+def _sources(state: _Assignment, r: int) -> list[int]:
+    """Sequences of rank ``r`` that can leave their micro-batch, spread over their cost order."""
+    m, costs = state.m, state.inst.costs
+    mine = [i for i in np.flatnonzero(state.where // m == r).tolist()
+            if state.count[state.where[i]] > 1]
+    mine.sort(key=lambda i: (-costs[i], i))
+    if len(mine) > _REFINE_SOURCES:
+        picks = np.linspace(0, len(mine) - 1, _REFINE_SOURCES).round().astype(int).tolist()
+        mine = [mine[p] for p in dict.fromkeys(picks)]
+    return mine
+
+
+def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,
+               ) -> tuple[tuple[int, int] | None, int]:
+    """The move of a sequence of the slowest rank ``r`` to a micro-batch of a less loaded rank
+    that lowers the larger of the two ranks' exact makespans the most (None: none lowers it
+    below ``values[r]``), and the work spent. Each rank keeps its order."""
+    inst, m = state.inst, state.m
+    pp, vpp, target = inst.pp, inst.vpp, values[r]
+    ops = 2 * pp * vpp * m
+    row_r = state.row(r)
+    sources = _sources(state, r)
+    if not sources:
+        return None, 0
+    leaving = []
+    for i in sources:
+        b = int(state.where[i])
+        new = row_r.copy()
+        new[state.slot[b]] += state.change(b, i, -1)
+        leaving.append(new)
+    after_r = scaled_makespans(leaving, pp, vpp, model)
+    work = ops * len(leaving)
+    ranks = sorted((q for q in range(inst.dp_size) if q != r), key=lambda q: (values[q], q))
+    room = max(m, _REFINE_STEP_OPS // ops)  # rows scored this step; the largest relief first
+    pairs, rows = [], []
+    for value_r, i in sorted(zip(after_r, sources, strict=True)):
+        if value_r >= target or len(rows) >= room:
+            break
+        for q in ranks[:_REFINE_RANKS]:
+            row_q = state.row(q)
+            for pos in range(m):
+                dst = q * m + pos
+                if state.fits(dst, i):
+                    new = row_q.copy()
+                    new[state.slot[dst]] += state.change(dst, i, +1)
+                    pairs.append((i, dst, value_r))
+                    rows.append(new)
+    if not rows:
+        return None, work
+    after_q = scaled_makespans(rows, pp, vpp, model)
+    work += ops * len(rows)
+    best = min(range(len(rows)), key=lambda j: (max(pairs[j][2], after_q[j]), j))
+    if max(pairs[best][2], after_q[best]) >= target:
+        return None, work
+    return (pairs[best][0], pairs[best][1]), work
+
+
+def refine_assignment(
+    inst: StepInstance,
+    model: PipelineModel,
+    m: int,
+    mb_of: np.ndarray,
+    orders: Sequence[Sequence[int]],
+    work_budget: int,
+    deadline: float | None = None,
+) -> Refined:
+    """Local search on the assignment, scored by the exact makespan (the search before it
+    scores moves with the closed formula, which at pp > 1 is neither exact nor a bound).
+
+    Each step moves one sequence of the slowest rank to a micro-batch of one of the least loaded
+    ranks, every rank keeping its order, when both ranks then end strictly below the slowest
+    rank's old makespan (so the sorted makespans fall and the search ends). Stops at a local
+    optimum, when ``work_budget`` (operations evaluated: deterministic) is spent or past
+    ``deadline`` (a safety net). Keeps every micro-batch non-empty and under the cap."""
+    state = _Assignment(inst, m, mb_of, orders)
+    values = scaled_makespans([state.row(r) for r in range(inst.dp_size)], inst.pp, inst.vpp,
+                              model)
+    work, moves, cut = 0, 0, False
+    # A step scores at most _REFINE_STEP_OPS (plus its sources): started only if it can end in time.
+    step_seconds = 2 * _REFINE_STEP_OPS / OPS_PER_SECOND
+    while inst.pp > 1 and work < work_budget:
+        if deadline is not None and time.perf_counter() + step_seconds > deadline:
+            cut = True
+            break
+        r = max(range(inst.dp_size), key=lambda q: (values[q], -q))
+        move, spent = _best_move(state, r, values, model)
+        work += spent
+        if move is None:
+            break
+        i, dst = move
+        q = dst // m
+        state.move(i, dst)
+        moves += 1
+        values[r], values[q] = scaled_makespans([state.row(r), state.row(q)], inst.pp, inst.vpp,
+                                                model)
+    return Refined(state.where, values, moves, work, cut)
