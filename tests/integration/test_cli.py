@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import os
 import shutil
@@ -17,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from seqpart.solver.cli import main
+from _cli import run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("gap.png", "failures.png", "time_vs_n.png", "loads.png")
@@ -28,25 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = (sys.executable, "-m", "seqpart.solver.cli")
 
 
-class _Stdin(io.StringIO):
-    def isatty(self) -> bool:
-        return False
-
-
 def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     """``seqpart ARGS`` in this process: exit code, stdout and stderr as a subprocess gives."""
-    out, err = io.StringIO(), io.StringIO()
-    old_stdin = sys.stdin
-    sys.stdin = _Stdin(stdin or "")
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse: usage errors, --help, --version
-                code = exc.code if isinstance(exc.code, int) else 0
-    finally:
-        sys.stdin = old_stdin
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+    return run_cli(*args, stdin=stdin)
 
 
 def run_process(*args: str, stdin: str = "", entry: tuple[str, ...] = CLI

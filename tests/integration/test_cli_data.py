@@ -3,16 +3,15 @@ abbreviated, and the hints a new user needs (no cap given, how k was chosen)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from _cli import run_cli
 
-from seqpart.solver.cli import build_parser, main
+from seqpart.solver.cli import build_parser
 from seqpart.solver.study.step_data import DATA_METHODS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,13 +21,7 @@ FAST = ("--dp", "2", "--pp", "2", "--time-limit", "0.05", "--no-plots", "--quiet
 
 def run(*args: str) -> subprocess.CompletedProcess:
     """``seqpart ARGS`` in this process, as a subprocess would report it."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+    return run_cli(*args)
 
 
 def one_line_error(proc: subprocess.CompletedProcess, *words: str) -> str:

@@ -4,15 +4,13 @@ line naming it."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
 import pytest
+from _cli import run_cli
 
 from seqpart.solver import CostProfile
-from seqpart.solver.cli import main
 from seqpart.solver.study.methods import StudyConfig, run_study
 
 #: Strongly quadratic, with a large fixed time per micro-batch: far from tokens and attention.
@@ -30,13 +28,8 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0
-    return code, out.getvalue(), err.getvalue()
+    proc = run_cli(*args)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def with_files(command: tuple[str, ...], data: Path, profile: Path, out: Path) -> list[str]:
