@@ -363,9 +363,13 @@ class Exhaust:
         taken: list[tuple[int, int]] = []
         work = self.work
 
+        seen = [0]
+
         def walk(j: int, load: int, weight: int) -> None:
             work.used += ENUM_WORK
-            if work.used >= work.limit:
+            seen[0] += 1
+            # The clock (a safety net, or the limit in clock timing) every 256 patterns.
+            if work.used >= work.limit or (seen[0] & 255 == 0 and work.spent()):
                 raise _Stop
             if load >= low and weight >= need:
                 out.append((weight, load, tuple(taken)))
