@@ -61,6 +61,9 @@ class LoadResult:
     max_load: int | None
     lower_bound: int
     cut: bool = False
+    #: The search ran (its allowance paid for the root LP): its branch and price then covered
+    #: what the exact search (``exact``) would try.
+    searched: bool = False
 
 
 def applies(n: int, k: int, one_dim: bool, max_count: int | None) -> bool:
@@ -221,6 +224,7 @@ def search_loads(
     hi = upper - 1  # the loads still worth a decision
     if lower > hi or count_allowance(tokens, hi, seconds * BISECT_SHARE) == 0:
         return out  # not even the root LP fits: nothing would be decided
+    out.searched = True
     end = time.perf_counter() + seconds
     pool: list[Pattern] = []
     # The root LPs first: each refutation moves the bound, at a few LP solves each.

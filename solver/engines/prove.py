@@ -190,9 +190,9 @@ def prove_items(
             return best
     if n > MAX_ITEMS_PER_BIN * k:
         return best
-    best = _load_search(items, k, max_count, best, budget, allowance(LOAD_SEARCH_SHARE))
-    if best.bins is not None and best.max_load <= best.lower_bound:
-        return best
+    best, searched = _load_search(items, k, max_count, best, budget, allowance(LOAD_SEARCH_SHARE))
+    if searched or (best.bins is not None and best.max_load <= best.lower_bound):
+        return best  # the load search's branch and price covers the exact search's ground
     nodes = int(EXACT_NODES_PER_SECOND * allowance(EXACT_SHARE))
     search = ExactBudget(nodes=nodes, deadline=wall)
     result = minimise_max_load(
@@ -218,13 +218,14 @@ def prove_items(
 
 def _load_search(
     items: Items, k: int, max_count: int | None, best: BestPlan, budget: Budget, seconds: float
-) -> BestPlan:
+) -> tuple[BestPlan, bool]:
     """The load search (``load_search``) between the bound and the best plan, when it fits the
-    batch: it needs a plan (its loads stay below it, so under the cap) and token costs."""
+    batch: it needs a plan (its loads stay below it, so under the cap) and token costs. Also
+    whether it ran (its allowance paid for the root LP)."""
     if best.bins is None or best.max_load <= best.lower_bound or seconds <= 0:
-        return best
+        return best, False
     if not loads_apply(len(items), k, items.tokens == items.costs, max_count):
-        return best
+        return best, False
     found = search_loads(items.tokens, k, best.lower_bound, best.max_load, seconds,
                          budget.wall_deadline, budget.by_clock, budget.charge)
     if found.cut:
@@ -234,4 +235,4 @@ def _load_search(
     if found.lower_bound > best.lower_bound:
         best.lower_bound = found.lower_bound
         best.notes.append(NOTE_LOADS)
-    return best
+    return best, found.searched
