@@ -73,13 +73,14 @@ def main(argv: list[str]) -> int:
     print(table(["batch", "limit s", "max", "bound", "status", "wall s",
                  "max w/o", "bound w/o", "status w/o", "wall s w/o"], rows))
     target = [r for r in results if r["name"] in TARGETS and r["limit"] <= 60]
+    ok = True
     if target:
         ok = all(r["load_search"].get("status") == "optimal"
                  for r in target if r["limit"] == max(t["limit"] for t in target))
         print(f"{verdict(ok)}  {', '.join(TARGETS)} proven optimal at the largest limit <= 60 s")
     if args.out:
         write_json(args.out, {"results": results})
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ MAX_ITEMS_PER_BIN = 6
 MAX_ITEMS = 200
 #: Each load tried gets at most this share of what the search has left: an unknown load
 #: spends all of its allowance, and the loads after it need some.
-SHARE_PER_LOAD = 1 / 2
+SHARE_PER_LOAD = 3 / 4
 #: Column-generation rounds a root LP from scratch is assumed to take: below their cost the
 #: search is skipped (measured: ~130 on 48 long sequences at k=12 and 16; 100 keeps batches
 #: of 24 at time limits from ~2 s).
