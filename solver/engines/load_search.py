@@ -7,13 +7,17 @@ search over loads does: its Gilmore-Gomory LP is restricted to bins wasting at m
 through, and its LP-guided dive finds packings at loads that local search and CP-SAT miss
 (the LP's round-up is the optimum on nearly all such batches, so a packing usually exists
 right at the bound). Each load z gets one of three answers: a plan with max load <= z
-(found), no plan (refuted: exact integer Farley bound or an exhausted exact search, so the
-lower bound moves to z + 1), or unknown (its allowance ran out).
+(found), no plan (refuted, so the lower bound moves to z + 1), or unknown (its allowance ran
+out). A load is decided by the count search's dive first, then by :class:`Exhaust`, a branch
+and price over bin completions that the same LP prunes (exhaustive: it refutes what the dive
+only fails to find). Every refutation is an exact integer Farley bound or an exhausted tree.
 
-The loads tried: the lower bound first (a plan there is optimal at once), again after every
-refutation; after an unknown, the middle of what is left above it (a better plan bounds the
-rest), down to the load just above the highest unknown. Refuting z refutes every smaller z
-(a packing under a smaller load is one under z), so the bound stays proven.
+The loads tried: root LPs alone first, galloping up from the bound while they refute; then a
+full decision at the bound, again after every refutation (a plan there is optimal at once);
+after an unknown, one load in the middle of what is left above it (a better plan), and a
+second unknown ends the search. Refuting z refutes every smaller z (a packing under a smaller
+load is one under z), so the bound stays proven whatever the order. One LP column pool is
+shared by all loads (a pattern that fits under z fits under any larger load).
 
 Work is counted as in the count search, so a given allowance gives the same answer on every
 machine; the deadline is a safety net, except in clock timing, where it is the limit.
