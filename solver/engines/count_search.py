@@ -307,10 +307,14 @@ def search_count(
     upper_bins: list[list[int]],
     work: Work,
     seed: int = 0,
+    pool: list[Pattern] | None = None,
 ) -> CountResult:
     """Fewer bins than ``upper_bins`` (a valid packing, e.g. first fit decreasing's), within
     ``work``; ``lower`` is a proven bound on the count. Returns the best packing found (never
-    more bins than ``upper_bins``) and the best proven bound (the LP's when it is higher)."""
+    more bins than ``upper_bins``) and the best proven bound (the LP's when it is higher).
+    ``pool``: patterns (over the distinct sizes, largest first) from a search of the same
+    items at another cap; those that fit start the LP, and the LP's columns are left in it
+    for the next search (a warm start: most of a root LP's work is finding its columns)."""
     best = [list(b) for b in upper_bins]
     result = CountResult(best, lower)
     if len(best) <= lower:
@@ -320,6 +324,9 @@ def search_count(
     index = {s: i for i, s in enumerate(sizes)}
     for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
         lp.add(tuple(sorted(Counter(index[tokens[j]] for j in b).items())))
+    for pattern in pool or ():
+        if sum(sizes[i] * q for i, q in pattern) <= cap:
+            lp.add(pattern)
     total = sum(s * d for s, d in zip(sizes, demand, strict=True))
     for r in [None] + [random.Random(seed + j) for j in range(SEEDS - 1)]:
         for pattern in seed_patterns(sizes, demand, cap, result.lower_bound * cap - total, r,
@@ -348,6 +355,8 @@ def search_count(
                 best = result.bins = bins
         attempt += 1
         rng = random.Random(seed + attempt)
+    if pool is not None:
+        pool[:] = [pattern for pattern, _ in lp.columns]
     return result
 
 

@@ -25,6 +25,9 @@ from seqpart.solver.engines.exact import (
     dive,
     minimise_max_load,
 )
+from seqpart.solver.engines.load_search import NOTE as NOTE_LOADS
+from seqpart.solver.engines.load_search import applies as loads_apply
+from seqpart.solver.engines.load_search import search_loads
 from seqpart.solver.engines.lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import BestPlan, Budget
@@ -43,6 +46,8 @@ LP_SHARE = 0.35
 EXACT_SHARE = 0.3
 DIVE_SHARE = 0.25  # in the heuristics, before local search
 DIVE_PROOF_SHARE = 0.4  # in the proof phase
+#: The load search (waste-limited LP and LP dive at each load; token costs, few per bin).
+LOAD_SEARCH_SHARE = 0.5
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8
@@ -185,6 +190,9 @@ def prove_items(
             return best
     if n > MAX_ITEMS_PER_BIN * k:
         return best
+    best, searched = _load_search(items, k, max_count, best, budget, allowance(LOAD_SEARCH_SHARE))
+    if searched or (best.bins is not None and best.max_load <= best.lower_bound):
+        return best  # the load search's branch and price covers the exact search's ground
     nodes = int(EXACT_NODES_PER_SECOND * allowance(EXACT_SHARE))
     search = ExactBudget(nodes=nodes, deadline=wall)
     result = minimise_max_load(
@@ -206,3 +214,25 @@ def prove_items(
             proven=True,
         )
     return best
+
+
+def _load_search(
+    items: Items, k: int, max_count: int | None, best: BestPlan, budget: Budget, seconds: float
+) -> tuple[BestPlan, bool]:
+    """The load search (``load_search``) between the bound and the best plan, when it fits the
+    batch: it needs a plan (its loads stay below it, so under the cap) and token costs. Also
+    whether it ran (its allowance paid for the root LP)."""
+    if best.bins is None or best.max_load <= best.lower_bound or seconds <= 0:
+        return best, False
+    if not loads_apply(len(items), k, items.tokens == items.costs, max_count):
+        return best, False
+    found = search_loads(items.tokens, k, best.lower_bound, best.max_load, seconds,
+                         budget.wall_deadline, budget.by_clock, budget.charge)
+    if found.cut:
+        budget.mark_cut()
+    if found.bins is not None and found.max_load is not None and found.max_load < best.max_load:
+        best.bins, best.max_load, best.method = found.bins, found.max_load, "load_search"
+    if found.lower_bound > best.lower_bound:
+        best.lower_bound = found.lower_bound
+        best.notes.append(NOTE_LOADS)
+    return best, found.searched

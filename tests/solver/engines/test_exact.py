@@ -95,7 +95,10 @@ def test_partition_proves_a_long_cot_batch_the_old_bounds_left_open() -> None:
     plan = partition(lengths, 8, 47771, time_limit=2.0)
     check_plan(plan.bins, lengths, 8, 47771)
     assert plan.status == "optimal" and plan.max_load < heuristic.max_load
-    assert plan.method == "exact" and any(note.startswith("bound:") for note in plan.notes)
+    # The load search (few sequences per micro-batch) now runs before the exact search and
+    # may find the plan first; either proves it.
+    assert plan.method in ("exact", "load_search")
+    assert any(note.startswith("bound:") for note in plan.notes)
 
 
 @settings(max_examples=40, deadline=None)

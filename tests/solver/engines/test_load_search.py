@@ -1,0 +1,88 @@
+"""The load search (LP dive and branch and price at each load): its claims against brute force."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seqpart.solver import check_plan, partition
+from seqpart.solver.engines.count_lp import Work
+from seqpart.solver.engines.load_search import FOUND, REFUTED, Exhaust, decide, search_loads
+from seqpart.solver.options import SolverOptions
+
+from _brute import brute_force_min_max
+
+#: A public bench batch (48 long sequences, 16 micro-batches, ~3 each) where local search and
+#: CP-SAT stop 78 tokens above the optimum: the LP bound is 47017 and a plan meets it.
+HARD = [
+    29855, 29125, 28975, 26610, 26213, 25754, 25209, 25051, 24031, 23496, 22697, 22618, 22534,
+    22345, 21073, 20837, 20630, 20393, 20254, 19818, 18120, 17506, 17321, 15880, 15581, 15487,
+    15405, 15078, 12886, 12450, 12102, 10966, 9392, 9325, 8601, 7821, 7764, 7727, 6699, 6479,
+    5307, 5181, 4544, 4109, 4039, 3879, 2134, 2079,
+]
+HARD_K, HARD_CAP, HARD_OPT = 16, 50314, 47017
+
+
+def _instance(data: st.DataObject) -> tuple[list[int], int, int]:
+    # Brute force enumerates k**n assignments: n <= 7 and k <= 4 keep it to milliseconds.
+    lengths = data.draw(st.lists(st.integers(1, 40), min_size=2, max_size=7))
+    k = data.draw(st.integers(1, min(4, len(lengths))))
+    opt = brute_force_min_max(lengths, k, None)
+    assert opt is not None
+    return lengths, k, opt
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_each_decision_agrees_with_brute_force(data: st.DataObject) -> None:
+    lengths, k, opt = _instance(data)
+    z = data.draw(st.integers(max(lengths), sum(lengths)))
+    for status, bins in (decide(lengths, k, z, Work(10**9)), _exhaust(lengths, k, z)):
+        assert status in (FOUND, REFUTED)  # small batches: always decided
+        assert (status == FOUND) == (z >= opt)
+        if status == FOUND:
+            assert bins is not None
+            check_plan(bins, lengths, k, z)
+
+
+def _exhaust(lengths: list[int], k: int, z: int) -> tuple[str, list[list[int]] | None]:
+    tree = Exhaust(lengths, k, z, Work(10**9))
+    status = tree.run()
+    if status != FOUND:
+        return status, None
+    bins = tree.bins(lengths)
+    while len(bins) < k:  # the tree may use fewer bins: split as the search does
+        donor = max(range(len(bins)), key=lambda j: len(bins[j]))
+        bins.append([bins[donor].pop()])
+    return status, bins
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_search_claims_are_never_wrong(data: st.DataObject) -> None:
+    lengths, k, opt = _instance(data)
+    lower = max(max(lengths), -(-sum(lengths) // k))
+    upper = data.draw(st.integers(opt, sum(lengths)))
+    # Any allowance, down to none: whatever it establishes must hold.
+    seconds = data.draw(st.sampled_from([1e-6, 0.001, 1.0]))
+    found = search_loads(lengths, k, lower, upper, seconds)
+    assert found.lower_bound <= opt
+    if found.bins is not None:
+        assert found.max_load is not None and opt <= found.max_load < upper
+        check_plan(found.bins, lengths, k, found.max_load)
+    if seconds == 1.0 and upper > opt:
+        assert found.max_load == opt == found.lower_bound
+
+
+def test_a_hard_batch_is_decided_at_its_lp_bound() -> None:
+    # 47016 is refuted (the waste-limited LP) and a plan is found at 47017: optimal.
+    found = search_loads(HARD, HARD_K, HARD_OPT - 1, 47095, 60.0)
+    assert found.max_load == found.lower_bound == HARD_OPT
+    assert found.bins is not None
+    check_plan(found.bins, HARD, HARD_K, HARD_CAP)
+
+
+def test_partition_proves_the_hard_batch_optimal() -> None:
+    plan = partition(HARD, HARD_K, HARD_CAP, time_limit=10,
+                     options=SolverOptions(deterministic=True))
+    assert plan.status == "optimal" and max(plan.tokens) == HARD_OPT
