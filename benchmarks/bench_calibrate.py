@@ -7,7 +7,9 @@ The model: a Llama config (hidden 256, 4 layers, 4 heads, FFN 688, vocab 1024; r
 fp32, one torch thread) with per-sequence attention through transformers' AttentionInterface.
 The design: seqpart's calibration design up to 4,096 tokens and 16 sequences per micro-batch,
 24 held-out random micro-batches (a quarter of them at 4,096 tokens), 1 warm-up round and 3
-interleaved rounds, median per micro-batch. Both clocks are recorded in the same runs: wall time,
+interleaved rounds, then extra rounds for the short micro-batches until each was timed for
+0.3 s; median per micro-batch. The error targets are checked on the fit the planners use (the
+extended one when cross-validation kept it), the a/b target on the base fit. Both clocks are recorded in the same runs: wall time,
 and the process's CPU time (on a CPU shared with other work, CPU time leaves out the time spent
 waiting for a core). Prints the fits and PASS/FAIL per target.
 """
@@ -80,7 +82,12 @@ def main() -> int:
         print(f"{'':>9}  a/b vs Cost.from_hf_config ({predicted:.0f}): {p.ratio / predicted:.2f}x")
     results = {}
     for name, p in (("wall", wall), ("cpu", cpu)):
-        fe = p.fit_error["held_out"]
+        # The error targets hold the fit the planners use (the extended one when kept); a/b is
+        # the base fit's, the one comparable with the FLOP count.
+        fe = (p.extended or {}).get("held_out") if p.planning_fit == "extended" else None
+        fe = fe or p.fit_error["held_out"]
+        print(f"[{name}] the planners use the {p.planning_fit} fit: held-out median "
+              f"{fe['median_rel']:.1%}, max {fe['max_rel']:.1%}")
         results[name] = {"median": fe["median_rel"] <= 0.03, "max": fe["max_rel"] <= 0.10,
                          "ratio": abs(p.ratio / predicted - 1) <= 0.25}
         for target, ok in results[name].items():
