@@ -133,15 +133,16 @@ def format_profile(p: Any) -> str:
         f"max {held.get('max_rel', float('nan')):.1%}, R^2 {held.get('r2', float('nan')):.4f} "
         f"over {held.get('count', 0)} micro-batches; "
         f"repeat noise {p.fit_error.get('noise', float('nan')):.1%}",
-        f"planner: cost={p.cost.linear},{p.cost.quadratic} overhead={p.overhead} "
-        f"(1 unit = {p.unit_seconds:.3g} s)",
+        f"planner ({p.planning_fit} fit): cost={p.cost} per sequence, overhead={p.overhead} "
+        f"per micro-batch (1 unit = {p.unit_seconds:.3g} s)",
     ]
     if p.extended:
         e = p.extended["held_out"] or {}
         extra = ", ".join(k for k in p.extended["coefficients"]
                           if k not in ("overhead", "linear", "quadratic"))
+        used = "used by the planners" if p.planning_fit == "extended" else "not used by the planners"
         lines.append(f"with extra terms ({extra}): held-out median {e.get('median_rel', 0):.1%}, "
-                     f"max {e.get('max_rel', 0):.1%} (not used by the planners)")
+                     f"max {e.get('max_rel', 0):.1%} ({used})")
     mem = p.memory
     lines.append("memory: " + (f"peak = {mem['base_bytes'] / 2**20:.0f} MiB + "
                                f"{mem['per_token_bytes'] / 2**10:.1f} KiB/token"
