@@ -78,6 +78,19 @@ _EXACT_SHARE = 0.25
 _EXTRA_CANDIDATES = 4
 #: Default timing: at most this many more rounds of search and counts in the time left.
 _CLOCK_ROUNDS = 8
+#: The searches' results the exact makespan weighs: the best by the formula, and the best of
+#: each count (the clock's rounds add many results; each costs an exact evaluation of every rank).
+_FINAL_CANDIDATES = 8
+
+
+def _best_of_each_count(rows: list[Row], top: int) -> list[Row]:
+    ranked = sorted(rows, key=lambda row: (row[0], row[1]))
+    kept, counts = ranked[:top], {row[3] for row in ranked[:top]}
+    for row in ranked[top:]:
+        if row[3] not in counts:
+            kept.append(row)
+            counts.add(row[3])
+    return kept
 
 #: A start in the pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]
@@ -444,10 +457,10 @@ class StepSearch:
         others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
         fixed, fixed_work, late = order_given(inst, model, given_rows, self.final_deadline)
         if late:
-            self.notes.append("the clock ran out before these schedules' order search (each in "
-                              f"its own order or lightest micro-batches first and last): "
-                              f"{', '.join(late)}")
-        cands = sorted(self.finals + others, key=lambda row: (row[0], row[1]))
+            self.notes.append("the clock ran out before these schedules' order search (each in its "
+                              f"own order or lightest micro-batches first and last): {', '.join(late)}")
+        cands = sorted(_best_of_each_count(self.finals, _FINAL_CANDIDATES) + others,
+                       key=lambda row: (row[0], row[1]))
         best: tuple[Row, Ordered] | None = None
         work, searched = fixed_work, 0
         if cands:
