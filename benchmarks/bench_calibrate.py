@@ -9,9 +9,10 @@ The design: seqpart's calibration design up to 4,096 tokens and 16 sequences per
 24 held-out random micro-batches (a quarter of them at 4,096 tokens), 1 warm-up round and 3
 interleaved rounds, then extra rounds for the short micro-batches until each was timed for
 0.3 s; median per micro-batch. The error targets are checked on the fit the planners use (the
-extended one when cross-validation kept it), the a/b target on the base fit. Both clocks are recorded in the same runs: wall time,
-and the process's CPU time (on a CPU shared with other work, CPU time leaves out the time spent
-waiting for a core). Prints the fits and PASS/FAIL per target.
+extended one when cross-validation kept it), the a/b target on the base fit. Both clocks are
+recorded in the same runs: wall time, and the process's CPU time (on a CPU shared with other
+work, CPU time leaves out the time spent waiting for a core). Prints the fits and PASS/FAIL per
+target.
 """
 
 from __future__ import annotations

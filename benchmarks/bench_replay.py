@@ -6,9 +6,10 @@ step run for real on dp=2 gloo processes, on real length data.
 
 1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
    one thread), unless --profile gives a profile. The calibration runs in 2 processes at once,
-   as the replay's 2 ranks do: on a CPU they share caches and memory bandwidth, and a profile
-   timed alone would under-predict every replayed step (rank 0's profile is used;
-   --calibrate-procs 1 times it alone).
+   in lock-step (both time the same micro-batch at the same moment), as the replay's 2 ranks run
+   their micro-batches: on a CPU they share caches and memory bandwidth, and a profile timed
+   alone would under-predict every replayed step (rank 0's profile is used; --calibrate-apart
+   lets each process go its own pace, --calibrate-procs 1 times it alone).
 2. Batches: seeded draws from /work/shared/data (or the bundled copies): reasoning long-CoT
    (n=128, cap 32,768), math SFT (n=1024, cap 4,096), chat (n=512, cap 4,096), at the target
    cost (24576*l + l^2, a 7B-class model's a/b). Lengths and caps are scaled by the calibrated
@@ -68,18 +69,55 @@ def _calibrate_one(_index: int) -> dict[str, Any]:
     return profile.to_json()
 
 
-def _calibrate(procs: int) -> Any:
+def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
+    """One of the processes timing the design in lock-step: every timed call of the main rounds
+    starts when all processes are ready, so all run the same micro-batch at once (the same seed
+    gives the same order), as the replay's ranks run theirs. The wait is not CPU time, so the
+    CPU clock leaves it out; the short micro-batches' extra rounds (their number depends on each
+    process's own times) run without the barrier."""
+    import torch
+
+    from seqpart.solver.measure.models import reference_runner
+
+    torch.set_num_threads(1)
+    design = make_design(4096, 16, 16)
+    inner = reference_runner(MODEL)
+    in_step = [(1 + 3) * len(design.all)]  # calibrate's defaults: 1 warm-up and 3 timed rounds
+
+    def run(lengths: list[int]) -> None:
+        if in_step[0] > 0:
+            in_step[0] -= 1
+            barrier.wait()
+        inner(lengths)
+
+    profile = calibrate(run, design=design, clock="cpu", progress=False, seed=0,
+                        model=MODEL.describe())
+    out.put((index, profile.to_json()))
+
+
+def _calibrate(procs: int, lock_step: bool = True) -> Any:
     """The reference model's profile, timed while ``procs - 1`` other processes time the same
-    design (the contention the replay's ranks meet); rank 0's profile."""
+    design (the contention the replay's ranks meet), in lock-step unless ``lock_step`` is off;
+    rank 0's profile."""
     from seqpart.solver.measure.profile import profile_from_json
 
     if procs <= 1:
         return profile_from_json(_calibrate_one(0))
     import multiprocessing as mp
 
-    with mp.get_context("spawn").Pool(procs) as pool:
-        profiles = pool.map(_calibrate_one, range(procs))
-    return profile_from_json(profiles[0])
+    ctx = mp.get_context("spawn")
+    if not lock_step:
+        with ctx.Pool(procs) as pool:
+            profiles = pool.map(_calibrate_one, range(procs))
+        return profile_from_json(profiles[0])
+    barrier, out = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_calibrate_in_step, args=(i, barrier, out)) for i in range(procs)]
+    for w in workers:
+        w.start()
+    got = dict(out.get(timeout=1800) for _ in workers)
+    for w in workers:
+        w.join()
+    return profile_from_json(got[0])
 
 
 def _lengths(name: str) -> list[int]:
@@ -101,6 +139,8 @@ def main() -> int:
     ap.add_argument("--vpp", type=int, default=1, help="model chunks per stage (needs --pp > 1)")
     ap.add_argument("--calibrate-procs", type=int, default=2,
                     help="processes calibrating at once (as many as the replay's ranks)")
+    ap.add_argument("--calibrate-apart", action="store_true",
+                    help="the calibrating processes each in their own order, not in lock-step")
     ap.add_argument("--order-trainers", action="store_true",
                     help="at --pp > 1, run the trainers' micro-batches in seqpart's order")
     args = ap.parse_args()
@@ -115,9 +155,10 @@ def main() -> int:
         profile = load_cost_profile(args.profile)
     else:
         t0 = time.perf_counter()
-        profile = _calibrate(args.calibrate_procs)
-        print(f"calibrated in {time.perf_counter() - t0:.0f}s, {args.calibrate_procs} processes at once",
-              flush=True)
+        profile = _calibrate(args.calibrate_procs, not args.calibrate_apart)
+        how = "apart" if args.calibrate_apart else "in lock-step"
+        print(f"calibrated in {time.perf_counter() - t0:.0f}s, {args.calibrate_procs} processes at once "
+              f"({how})", flush=True)
         if args.save_profile:
             profile.save(args.save_profile)
     held = profile.fit_error["held_out"]
