@@ -82,7 +82,8 @@ def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
     torch.set_num_threads(1)
     design = make_design(4096, 16, 16)
     inner = reference_runner(MODEL)
-    in_step = [(1 + 3) * len(design.all)]  # calibrate's defaults: 1 warm-up and 3 timed rounds
+    warmup, repeats = 1, 3
+    in_step = [(warmup + repeats) * len(design.all)]  # the calls of the main rounds
 
     def run(lengths: list[int]) -> None:
         if in_step[0] > 0:
@@ -90,8 +91,8 @@ def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
             barrier.wait()
         inner(lengths)
 
-    profile = calibrate(run, design=design, clock="cpu", progress=False, seed=0,
-                        model=MODEL.describe())
+    profile = calibrate(run, design=design, repeats=repeats, warmup=warmup, clock="cpu",
+                        progress=False, seed=0, model=MODEL.describe())
     out.put((index, profile.to_json()))
 
 

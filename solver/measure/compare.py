@@ -57,7 +57,7 @@ def build_schedules(lengths: Sequence[int], dp: int, cap: int | None, profile: C
     ``order_trainers`` at pp > 1 their micro-batches run in the order seqpart finds for them)."""
     pipe = pipeline or PipelineSetting()
     cost = profile.cost
-    costs = [cost.linear * x + cost.quadratic * x * x + cost.per_sequence for x in lengths]
+    costs = cost.exact(np.asarray(lengths, dtype=np.int64)).tolist()
     kw = {"cost": cost, "overhead": profile.overhead, "pp": pipe.pp, "vpp": pipe.vpp,
           "pipeline": pipe.in_units(profile.unit_seconds)}
     out: dict[str, Any] = {}

@@ -53,11 +53,6 @@ __all__ = [
 Schedule = Sequence[Sequence[Sequence[int]]]
 
 
-def as_overhead(overhead: Any) -> int:
-    """The fixed part of ``overhead`` (an int >= 0 or a MicroBatchCost), checked."""
-    return split_overhead(overhead)[0]
-
-
 def as_pipeline(pp: Any, vpp: Any) -> tuple[int, int]:
     return as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp")
 
@@ -72,12 +67,6 @@ def default_multiple_of(pp: Any, vpp: Any) -> int:
     except TypeError:
         return 1
     return stages if interleaved and stages >= 1 else 1
-
-def sequence_costs(tokens: np.ndarray, cost: Cost) -> list[int]:
-    """``a*l + b*l^2 + c`` per sequence as Python ints: exact at any size."""
-    a, b, c = int(cost.linear), int(cost.quadratic), int(cost.per_sequence)
-    return [a * x + b * x * x + c for x in tokens.tolist()]
-
 
 def exact(scaled: int, vpp: int) -> int | Fraction:
     """A time kept multiplied by ``vpp``, back in the cost's units: an int when it divides."""
@@ -287,7 +276,7 @@ def make_instance(
             k_min += min_bins_lower_bound(rest, problem.cap)
     else:
         k_min = 1
-    costs = sequence_costs(tokens, problem.cost)
+    costs = problem.costs.tolist()  # Cost.exact's values, as Python ints
     inst = StepInstance(
         tokens=tokens,
         costs=costs,
