@@ -123,13 +123,13 @@ def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineMod
     after_r = scaled_makespans(leaving, pp, vpp, model)
     work = ops * len(leaving)
     ranks = sorted((q for q in range(inst.dp_size) if q != r), key=lambda q: (values[q], q))
+    receiving = [(q, state.row(q)) for q in ranks[:_REFINE_RANKS]]
     room = max(m, _REFINE_STEP_OPS // ops)  # rows scored this step; the largest relief first
     pairs, rows = [], []
     for value_r, i in sorted(zip(after_r, sources, strict=True)):
         if value_r >= target or len(rows) >= room:
             break
-        for q in ranks[:_REFINE_RANKS]:
-            row_q = state.row(q)
+        for q, row_q in receiving:
             for pos in range(m):
                 dst = q * m + pos
                 if state.fits(dst, i):
