@@ -63,8 +63,14 @@ SOURCES = [
 ]
 
 
+def _design() -> Any:
+    """Covers the micro-batches the replay runs: up to 2,726 tokens (the long-CoT cap at this
+    scale) and 47 sequences, down to 5-token sequences (math at this scale)."""
+    return make_design(4096, 64, 16, min_length=8)
+
+
 def _calibrate_one(_index: int) -> dict[str, Any]:
-    profile = calibrate(reference=MODEL, design=make_design(4096, 16, 16), clock="cpu",
+    profile = calibrate(reference=MODEL, design=_design(), clock="cpu",
                         progress=False, seed=0)
     return profile.to_json()
 
@@ -80,7 +86,7 @@ def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
     from seqpart.solver.measure.models import reference_runner
 
     torch.set_num_threads(1)
-    design = make_design(4096, 16, 16)
+    design = _design()
     inner = reference_runner(MODEL)
     warmup, repeats = 1, 3
     in_step = [(warmup + repeats) * len(design.all)]  # the calls of the main rounds

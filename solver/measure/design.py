@@ -33,6 +33,7 @@ class Design:
     held_out: tuple[MicroBatch, ...]
     max_tokens: int
     max_count: int
+    min_length: int = 16
 
     @property
     def all(self) -> tuple[MicroBatch, ...]:
@@ -56,21 +57,24 @@ def _grid(max_tokens: int, min_tokens: int) -> list[int]:
     return sorted(set(out))
 
 
-def training_set(max_tokens: int, max_count: int, min_tokens: int = 64) -> list[MicroBatch]:
+def training_set(max_tokens: int, max_count: int, min_tokens: int = 64, min_length: int = 16
+                 ) -> list[MicroBatch]:
     """Equal splits at every grid total and power-of-two count, plus skewed ones (one long
-    sequence holding half or 7/8 of the total, the rest in short ones)."""
+    sequence holding half or 7/8 of the total, the rest in short ones). No sequence is shorter
+    than ``min_length`` tokens: lower it when the workload has many very short sequences, whose
+    fixed per-sequence cost the fit must see rather than extrapolate."""
     counts = [c for c in (1, 2, 4, 8, 16, 32, 64) if c <= max_count]
     if counts[-1] != max_count:
         counts.append(max_count)
     out: list[MicroBatch] = []
     for total in _grid(max_tokens, min_tokens):
         for count in counts:
-            if total // count >= 16:  # sequences shorter than this tell nothing new
+            if total // count >= min_length:
                 out.append(_split_equal(total, count))
         for share in (2, 8):  # one long sequence of total*(share-1)/share, the rest short
             short_count = min(max_count - 1, 8)
             rest = total // share
-            if short_count >= 1 and rest // short_count >= 16:
+            if short_count >= 1 and rest // short_count >= min_length:
                 out.append((total - rest, *_split_equal(rest, short_count)))
     return sorted(set(out), key=lambda mb: (sum(mb), len(mb), mb))
 
@@ -96,18 +100,23 @@ def held_out_set(count: int, max_tokens: int, max_count: int, rng: np.random.Gen
 
 
 def make_design(max_tokens: int = 4096, max_count: int = 16, held_out: int = 16, seed: int = 0,
-                min_tokens: int = 64) -> Design:
-    """The calibration design: :func:`training_set` and ``held_out`` random micro-batches."""
+                min_tokens: int = 64, min_length: int = 16) -> Design:
+    """The calibration design: :func:`training_set` and ``held_out`` random micro-batches.
+    Cover the micro-batches the planners will form: ``max_tokens`` at least the cap,
+    ``max_count`` at least their usual sequence count, ``min_length`` at most their short
+    sequences' length."""
     max_tokens = positive_int(max_tokens, "max_tokens", minimum=64)
     max_count = positive_int(max_count, "max_count")
     held_out = positive_int(held_out, "held_out", minimum=0)
     min_tokens = positive_int(min_tokens, "min_tokens", minimum=1)
+    min_length = positive_int(min_length, "min_length", minimum=1)
     if min_tokens > max_tokens:
         raise ValueError(f"min_tokens={min_tokens} exceeds max_tokens={max_tokens}")
     rng = np.random.default_rng(seed)
     return Design(
-        train=tuple(training_set(max_tokens, max_count, min_tokens)),
+        train=tuple(training_set(max_tokens, max_count, min_tokens, min_length)),
         held_out=tuple(held_out_set(held_out, max_tokens, max_count, rng, min_tokens)),
         max_tokens=max_tokens,
         max_count=max_count,
+        min_length=min_length,
     )

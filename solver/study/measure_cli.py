@@ -44,6 +44,9 @@ def add_measure_parsers(sub: Any) -> None:
     c.add_argument("--max-tokens", type=_positive(int), default=4096,
                    help="largest micro-batch to time, in tokens (default 4096)")
     c.add_argument("--max-count", type=_positive(int), default=16, help="most sequences per micro-batch")
+    c.add_argument("--min-length", type=_positive(int), default=16,
+                   help="shortest sequence in the training micro-batches (default 16); lower it, and "
+                        "raise --max-count, when your micro-batches hold many very short sequences")
     c.add_argument("--held-out", type=int, default=16, help="random micro-batches to score the fit on")
     c.add_argument("--repeats", type=_positive(int), default=3, help="interleaved timed rounds (median)")
     c.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
@@ -104,7 +107,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         hf = load_hf_config(args.hf_config) if args.hf_config else None
-        design = make_design(args.max_tokens, args.max_count, args.held_out, args.seed)
+        design = make_design(args.max_tokens, args.max_count, args.held_out, args.seed,
+                             min_length=args.min_length)
         p = calibrate(device=args.device, dtype=args.dtype, hf_config=hf, design=design,
                       repeats=args.repeats, warmup=args.warmup, threads=args.threads,
                       seed=args.seed, progress=not args.quiet, clock=args.clock,

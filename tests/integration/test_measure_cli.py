@@ -24,11 +24,14 @@ def _profile(tmp_path: Path) -> Path:
 def test_calibrate_writes_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "c.json"
     code = main(["calibrate", "--quiet", "--max-tokens", "1024", "--max-count", "2", "--held-out", "2",
-                 "--repeats", "1", "--clock", "cpu", "--out", str(out)])
+                 "--min-length", "8", "--repeats", "1", "--clock", "cpu", "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "held-out error" in text and "memory: peak memory is measured on CUDA only" in text
-    assert load_cost_profile(out).model["kind"] == "reference"
+    profile = load_cost_profile(out)
+    assert profile.model["kind"] == "reference"
+    assert profile.design["min_length"] == 8
+    assert min(min(r["lengths"]) for r in profile.measurements if not r.get("held_out")) >= 8
 
 
 def test_calibrate_bad_device_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,11 +22,25 @@ def test_design_varies_sum_l2_at_fixed_total_and_holds_out_large_micro_batches()
     assert make_design(max_tokens=1024, max_count=8, held_out=8, seed=3) == d
 
 
+def test_design_reaches_many_short_sequences_when_asked() -> None:
+    """Default: no training sequence under 16 tokens. Lowering min_length and raising
+    max_count adds the many-short-sequence micro-batches a fit would otherwise extrapolate to."""
+    default = make_design(max_tokens=1024, max_count=64, held_out=0)
+    assert min(min(mb) for mb in default.train) >= 16
+    assert max(len(mb) for mb in default.train) == 64  # 1024 / 64 = 16 tokens each
+    short = make_design(max_tokens=1024, max_count=64, held_out=0, min_length=4)
+    assert min(min(mb) for mb in short.train) >= 4
+    assert any(len(mb) == 64 and sum(mb) == 256 for mb in short.train)  # 64 sequences of 4
+    assert set(default.train) < set(short.train)
+
+
 def test_design_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         make_design(max_tokens=10)
     with pytest.raises(ValueError, match="max_count"):
         make_design(max_count=0)
+    with pytest.raises(ValueError, match="min_length"):
+        make_design(min_length=0)
 
 
 def _truth(mb: tuple[int, ...], extra: float = 0.0) -> float:

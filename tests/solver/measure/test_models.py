@@ -36,6 +36,29 @@ def test_varlen_attention_matches_a_block_diagonal_mask() -> None:
     assert torch.allclose(varlen_attention(q, k, v, [0, 4, 9]), dense, atol=1e-5)
 
 
+def test_varlen_attention_gradients_match_the_masked_dense_ones() -> None:
+    """The per-sequence split must pass gradients back exactly as the masked dense attention."""
+    bounds = [0, 1, 4, 9, 10]
+    mask = torch.zeros(10, 10, dtype=torch.bool)
+    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+        mask[s:e, s:e] = torch.tril(torch.ones(e - s, e - s, dtype=torch.bool))
+    leaves = [torch.randn(1, 2, 10, 4, requires_grad=True) for _ in range(3)]
+    grads = []
+    for attend in (lambda q, k, v: varlen_attention(q, k, v, bounds),
+                   lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)):
+        xs = [x.detach().clone().requires_grad_(True) for x in leaves]
+        (attend(*xs) * torch.arange(4.0)).sum().backward()
+        grads.append([x.grad for x in xs])
+    for split, dense in zip(*grads, strict=True):
+        assert torch.allclose(split, dense, atol=1e-5)
+
+
+def test_varlen_attention_refuses_starts_that_miss_tokens() -> None:
+    q = torch.randn(1, 2, 9, 4)
+    with pytest.raises(ValueError, match="starts must run from 0 to the 9"):
+        varlen_attention(q, q, q, [0, 4, 8])
+
+
 def test_hf_attention_function_splits_at_the_starts() -> None:
     q, k, v = (torch.randn(1, 2, 9, 4) for _ in range(3))
     out, _ = _hf_varlen_attention(torch.nn.Module(), q, k, v, None, cu_seq_lens_q=torch.tensor([0, 4, 9]))
