@@ -69,8 +69,8 @@ CLOCK_LS_BATCH_DTIME = 0.005
 #: 1 s, solves stopped only at the deadline itself ended 5-15 ms past it).
 STOP_LATENCY_SECONDS = 0.001
 STOP_LATENCY_WORKERS_SECONDS = 0.005
-STOP_LATENCY_WORKERS_SHARE = 0.01
-STOP_LATENCY_WORKERS_MAX = 0.05
+STOP_LATENCY_WORKERS_SHARE = 0.03
+STOP_LATENCY_WORKERS_MAX = 0.06
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).
 FINISH_MARGIN_SECONDS = 0.0005
