@@ -44,6 +44,8 @@ TRAINER_KK = "trainer_kk"
 FAST_KK = "karmarkar_karp"
 #: Untimed budget used to resolve k=None and to classify fixed-k bench instances.
 CLASSIFY_LIMIT = 2.0
+#: A 20 ms plan may be at most this far above the best plan known for its batch.
+BEST_KNOWN_SLACK = 0.003
 
 
 def methods() -> dict[str, Callable[[list[int], int, int | None], Any]]:
@@ -253,6 +255,39 @@ def check_targets(recs: list[dict[str, Any]], infeasible: list[dict[str, Any]]) 
     return lines
 
 
+def best_known_check(recs: list[dict[str, Any]], instances: dict[str, tuple[Instance, int]],
+                     limit: float) -> str:
+    """No 20 ms plan more than 0.3% above the best plan known for its batch.
+
+    The bound is below every plan, so a plan within 0.3% of it is within 0.3% of any plan. Only
+    the others need a best known plan: the best valid plan any method found here, and
+    partition's at ``limit`` seconds (untimed)."""
+    plans = [r for r in recs if r["method"] == PARTITION and r.get("valid")]
+    far = [r for r in plans if r["gap"] > BEST_KNOWN_SLACK]
+    worse, details = [], []
+    for r in far:
+        inst, k = instances[r["instance"]]
+        known = [x["max_load"] for x in recs if x["instance"] == r["instance"] and x.get("valid")]
+        how = "no longer run"
+        if limit > 0:
+            long_plan, seconds, _ = timed(lambda inst=inst, k=k: partition(inst.lengths, k, inst.cap,
+                                                                          time_limit=limit))
+            if long_plan is not None:
+                known.append(long_plan.max_load)
+                how = f"{limit:g} s: {long_plan.max_load} ({long_plan.status}, {seconds:.1f} s)"
+        best = min(known)
+        above = (r["max_load"] - best) / best
+        details.append(f"\n      {r['instance']} (n={r['n']}, k={r['k']}): 20 ms {r['max_load']}, gap to the "
+                       f"bound {100 * r['gap']:.2f}%, best known {best} ({how}), {100 * above:.3f}% above it")
+        if above > BEST_KNOWN_SLACK:
+            worse.append(r["instance"])
+    slack = f"{100 * BEST_KNOWN_SLACK:.1f}%"
+    return (f"{verdict(not worse)}  no plan more than {slack} above the best plan known for its batch: "
+            f"{len(worse)} of {len(plans)} ({len(plans) - len(far)} are within {slack} of their bound; "
+            f"the {len(far)} others against the best valid plan found here and partition's at {limit:g} s)"
+            + "".join(details))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -264,6 +299,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None,
                         help="generated batches per (shape, n) (default 5, --quick 1)")
     parser.add_argument("--out", default=None, help="write every raw result to this JSON file")
+    parser.add_argument("--best-known-limit", type=float, default=10.0,
+                        help="time limit of the untimed runs that find a best known plan for batches "
+                             "whose 20 ms plan is over 0.3%% above the bound (0: skip them)")
     args = parser.parse_args(argv)
     print(machine_header(["benchmarks/bench_core.py", *argv]))
     warm_up()
@@ -282,6 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     recs: list[dict[str, Any]] = []
     infeasible: list[dict[str, Any]] = []
     undecided: list[str] = []
+    solved: dict[str, tuple[Instance, int]] = {}
     for idx, inst in enumerate([*bench, *generated]):
         if inst.source == "bench":
             info = classify(inst)
@@ -301,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             k, k_status = inst.k, "trainer first-fit count"
         lb = load_lower_bound(inst.lengths, k)
+        solved[inst.name] = (inst, k)
         for name in names:
             rec = run_one(inst, k, name, calls[name], lb)
             rec["k_given"], rec["k_status"] = inst.k, k_status
@@ -356,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print("\nTargets for partition(time_limit=0.02)")
     target_lines = check_targets(recs, infeasible)
+    target_lines.append(best_known_check(recs, solved, args.best_known_limit))
     for line in target_lines:
         print(line)
     over = [r for r in recs if r["method"] == PARTITION and r["seconds"] > ONLINE_LIMIT + 0.005]
