@@ -53,7 +53,7 @@ DIVE_WORDS_PER_SECOND = 150_000_000
 #: Shares of the time limit for each phase (the rest is CP-SAT's).
 LP_SHARE = 0.35
 #: The fluid LP (non-token costs under a cap): a few small LPs, so a small share.
-FLUID_SHARE = 0.25
+FLUID_SHARE = 0.4
 EXACT_SHARE = 0.3
 DIVE_SHARE = 0.25  # in the heuristics, before local search
 DIVE_PROOF_SHARE = 0.4  # in the proof phase
