@@ -186,6 +186,9 @@ def _resplit(
 EXCHANGES_PER_SECOND = 40_000_000
 #: Work charged per step beyond its candidates: the per-bin pair lists built in Python.
 EXCHANGE_STEP_WORK = 20_000
+#: Most candidates one step may score (its arrays: ~10 of 8 bytes each per candidate). With
+#: more items per micro-batch local search has moves enough.
+EXCHANGE_MAX_STEP = 3_000_000
 
 
 def _within_pairs(members: list[list[int]], skip: int) -> tuple[np.ndarray, np.ndarray]:
@@ -276,7 +279,7 @@ def exchange_items(
         # the work left, or (the safety net) when its estimate runs past the deadline.
         m = len(out[h])
         step = EXCHANGE_STEP_WORK + (m * m // 2 + m) * len(tokens)
-        if work + step > max_work:
+        if work + step > max_work or step > EXCHANGE_MAX_STEP:
             break
         if deadline is not None and time.perf_counter() + step / EXCHANGES_PER_SECOND > deadline:
             by_clock = True
