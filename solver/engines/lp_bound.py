@@ -345,103 +345,124 @@ def knapsack_pass(
 
 # --------------------------------------------------------------------------- the fluid bound
 # Why: under a tight cap with a cost other than tokens (attention), the micro-batches holding
-# the heaviest sequences must stay below the cap in tokens to stay under a load z, and they
-# can only be filled with what the batch has: few short sequences. The Gilmore-Gomory LP sees
-# this but prices too slowly at hundreds of lengths; this LP keeps the heaviest items whole,
-# one per micro-batch, and lets every other item split across micro-batches ("fluid"). It is
-# one small LP per threshold, and its bound is exact: any non-negative multipliers of its rows
-# give one in integers (weak duality), GLOP's duals only choose them.
+# the heaviest sequences must stay below the cap in tokens to stay under a load z, and only the
+# batch's few short sequences can fill them. The Gilmore-Gomory LP sees this but prices too
+# slowly at hundreds of lengths; this LP keeps the heaviest items whole, one per micro-batch,
+# and lets the others split across micro-batches ("fluid"). Exact: any multipliers >= 0 of its
+# rows give a bound in integers (weak duality), GLOP's duals only choose them.
 
-#: Measured: building and solving the fluid LP with GLOP, per variable (items x heavy bins),
-#: on a 2-core machine (20-30 ms at 500 items and 6 heavy bins).
+#: Seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at 500-2048 items).
 FLUID_SECONDS_PER_VARIABLE = 10e-6
 
 
 def heavy_clique(tokens: list[int], costs: list[int], cap: int, t: int) -> list[int]:
     """Items no two of which fit one micro-batch under ``cap`` tokens and a load of ``t``
-    (greedy, heaviest first): each needs a micro-batch of its own in any plan with loads <= t.
-
-    An item joins when it conflicts with all members through their least cost or their least
-    tokens (a sufficient test, linear time); leaving an item out keeps the clique a clique."""
+    (greedy, heaviest first), so each needs its own in any plan with loads <= t. An item joins
+    when it conflicts with all members through their least cost or least tokens (linear)."""
     heavy: list[int] = []
-    least_cost = least_tokens = 0
+    least_cost: float = float("inf")
+    least_tokens: float = float("inf")
     for i in sorted(range(len(tokens)), key=lambda i: (-costs[i], -tokens[i], i)):
-        if not heavy or costs[i] + least_cost > t or tokens[i] + least_tokens > cap:
-            least_cost = costs[i] if not heavy else min(least_cost, costs[i])
-            least_tokens = tokens[i] if not heavy else min(least_tokens, tokens[i])
+        if costs[i] + least_cost > t or tokens[i] + least_tokens > cap:
+            least_cost, least_tokens = min(least_cost, costs[i]), min(least_tokens, tokens[i])
             heavy.append(i)
     return heavy
 
 
-def fluid_variables(n: int, k: int, heavy: int) -> int:
-    """The fluid LP's variables (for its cost estimate): each light item in each bin class."""
-    return (n - heavy) * (heavy + (1 if k > heavy else 0)) + 1
+class _FluidLP:
+    """The fluid LP for one set of heavy items; a heavy bin's columns (how much of each light
+    type it holds) start with the cheapest fillers per token and are priced in as needed."""
 
+    def __init__(self, tokens: list[int], costs: list[int], k: int, cap: int,
+                 heavy: list[int]) -> None:
+        is_heavy = set(heavy)
+        count: dict[tuple[int, int], int] = {}
+        for x in (tc for i, tc in enumerate(zip(tokens, costs, strict=True)) if i not in is_heavy):
+            count[x] = count.get(x, 0) + 1
+        # Light types, the cheapest per token first (the fillers heavy bins take first).
+        self.light = sorted(count, key=lambda x: (x[1] / x[0], x))
+        self.mult = [count[x] for x in self.light]
+        self.tok, self.cst = np.hsplit(np.asarray(self.light, dtype=np.int64).reshape(-1, 2), 2)
+        h = self.h = len(heavy)
+        # Bin classes (token room, cost offset C, bins m), cost row sum c x <= m z - C: each
+        # heavy bin, and the other k - h together.
+        self.classes = [(cap - tokens[i], costs[i], 1) for i in heavy] + (
+            [((k - h) * cap, 0, k - h)] if k > h else [])
+        self.cap, self.sc, self.columns = cap, float(max(costs)), 0
+        # The start: every type in the pool; heavy bins the cheapest types up to their room.
+        room, acc, self.first = sum(r for r, _, _ in self.classes[:h]), 0, 0
+        while self.first < len(self.light) and (acc <= room or k == h):
+            acc += self.light[self.first][0] * self.mult[self.first]
+            self.first += 1
+        self.start = len(self.light) * (k > h) + h * self.first
 
-def _fluid_bound(
-    tokens: list[int], costs: list[int], k: int, cap: int, heavy: list[int],
-    deadline: float | None,
-) -> int | None:
-    """A lower bound on any load z of a plan whose ``heavy`` items sit in micro-batches of
-    their own: the fluid LP's least z, made exact. None when GLOP fails.
+    def solve(self, deadline: float | None, most: int) -> tuple[list[float], list[float]] | None:
+        """GLOP's (token, cost) row multipliers at the LP optimum, unscaled and >= 0; None when
+        GLOP fails or the columns would pass ``most``."""
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - GLOP ships with ortools
+            return None
+        if deadline is not None:  # a safety net only
+            solver.SetTimeLimit(max(1, int(1000 * (deadline - time.perf_counter()))))
+        cap, sc, inf, classes = self.cap, self.sc, solver.infinity(), self.classes
+        z = solver.NumVar(0.0, inf, "z")  # rows scaled to about 1: GLOP's tolerances apply alike
+        tok_rows = [solver.Constraint(-inf, room / cap) for room, _, _ in classes]
+        cost_rows = [solver.Constraint(-inf, -offset / sc) for _, offset, _ in classes]
+        for row, (_, _, m) in zip(cost_rows, classes, strict=True):
+            row.SetCoefficient(z, -float(m))
+        spread = [solver.Constraint(float(d), float(d)) for d in self.mult]
+        have: set[tuple[int, int]] = set()
 
-    The rows: each heavy bin i holds at most cap - l_i tokens and z - c_i cost of light items;
-    the other k - h bins together at most (k - h) * cap and (k - h) * z; each light type is
-    spread over the bins. Multipliers A_j, B_j >= 0 of bin j's token and cost rows give
-    z * sum(B_j m_j) >= sum_f d_f min_j(A_j l_f + B_j c_f) - sum_j A_j Cap_j + sum_j B_j C_j.
-    """
-    is_heavy = set(heavy)
-    count: dict[tuple[int, int], int] = {}
-    for i, (t, c) in enumerate(zip(tokens, costs, strict=True)):
-        if i not in is_heavy:
-            count[(t, c)] = count.get((t, c), 0) + 1
-    light = sorted(count)
-    h = len(heavy)
-    # Bin classes: (token room, cost offset C, bins m): cost row is sum c x <= m z - C.
-    classes = [(cap - tokens[i], costs[i], 1) for i in heavy]
-    if k > h:
-        classes.append(((k - h) * cap, 0, k - h))
-    solver = pywraplp.Solver.CreateSolver("GLOP")
-    if solver is None:  # pragma: no cover - GLOP ships with ortools
-        return None
-    if deadline is not None:
-        solver.SetTimeLimit(max(1, int(1000 * (deadline - time.perf_counter()))))
-    # Floats only steer: rows scaled to about 1 so GLOP's tolerances mean the same in each.
-    sc = float(max(costs))
-    z = solver.NumVar(0.0, solver.infinity(), "z")
-    tok_rows = [solver.Constraint(-solver.infinity(), room / cap) for room, _, _ in classes]
-    cost_rows = []
-    for _, offset, m in classes:
-        row = solver.Constraint(-solver.infinity(), -offset / sc)
-        row.SetCoefficient(z, -float(m))
-        cost_rows.append(row)
-    for (t, c), d in zip(light, (count[x] for x in light), strict=True):
-        spread = solver.Constraint(float(d), float(d))
-        for j in range(len(classes)):
-            var = solver.NumVar(0.0, solver.infinity(), "")
-            spread.SetCoefficient(var, 1.0)
-            tok_rows[j].SetCoefficient(var, t / cap)
-            cost_rows[j].SetCoefficient(var, c / sc)
-    solver.Objective().SetCoefficient(z, 1.0 / sc)
-    solver.Objective().SetMinimization()
-    if solver.Solve() != pywraplp.Solver.OPTIMAL:
-        return None
-    # Back to unscaled multipliers, then to integers: any non-negative ones are valid.
-    alpha = [abs(r.dual_value()) / cap for r in tok_rows]
-    beta = [abs(r.dual_value()) / sc for r in cost_rows]
-    top = max(alpha + beta)
-    if top <= 0:
-        return None
-    a = [int(v / top * _SCALE**2) for v in alpha]
-    b = [int(v / top * _SCALE**2) for v in beta]
-    den = sum(bj * m for bj, (_, _, m) in zip(b, classes, strict=True))
-    if den <= 0:
-        return None
-    num = sum(d * min(aj * t + bj * c for aj, bj in zip(a, b, strict=True))
-              for (t, c), d in count.items())
-    num -= sum(aj * room for aj, (room, _, _) in zip(a, classes, strict=True))
-    num += sum(bj * offset for bj, (_, offset, _) in zip(b, classes, strict=True))
-    return -(-num // den)
+        def add(f: int, j: int) -> None:
+            var = solver.NumVar(0.0, inf, "")
+            spread[f].SetCoefficient(var, 1.0)
+            tok_rows[j].SetCoefficient(var, self.light[f][0] / cap)
+            cost_rows[j].SetCoefficient(var, self.light[f][1] / sc)
+            have.add((f, j))
+
+        for f in range(len(self.light)):
+            for j in range(len(classes)) if f < self.first else range(self.h, len(classes)):
+                add(f, j)
+        solver.Objective().SetCoefficient(z, 1.0)
+        tok, cst = self.tok / cap, self.cst / sc
+        missing = [(-1, -1)]
+        while missing and len(have) <= most:
+            if solver.Solve() != pywraplp.Solver.OPTIMAL:
+                if len(have) == len(self.light) * len(classes):
+                    return None
+                missing = [(f, j) for f in range(len(self.light)) for j in range(len(classes))]
+            else:  # the columns with a negative reduced cost (none: optimal over all)
+                u = np.asarray([r.dual_value() for r in spread])[:, None]
+                yt = np.asarray([r.dual_value() for r in tok_rows])[None, :]
+                yc = np.asarray([r.dual_value() for r in cost_rows])[None, :]
+                missing = [(int(f), int(j)) for f, j in np.argwhere(u + tok * yt + cst * yc > 1e-9)]
+            missing = [x for x in missing if x not in have]
+            for f, j in missing:
+                add(f, j)
+        self.columns = len(have)
+        if missing:
+            return None
+        return ([abs(r.dual_value()) / cap for r in tok_rows],
+                [abs(r.dual_value()) / sc for r in cost_rows])
+
+    def bound(self, alpha: list[float], beta: list[float]) -> int | None:
+        """The least z these multipliers allow, exactly: z * sum(B_j m_j) >= sum_f d_f
+        min_j(A_j l_f + B_j c_f) - sum_j A_j Cap_j + sum_j B_j C_j, for integers A, B >= 0."""
+        top = max(alpha + beta)
+        if top <= 0:
+            return None
+        scale = (1 << 61) // (self.cap + int(self.sc))  # products below 2**61: int64 is exact
+        a = [int(v / top * scale) for v in alpha]
+        b = [int(v / top * scale) for v in beta]
+        den = sum(bj * m for bj, (_, _, m) in zip(b, self.classes, strict=True))
+        if den <= 0:
+            return None
+        least = (self.tok * np.asarray(a, dtype=np.int64)
+                 + self.cst * np.asarray(b, dtype=np.int64)).min(1)
+        num = sum(d * x for d, x in zip(self.mult, least.tolist(), strict=True))
+        num -= sum(aj * room for aj, (room, _, _) in zip(a, self.classes, strict=True))
+        num += sum(bj * offset for bj, (_, offset, _) in zip(b, self.classes, strict=True))
+        return -(-num // den)
 
 
 def fluid_load_bound(
@@ -449,15 +470,14 @@ def fluid_load_bound(
     max_variables: int = 1_000_000, deadline: float | None = None,
 ) -> tuple[int, int]:
     """A lower bound on the largest load (at least ``lo``, at most ``hi``, the best plan's
-    load) from the fluid LP, and the LP variables it built (the work: at most
-    ``max_variables`` over all its LPs; ``deadline`` is a safety net for GLOP only).
+    load) from the fluid LP, and the LP columns it built (the work: an LP starts only when
+    its first columns fit ``max_variables``; ``deadline`` is a safety net for GLOP only).
 
     The heavy items depend on a threshold t: they need micro-batches of their own only in
     plans with loads <= t, so each LP proves min(its z, t + 1). t = hi - 1 first (proves the
     plan optimal when its z reaches hi), then, from the top, the thresholds where one more
     item becomes heavy (2 c_i - 1): more heavy items give a larger z.
     """
-    n = len(tokens)
     best, used = lo, 0
     cands = sorted({2 * c - 1 for c in costs if lo <= 2 * c - 1 < hi - 1}, reverse=True)
     for t in [hi - 1, *cands]:
@@ -466,11 +486,14 @@ def fluid_load_bound(
         heavy = heavy_clique(tokens, costs, cap, t)
         if len(heavy) > k:
             return max(best, min(t + 1, hi)), used
-        size = fluid_variables(n, k, len(heavy))
-        if not heavy or len(heavy) == n or used + size > max_variables:
+        if len(heavy) == len(tokens):
             break
-        used += size
-        z = _fluid_bound(tokens, costs, k, cap, heavy, deadline)
+        lp = _FluidLP(tokens, costs, k, cap, heavy)
+        if used + lp.start > max_variables:
+            break
+        duals = lp.solve(deadline, max_variables - used)
+        used += lp.columns
+        z = None if duals is None else lp.bound(*duals)
         if z is None:
             break
         best = max(best, min(z, t + 1, hi))

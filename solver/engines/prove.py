@@ -32,8 +32,6 @@ from seqpart.solver.engines.lp_bound import (
     FLUID_SECONDS_PER_VARIABLE,
     LPBudget,
     fluid_load_bound,
-    fluid_variables,
-    heavy_clique,
     iteration_work,
     lp_infeasible,
     lp_load_bound,
@@ -264,10 +262,7 @@ def _fluid(
     if best.max_load <= best.lower_bound:
         return
     most = int(seconds / FLUID_SECONDS_PER_VARIABLE)
-    if 2 * len(items) > most:  # at least one heavy bin and the rest: 2 variables per item
-        return
-    heavy = heavy_clique(items.tokens, items.costs, cap, best.max_load - 1)
-    if fluid_variables(len(items), k, len(heavy)) > most:
+    if 2 * len(items) > most:  # at least one heavy bin and the rest: 2 columns per item
         return
     bound, used = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
                                    best.max_load, most, budget.wall_deadline)
