@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from seqpart.heuristics import load_lower_bound
 from seqpart.heuristics.bounds import load_lower_bound_token_room
 from seqpart.solver import partition
-from seqpart.solver.engines.lp_bound import fluid_load_bound, heavy_clique
+from seqpart.solver.engines.lp_bound import _FluidLP, fluid_load_bound, heavy_clique
 from seqpart.solver.engines.prove import NOTE_FLUID
 
 from _brute import brute_force_min_max
@@ -63,11 +63,29 @@ def test_heavy_items_never_share(pairs: list[tuple[int, int]], cap: int, t: int)
             assert costs[i] + costs[j] > t or tokens[i] + tokens[j] > cap
 
 
+#: A tight cap with the attention cost: the micro-batches holding the longest sequences must
+#: leave tokens out, and only the few short sequences can fill them.
+ATTENTION_BATCH = [12_000, 11_000, 10_500] + [3_000 + 37 * i for i in range(30)] + [400] * 10
+
+
 def test_partition_raises_its_bound_with_it() -> None:
-    # A tight cap with the attention cost: the micro-batches holding the longest sequences
-    # must leave tokens out, and only the few short sequences can fill them.
-    lengths = [12_000, 11_000, 10_500] + [3_000 + 37 * i for i in range(30)] + [400] * 10
+    lengths = ATTENTION_BATCH
     cap = -(-sum(lengths) // 6) + 200
     plan = partition(lengths, 6, cap, cost="attention", time_limit=0.3)
     assert NOTE_FLUID in plan.notes
     assert plan.lower_bound <= plan.max_load
+
+
+def test_generated_columns_reach_the_full_lp() -> None:
+    # Heavy bins start with the cheapest fillers only; pricing must bring in what the optimum
+    # needs: started from the dearest fillers instead, it still ends at the full LP's bound.
+    lengths, k, cap = ATTENTION_BATCH, 6, -(-sum(ATTENTION_BATCH) // 6) + 200
+    costs = [24576 * x + x * x for x in lengths]
+    heavy = heavy_clique(lengths, costs, cap, 2 * costs[2] - 1)
+    assert len(heavy) == 3
+    full = _FluidLP(lengths, costs, k, cap, heavy)
+    full.first = len(full.light)
+    want = full.bound(*full.solve(None, 10**6))
+    lp = _FluidLP(lengths, costs, k, cap, heavy)
+    lp.light, lp.mult, lp.tok, lp.cst = lp.light[::-1], lp.mult[::-1], lp.tok[::-1], lp.cst[::-1]
+    assert lp.bound(*lp.solve(None, 10**6)) == want and lp.columns > lp.start
