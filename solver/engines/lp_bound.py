@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -344,12 +345,11 @@ def knapsack_pass(
 
 
 # --------------------------------------------------------------------------- the fluid bound
-# Why: under a tight cap with a cost other than tokens (attention), the micro-batches holding
-# the heaviest sequences must stay below the cap in tokens to stay under a load z, and only the
-# batch's few short sequences can fill them. The Gilmore-Gomory LP sees this but prices too
-# slowly at hundreds of lengths; this LP keeps the heaviest items whole, one per micro-batch,
-# and lets the others split across micro-batches ("fluid"). Exact: any multipliers >= 0 of its
-# rows give a bound in integers (weak duality), GLOP's duals only choose them.
+# Why: under a tight cap with a non-token cost (attention), micro-batches holding the heaviest
+# sequences must leave tokens out to stay under a load z, and only the batch's few short ones
+# can fill them. The Gilmore-Gomory LP sees it but prices too slowly at hundreds of lengths;
+# this LP keeps the heaviest items whole, one per micro-batch, and splits the others ("fluid").
+# Exact: any multipliers >= 0 of its rows bound z in integers; GLOP's duals only choose them.
 
 #: Seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at 500-2048 items).
 FLUID_SECONDS_PER_VARIABLE = 10e-6
@@ -383,18 +383,20 @@ class _FluidLP:
         self.light = sorted(count, key=lambda x: (x[1] / x[0], x))
         self.mult = [count[x] for x in self.light]
         self.tok, self.cst = np.hsplit(np.asarray(self.light, dtype=np.int64).reshape(-1, 2), 2)
-        h = self.h = len(heavy)
-        # Bin classes (token room, cost offset C, bins m), cost row sum c x <= m z - C: each
-        # heavy bin, and the other k - h together.
-        self.classes = [(cap - tokens[i], costs[i], 1) for i in heavy] + (
-            [((k - h) * cap, 0, k - h)] if k > h else [])
+        # Bin classes (token room, cost offset C, bins m), cost row sum c x <= m z - C: heavy
+        # bins (equal heavy items pooled: the LP treats them alike), then all the others.
+        same = Counter((tokens[i], costs[i]) for i in heavy)
+        self.classes = [(m * (cap - t), m * c, m) for (t, c), m in sorted(same.items())]
+        h = self.h = len(self.classes)
+        rest = k - len(heavy)
+        self.classes += [(rest * cap, 0, rest)] if rest > 0 else []
         self.cap, self.sc, self.columns = cap, float(max(costs)), 0
-        # The start: every type in the pool; heavy bins the cheapest types up to their room.
+        # The start: every type in the pool, heavy bins the cheapest up to their room.
         room, acc, self.first = sum(r for r, _, _ in self.classes[:h]), 0, 0
-        while self.first < len(self.light) and (acc <= room or k == h):
+        while self.first < len(self.light) and (acc <= room or rest == 0):
             acc += self.light[self.first][0] * self.mult[self.first]
             self.first += 1
-        self.start = len(self.light) * (k > h) + h * self.first
+        self.start = len(self.light) * (rest > 0) + h * self.first
 
     def solve(self, deadline: float | None, most: int) -> tuple[list[float], list[float]] | None:
         """GLOP's (token, cost) row multipliers at the LP optimum, unscaled and >= 0; None when
@@ -448,9 +450,7 @@ class _FluidLP:
     def bound(self, alpha: list[float], beta: list[float]) -> int | None:
         """The least z these multipliers allow, exactly: z * sum(B_j m_j) >= sum_f d_f
         min_j(A_j l_f + B_j c_f) - sum_j A_j Cap_j + sum_j B_j C_j, for integers A, B >= 0."""
-        top = max(alpha + beta)
-        if top <= 0:
-            return None
+        top = max(alpha + beta) or 1.0  # all zero: den is 0 below
         scale = (1 << 61) // (self.cap + int(self.sc))  # products below 2**61: int64 is exact
         a = [int(v / top * scale) for v in alpha]
         b = [int(v / top * scale) for v in beta]
@@ -459,9 +459,8 @@ class _FluidLP:
             return None
         least = (self.tok * np.asarray(a, dtype=np.int64)
                  + self.cst * np.asarray(b, dtype=np.int64)).min(1)
-        num = sum(d * x for d, x in zip(self.mult, least.tolist(), strict=True))
-        num -= sum(aj * room for aj, (room, _, _) in zip(a, self.classes, strict=True))
-        num += sum(bj * offset for bj, (_, offset, _) in zip(b, self.classes, strict=True))
+        num = sum(d * x for d, x in zip(self.mult, least.tolist(), strict=True)) + sum(
+            bj * offset - aj * room for aj, bj, (room, offset, _) in zip(a, b, self.classes, strict=True))
         return -(-num // den)
 
 
