@@ -262,10 +262,12 @@ def exchange_items(
     heaviest load, the load reaches ``lower_bound`` or ``max_work`` candidates are scored.
 
     Each change puts both bins below the heaviest's old load, so the search terminates. No bin
-    is emptied, none goes over the cap; costs must be int64-safe. ``report`` as in
-    :func:`resplit_pairs` (``work`` in candidates scored).
+    is emptied, none goes over the cap. Costs summing to 2**61 or more are left alone (the
+    scores are int64). ``report`` as in :func:`resplit_pairs` (``work`` in candidates scored).
     """
     out = [list(b) for b in bins]
+    if sum(costs) >= _INT64_SAFE // 2:
+        max_work = 0
     tok = np.asarray(tokens, dtype=np.int64)
     cst = np.asarray(costs, dtype=np.int64)
     load = np.asarray([int(cst[b].sum()) for b in out], dtype=np.int64)

@@ -31,6 +31,8 @@ def test_no_work_no_change() -> None:
     report: dict[str, int] = {}
     assert exchange_items(lengths, costs, [[0, 1], [2, 3, 4, 5]], 16, max_work=0,
                           report=report) == [[0, 1], [2, 3, 4, 5]]
+    huge = [c << 56 for c in costs]  # beyond int64 scores: left alone
+    assert exchange_items(lengths, huge, [[0, 1], [2, 3, 4, 5]], 16) == [[0, 1], [2, 3, 4, 5]]
 
 
 @settings(max_examples=60, deadline=None)
