@@ -351,8 +351,10 @@ def knapsack_pass(
 # this LP keeps the heaviest items whole, one per micro-batch, and splits the others ("fluid").
 # Exact: any multipliers >= 0 of its rows bound z in integers; GLOP's duals only choose them.
 
-#: Seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at 500-2048 items).
+#: Seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at 500-2048 items),
+#: and the columns each LP counts for besides its own (setting GLOP up: 1-1.5 ms).
 FLUID_SECONDS_PER_VARIABLE = 10e-6
+FLUID_LP_WORK = 150
 
 
 def heavy_clique(tokens: list[int], costs: list[int], cap: int, t: int) -> list[int]:
@@ -387,9 +389,8 @@ class _FluidLP:
         # bins (equal heavy items pooled: the LP treats them alike), then all the others.
         same = Counter((tokens[i], costs[i]) for i in heavy)
         self.classes = [(m * (cap - t), m * c, m) for (t, c), m in sorted(same.items())]
-        h = self.h = len(self.classes)
-        rest = k - len(heavy)
-        self.classes += [(rest * cap, 0, rest)] if rest > 0 else []
+        h, rest = len(self.classes), k - len(heavy)
+        self.h, self.classes = h, self.classes + ([(rest * cap, 0, rest)] if rest > 0 else [])
         self.cap, self.sc, self.columns = cap, float(max(costs)), 0
         # The start: every type in the pool, heavy bins the cheapest up to their room.
         room, acc, self.first = sum(r for r, _, _ in self.classes[:h]), 0, 0
@@ -469,13 +470,12 @@ def fluid_load_bound(
     max_variables: int = 1_000_000, deadline: float | None = None,
 ) -> tuple[int, int]:
     """A lower bound on the largest load (at least ``lo``, at most ``hi``, the best plan's
-    load) from the fluid LP, and the LP columns it built (the work: an LP starts only when
-    its first columns fit ``max_variables``; ``deadline`` is a safety net for GLOP only).
+    load) from the fluid LP, and its work in columns (an LP starts only when its first columns
+    fit ``max_variables``; ``deadline`` is a safety net for GLOP only).
 
-    The heavy items depend on a threshold t: they need micro-batches of their own only in
-    plans with loads <= t, so each LP proves min(its z, t + 1). t = hi - 1 first (proves the
-    plan optimal when its z reaches hi), then, from the top, the thresholds where one more
-    item becomes heavy (2 c_i - 1): more heavy items give a larger z.
+    Heavy items need micro-batches of their own in plans with loads <= t, so each LP proves
+    min(its z, t + 1): t = hi - 1 first (a z of hi proves the plan optimal), then, from the top,
+    the t where one more item becomes heavy (2 c_i - 1): more heavy items, a larger z.
     """
     best, used = lo, 0
     cands = sorted({2 * c - 1 for c in costs if lo <= 2 * c - 1 < hi - 1}, reverse=True)
@@ -483,15 +483,16 @@ def fluid_load_bound(
         if best > t:  # min(z, t + 1) cannot beat the bound any more
             break
         heavy = heavy_clique(tokens, costs, cap, t)
+        used += len(tokens) // 16  # the clique and the classes, in columns
         if len(heavy) > k:
             return max(best, min(t + 1, hi)), used
         if len(heavy) == len(tokens):
             break
         lp = _FluidLP(tokens, costs, k, cap, heavy)
-        if used + lp.start > max_variables:
+        if used + FLUID_LP_WORK + lp.start > max_variables:
             break
-        duals = lp.solve(deadline, max_variables - used)
-        used += lp.columns
+        duals = lp.solve(deadline, max_variables - used - FLUID_LP_WORK)
+        used += FLUID_LP_WORK + lp.columns
         z = None if duals is None else lp.bound(*duals)
         if z is None:
             break

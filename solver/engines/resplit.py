@@ -184,48 +184,43 @@ def _resplit(
 
 #: Candidate exchanges scored per second (numpy, about ten array passes per candidate).
 EXCHANGES_PER_SECOND = 40_000_000
-#: Work charged per step beyond its candidates: the per-bin pair lists built in Python.
+#: Work charged per step beyond its candidates (numpy calls; the items' and pairs' arrays
+#: gathered: per item), and per bin (and per pair) listed when a bin changes.
 EXCHANGE_STEP_WORK = 20_000
+EXCHANGE_ITEM_WORK = 4
+EXCHANGE_BIN_WORK = 600
+EXCHANGE_PAIR_WORK = 4
 #: Most candidates one step may score (its arrays: ~10 of 8 bytes each per candidate). With
 #: more items per micro-batch local search has moves enough.
 EXCHANGE_MAX_STEP = 3_000_000
 
 
-def _within_pairs(members: list[list[int]], skip: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every pair of items sharing a bin (bins other than ``skip``): (2, m) items, m bins."""
-    firsts, seconds, where = [], [], []
-    for j, b in enumerate(members):
-        if j == skip or len(b) < 2:
-            continue
-        a, c = np.triu_indices(len(b), 1)
-        arr = np.asarray(b, dtype=np.int64)
-        firsts.append(arr[a])
-        seconds.append(arr[c])
-        where.append(np.full(len(a), j, dtype=np.int64))
-    if not firsts:
-        empty = np.zeros(0, dtype=np.int64)
-        return np.stack([empty, empty]), empty
-    return np.stack([np.concatenate(firsts), np.concatenate(seconds)]), np.concatenate(where)
+def _pairs_in(items: list[int], j: int) -> np.ndarray:
+    """Every pair of items of bin ``j``: rows (first, second, j)."""
+    a, c = np.triu_indices(len(items), 1)
+    arr = np.asarray(items, dtype=np.int64)
+    return np.stack([arr[a], arr[c], np.full(len(a), j, dtype=np.int64)])
 
 
 def _best_exchange(
-    tok: np.ndarray, cst: np.ndarray, members: list[list[int]], load: np.ndarray,
-    used: np.ndarray, h: int, cap: int,
+    tok: np.ndarray, cst: np.ndarray, members: list[list[int]], bin_of: np.ndarray,
+    pairs: list[np.ndarray], load: np.ndarray, used: np.ndarray, h: int, cap: int,
 ) -> tuple[int, list[int], list[int], int, int] | None:
     """The exchange between bin ``h`` and another bin that minimises the larger of their new
     loads, both below h's load: one or two items of h for none, one or two of the other bin
-    (not two for two). Returns (score, out of h, into h, other bin, candidates scored)."""
-    k = len(members)
+    (not two for two). ``pairs[j]``: bin j's pairs (:func:`_pairs_in`). Returns (score, out
+    of h, into h, other bin, candidates scored)."""
     top = int(load[h])
     own = np.asarray(members[h], dtype=np.int64)
-    others = np.asarray([i for j, b in enumerate(members) if j != h for i in b], dtype=np.int64)
-    where = np.asarray([j for j, b in enumerate(members) if j != h for _ in b], dtype=np.int64)
-    pairs, pair_bin = _within_pairs(members, h)
-    bins = np.asarray([j for j in range(k) if j != h], dtype=np.int64)
+    others = np.flatnonzero(bin_of != h)
+    bins = np.flatnonzero(np.arange(len(members)) != h)
+    pooled = np.concatenate([pairs[j] for j in bins.tolist()], axis=1)
+    in_pairs = pooled[:2]
     # The sets bin h may receive: nothing (from each bin), one item, or two from one bin.
     nothing = np.zeros(len(bins), dtype=np.int64)
-    ins = [(nothing, nothing, bins, None), (tok[others], cst[others], where, others[None, :]),
-           (tok[pairs].sum(0), cst[pairs].sum(0), pair_bin, pairs)]
+    ins = [(nothing, nothing, bins, None),
+           (tok[others], cst[others], bin_of[others], others[None, :]),
+           (tok[in_pairs].sum(0), cst[in_pairs].sum(0), pooled[2], in_pairs)]
     oa, ob = np.triu_indices(len(own), 1)
     outs = [(own[None, :], 1)] + ([(np.stack([own[oa], own[ob]]), 2)] if len(oa) else [])
     best: tuple[int, list[int], list[int], int, int] | None = None
@@ -268,26 +263,32 @@ def exchange_items(
     out = [list(b) for b in bins]
     if sum(costs) >= _INT64_SAFE // 2:
         max_work = 0
+    n, k = len(tokens), len(out)
     tok = np.asarray(tokens, dtype=np.int64)
     cst = np.asarray(costs, dtype=np.int64)
     load = np.asarray([int(cst[b].sum()) for b in out], dtype=np.int64)
     used = np.asarray([int(tok[b].sum()) for b in out], dtype=np.int64)
-    work, by_clock = len(tokens), False
-    while len(out) > 1 and work < max_work:
+    bin_of = np.zeros(n, dtype=np.int64)
+    for j, b in enumerate(out):
+        bin_of[b] = j
+    pairs = [_pairs_in(b, j) for j, b in enumerate(out)]
+    work = n + EXCHANGE_BIN_WORK * k + EXCHANGE_PAIR_WORK * sum(p.shape[1] for p in pairs)
+    by_clock = False
+    while k > 1 and work < max_work:
         h = int(np.argmax(load))
         if load[h] <= lower_bound or used[h] > cap:
             break
         # A step scores about (own items)^2/2 x (other items) candidates: skip it when over
         # the work left, or (the safety net) when its estimate runs past the deadline.
         m = len(out[h])
-        step = EXCHANGE_STEP_WORK + (m * m // 2 + m) * len(tokens)
+        step = EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (m * m // 2 + m) * n
         if work + step > max_work or step > EXCHANGE_MAX_STEP:
             break
         if deadline is not None and time.perf_counter() + step / EXCHANGES_PER_SECOND > deadline:
             by_clock = True
             break
-        found = _best_exchange(tok, cst, out, load, used, h, cap)
-        work += EXCHANGE_STEP_WORK + (found[4] if found is not None else m * len(tokens))
+        found = _best_exchange(tok, cst, out, bin_of, pairs, load, used, h, cap)
+        work += EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (found[4] if found else m * n)
         if found is None:
             break
         _, leave, enter, j, _ = found
@@ -297,9 +298,12 @@ def exchange_items(
         for i in enter:
             out[j].remove(i)
             out[h].append(i)
+        bin_of[leave], bin_of[enter] = j, h
         for b in (h, j):
             load[b] = int(cst[out[b]].sum())
             used[b] = int(tok[out[b]].sum())
+            pairs[b] = _pairs_in(out[b], b)
+            work += EXCHANGE_BIN_WORK + EXCHANGE_PAIR_WORK * pairs[b].shape[1]
     if report is not None:
         report["work"] = work
         if by_clock:
