@@ -261,9 +261,13 @@ def exchange_items(
     scores are int64). ``report`` as in :func:`resplit_pairs` (``work`` in candidates scored).
     """
     out = [list(b) for b in bins]
-    if sum(costs) >= _INT64_SAFE // 2:
-        max_work = 0
     n, k = len(tokens), len(out)
+    setup = n + EXCHANGE_BIN_WORK * k + EXCHANGE_PAIR_WORK * sum(len(b) ** 2 // 2 for b in out)
+    late = deadline is not None and time.perf_counter() + setup / EXCHANGES_PER_SECOND > deadline
+    if k < 2 or setup > max_work or late or sum(costs) >= _INT64_SAFE // 2:
+        if report is not None:
+            report.update({"work": 0, **({"deadline": 1} if late else {})})
+        return out
     tok = np.asarray(tokens, dtype=np.int64)
     cst = np.asarray(costs, dtype=np.int64)
     load = np.asarray([int(cst[b].sum()) for b in out], dtype=np.int64)
@@ -272,9 +276,8 @@ def exchange_items(
     for j, b in enumerate(out):
         bin_of[b] = j
     pairs = [_pairs_in(b, j) for j, b in enumerate(out)]
-    work = n + EXCHANGE_BIN_WORK * k + EXCHANGE_PAIR_WORK * sum(p.shape[1] for p in pairs)
-    by_clock = False
-    while k > 1 and work < max_work:
+    work, by_clock = setup, False
+    while work < max_work:
         h = int(np.argmax(load))
         if load[h] <= lower_bound or used[h] > cap:
             break
