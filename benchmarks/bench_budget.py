@@ -5,10 +5,11 @@
 Plans every batch of bench_cpsat.py's online set (generated and real batches, n = 64..2048, k =
 the trainer's first-fit count), token and attention cost, with default options, and times each
 step of the heuristic phase (Karmarkar-Karp, LPT, local search, the fallback, the packing bound,
-the dive, the re-split, the proof phase, CP-SAT) against what the budget was charged for it.
-Per n it prints the summed real/charged milliseconds and the 90th percentile of the per-call
-ratio (> 1: the step costs more than its estimate, which pushes the wall clock past the budget
-and lets the safety net cut), then per n the calls the safety net cut and the wall time.
+the dive, the re-split, the exchanges, the proof phase, CP-SAT) against what the budget was
+charged for it. Per n it prints the summed real/charged milliseconds and the 90th percentile of
+the per-call ratio (> 1: the step costs more than its estimate, which pushes the wall clock past
+the budget and lets the safety net cut), then per n the calls the safety net cut and the wall
+time.
 
 This is the calibration tool for ``solver/budget_costs.py`` and the work units of the engines.
 ``--clock cpu`` (default) times steps in CPU time, which other load on the machine skews less;
@@ -45,13 +46,14 @@ STEPS = {
     "capped_balance_lists": "fallback", "pack_fallback": "fallback", "first_fit_tree": "fallback",
     "resplit_pairs": "resplit", "load_lower_bound_packing": "packing bound",
     "dive_items": "dive", "prove_items": "proof phase", "solve_items": "cp-sat",
+    "exchange_items": "exchange",
 }
 #: The function that called Budget.charge -> the step it charged.
 CHARGE_SITES = {
     "tighten_bound": "packing bound", "karmarkar_karp": "kk", "polish": "local search",
-    "resplit": "resplit",
+    "resplit": "resplit", "exchange": "exchange",
     "dive_items": "dive", "fallback": "fallback", "balanced": "fallback",
-    "prove_items": "proof phase", "solve_items": "cp-sat",
+    "prove_items": "proof phase", "_fluid": "proof phase", "solve_items": "cp-sat",
 }
 
 

@@ -28,7 +28,14 @@ from seqpart.solver.engines.exact import (
 from seqpart.solver.engines.load_search import NOTE as NOTE_LOADS
 from seqpart.solver.engines.load_search import applies as loads_apply
 from seqpart.solver.engines.load_search import search_loads
-from seqpart.solver.engines.lp_bound import LPBudget, iteration_work, lp_infeasible, lp_load_bound
+from seqpart.solver.engines.lp_bound import (
+    FLUID_SECONDS_PER_VARIABLE,
+    LPBudget,
+    fluid_load_bound,
+    iteration_work,
+    lp_infeasible,
+    lp_load_bound,
+)
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import BestPlan, Budget
 from seqpart.solver.problem import Items
@@ -43,6 +50,8 @@ EXACT_NODES_PER_SECOND = 250_000
 DIVE_WORDS_PER_SECOND = 150_000_000
 #: Shares of the time limit for each phase (the rest is CP-SAT's).
 LP_SHARE = 0.35
+#: The fluid LP (non-token costs under a cap): a few small LPs, so a small share.
+FLUID_SHARE = 0.4
 EXACT_SHARE = 0.3
 DIVE_SHARE = 0.25  # in the heuristics, before local search
 DIVE_PROOF_SHARE = 0.4  # in the proof phase
@@ -61,6 +70,7 @@ MIN_SECONDS_LEFT = 0.002
 #: Notes naming the bound that proved a plan (``Plan.notes``), for studies.
 NOTE_LP = "bound: gilmore-gomory LP"
 NOTE_EXACT = "bound: exact search"
+NOTE_FLUID = "bound: fluid LP (heaviest sequences whole, the others split)"
 
 
 def dive_items(
@@ -151,6 +161,9 @@ def prove_items(
             budget.mark_cut()
 
     tokens, costs, counts = items.tokens, items.costs, items.counts
+    _fluid(items, k, cap, best, budget, allowance(FLUID_SHARE))
+    if best.bins is not None and best.max_load <= best.lower_bound:
+        return best
     lp_work = int(LP_WORK_PER_SECOND * allowance(LP_SHARE))
     lp_budget = LPBudget(work=lp_work, deadline=wall)
     lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
@@ -236,3 +249,26 @@ def _load_search(
         best.lower_bound = found.lower_bound
         best.notes.append(NOTE_LOADS)
     return best, found.searched
+
+
+def _fluid(
+    items: Items, k: int, cap: int | None, best: BestPlan, budget: Budget, seconds: float
+) -> None:
+    """Raise ``best.lower_bound`` with the fluid LP (lp_bound.fluid_load_bound) when the cost is
+    not the token count and a cap binds it: with cost = tokens or no cap it adds nothing to the
+    counting bounds. Each LP runs only when its estimated cost fits ``seconds``."""
+    if cap is None or items.costs == items.tokens or best.bins is None:
+        return
+    if best.max_load <= best.lower_bound:
+        return
+    most = int(seconds / FLUID_SECONDS_PER_VARIABLE)
+    if 2 * len(items) > most:  # at least one heavy bin and the rest: 2 columns per item
+        return
+    bound, used = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
+                                   best.max_load, most, budget.wall_deadline)
+    budget.charge(used * FLUID_SECONDS_PER_VARIABLE)
+    if budget.wall_left() <= 0:
+        budget.mark_cut()
+    if bound > best.lower_bound:
+        best.lower_bound = bound
+        best.notes.append(NOTE_FLUID)
