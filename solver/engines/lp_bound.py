@@ -12,11 +12,10 @@ weight one pattern can hold. The LP's duals are rounded down to integers and ``V
 an exact integer branch and bound, so every refutation is exact integer arithmetic; GLOP only
 steers the search toward good weights.
 
-Supported: any cost. The pricing knapsack has two capacities, tokens (the cap) and cost (z);
-with cost = tokens they are one. Equal sizes and non-emptiness are left out of the relaxation,
-so the bound stays valid for them, only weaker. Work is counted (LP solves and knapsack nodes),
-so the answer does not depend on the clock unless the deadline (a safety net) cuts it short.
-"""
+Any cost: the pricing knapsack has two capacities, tokens (cap) and cost (z), one when cost =
+tokens. Equal sizes and non-emptiness are relaxed away (still valid, only weaker). Work is
+counted, so the answer does not depend on the clock unless the deadline (a safety net) cuts it.
+Below it, the fluid bound: a second LP, for non-token costs under a tight cap."""
 
 from __future__ import annotations
 
@@ -303,9 +302,7 @@ def lp_load_bound(
     """The smallest z in [lo, hi] the LP does not refute; ``hi`` if it refutes everything below.
 
     ``lo`` must be a valid lower bound already; the result is one too (refuting z refutes every
-    smaller z, so the binary search keeps the invariant). With ``hi`` the best plan's load, a
-    result of ``hi`` proves that plan optimal.
-    """
+    smaller z). With ``hi`` the best plan's load, a result of ``hi`` proves that plan optimal."""
     budget = budget or LPBudget()
     types = _Types.of(tokens, costs)
     cap_t = cap if cap is not None else sum(tokens)
@@ -469,15 +466,17 @@ def fluid_load_bound(
     tokens: list[int], costs: list[int], k: int, cap: int, lo: int, hi: int,
     max_variables: int = 1_000_000, deadline: float | None = None,
 ) -> tuple[int, int]:
-    """A lower bound on the largest load (at least ``lo``, at most ``hi``, the best plan's
-    load) from the fluid LP, and its work in columns (an LP starts only when its first columns
-    fit ``max_variables``; ``deadline`` is a safety net for GLOP only).
+    """A lower bound on the largest load in [lo, hi] (hi: the best plan's load) from the fluid
+    LP, and its work in columns (an LP starts only when its first columns fit ``max_variables``;
+    ``deadline`` is a safety net for GLOP only; costs near 2**60 are left to the other bounds).
 
     Heavy items need micro-batches of their own in plans with loads <= t, so each LP proves
     min(its z, t + 1): t = hi - 1 first (a z of hi proves the plan optimal), then, from the top,
     the t where one more item becomes heavy (2 c_i - 1): more heavy items, a larger z.
     """
     best, used = lo, 0
+    if cap + max(costs, default=0) >= 1 << 60:  # the exact certificate is int64
+        return best, used
     cands = sorted({2 * c - 1 for c in costs if lo <= 2 * c - 1 < hi - 1}, reverse=True)
     for t in [hi - 1, *cands]:
         if best > t:  # min(z, t + 1) cannot beat the bound any more

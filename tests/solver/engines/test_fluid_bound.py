@@ -31,6 +31,12 @@ def test_no_budget_keeps_the_given_bound() -> None:
     assert fluid_load_bound(lengths, costs, 2, 12, 179, 182, max_variables=0) == (179, 0)
 
 
+def test_costs_beyond_int64_keep_the_given_bound_exactly() -> None:
+    lengths = [2**40 + i for i in range(20)]
+    costs = [x * x for x in lengths]  # ~2**80: the int64 certificate cannot hold them
+    assert fluid_load_bound(lengths, costs, 5, 5 * 2**40, max(costs), sum(costs)) == (max(costs), 0)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 12), min_size=2, max_size=7), st.data())
 def test_never_above_the_optimum(lengths: list[int], data: st.DataObject) -> None:
