@@ -81,20 +81,10 @@ class ScheduleResult:
     #: the profile's extended fit (extra terms, e.g. a per-micro-batch-size term) + all-reduce;
     #: None when calibration kept no extra term. The planners do not optimise it.
     extended_s: float | None = None
-    allreduce_s: float = 0.0
-    #: per clock, the machine's speed during the replay against calibration (probe time now /
-    #: then; NaN without probes): what the model's compute part is multiplied by with drift=True
-    speed: dict[str, float] = field(default_factory=dict)
 
-    def error(self, clock: str = "wall", drift: bool = False) -> float:
-        """(predicted - measured) / measured; with ``drift`` the model's compute part is scaled
-        by the probes' measured speed (left as is when there were no probes)."""
+    def error(self, clock: str = "wall") -> float:
         meas = self.wall_s if clock == "wall" else self.cpu_s
-        pred = self.predicted_s
-        factor = self.speed.get(clock, float("nan"))
-        if drift and np.isfinite(factor):
-            pred = (pred - self.allreduce_s) * factor + self.allreduce_s
-        return (pred - meas) / meas
+        return (self.predicted_s - meas) / meas
 
 
 CLOCKS = ("wall", "cpu")
@@ -123,35 +113,6 @@ class BatchResult:
     trials: tuple[Trial, ...] = ()
 
 
-def probe_set(profile: CostProfile, seconds: float = 0.05, most: int = 3) -> tuple[list[list[int]], float]:
-    """Probes for :func:`~.replay.run_trials` and their calibrated seconds in all: training
-    micro-batches the profile was calibrated on, each under ``seconds / most``, of different
-    shapes (the longest single sequence, the one with most sequences, the median one), so drift
-    in any term shows. None when the profile holds no measurements."""
-    rows = [r for r in profile.measurements if not r.get("held_out") and r["seconds"] <= seconds / most]
-    if not rows:
-        return [], float("nan")
-    by_time = sorted(rows, key=lambda r: r["seconds"])
-    single = [r for r in by_time if len(r["lengths"]) == 1]
-    picks = [single[-1]] if single else []
-    picks.append(max(by_time, key=lambda r: (len(r["lengths"]), r["seconds"])))
-    rest = [r for r in by_time if all(r is not q for q in picks)]
-    if rest:
-        picks.append(rest[len(rest) // 2])
-    chosen = list({tuple(r["lengths"]): r for r in picks}.values())[:most]
-    return [list(r["lengths"]) for r in chosen], float(sum(r["seconds"] for r in chosen))
-
-
-def drift_speed(trials: Sequence[Trial], calibrated_s: float) -> dict[str, float]:
-    """Per clock, the median over trials and ranks of the probes' time now over their time at
-    calibration (on the profile's clock); NaN without probes."""
-    out = {}
-    for col, clock in enumerate(CLOCKS):
-        now = [p[col] for t in trials for p in t.probes if np.isfinite(p[col])]
-        out[clock] = float(np.median(now) / calibrated_s) if now and calibrated_s > 0 else float("nan")
-    return out
-
-
 def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile,
                   pipeline: PipelineSetting | None = None) -> float | None:
     """The step in seconds under the profile's extended fit (the slowest rank's micro-batches'
@@ -166,14 +127,12 @@ def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile,
 
 def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Sequence[int],
               profile: CostProfile, pipeline: PipelineSetting | None = None,
-              skipped: dict[str, str] | None = None, probes_s: float = float("nan")) -> BatchResult:
+              skipped: dict[str, str] | None = None) -> BatchResult:
     """Per schedule the median step and the model's prediction, and plan_step against the
-    best trainer, on both clocks; at pp > 1 every step is ``pipeline``'s combination.
-    ``probes_s``: the calibrated seconds of the probes the trials timed."""
+    best trainer, on both clocks; at pp > 1 every step is ``pipeline``'s combination."""
     pipe = pipeline or PipelineSetting()
     names = list(schedules)
     allreduce = float(np.median([t.allreduce for t in trials]))
-    speed = drift_speed(trials, probes_s)
     per: dict[str, dict[int, Trial]] = {n: {} for n in names}
     for t in trials:
         per[t.schedule][t.repeat] = t
@@ -185,7 +144,7 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
         ext = extended_step(schedules[n], lengths, profile, pipe)
         res[n] = ScheduleResult(n, model * profile.unit_seconds + allreduce, float(np.median(steps["wall"])),
                                 float(np.median(steps["cpu"])), sum(len(r) for r in schedules[n]),
-                                None if ext is None else ext + allreduce, allreduce, speed)
+                                None if ext is None else ext + allreduce)
         for c in CLOCKS:
             if len(steps[c]) > 2:
                 spread = np.quantile(steps[c], 0.9) - np.quantile(steps[c], 0.1)
@@ -219,18 +178,13 @@ def runnable(schedules: dict[str, Any], pipeline: PipelineSetting) -> tuple[dict
 def replay_batch(lengths: Sequence[int], dp: int, cap: int | None, profile: CostProfile, spec: RunnerSpec,
                  *, repeats: int = 5, warmup: int = 1, seed: int = 0, time_limit: float = 1.0,
                  trainers: Sequence[str] | None = None, pp: int = 1, vpp: int = 1,
-                 pipeline: PipelineModel | None = None, order_trainers: bool = False,
-                 drift_probes: bool = True) -> BatchResult:
+                 pipeline: PipelineModel | None = None, order_trainers: bool = False) -> BatchResult:
     """Plan, run and summarise one batch (``lengths`` already at the replay's scale). With
     ``pp > 1`` every schedule is planned for ``pp``/``vpp`` and its steps are the measured
-    micro-batch times combined with the modelled ``pipeline`` (default Megatron-LM's). With
-    ``drift_probes`` each rank times :func:`probe_set` before every trial, so the results also
-    say how far the machine's speed drifted since calibration (``ScheduleResult.speed``)."""
+    micro-batch times combined with the modelled ``pipeline`` (default Megatron-LM's)."""
     pipe = PipelineSetting(pp, vpp, pipeline or DEFAULT_MODEL)
     schedules = build_schedules(lengths, dp, cap, profile, time_limit, trainers, pipe, order_trainers)
     schedules, skipped = runnable(schedules, pipe)
     runs = {n: schedule_lengths(s, lengths) for n, s in schedules.items()}
-    probes, probes_s = probe_set(profile) if drift_probes else ([], float("nan"))
-    trials = run_trials(runs, spec, repeats=repeats, warmup=warmup, seed=seed, micro_cpu=pipe.combined,
-                        probes=probes)
-    return summarise(trials, schedules, lengths, profile, pipe, skipped, probes_s)
+    trials = run_trials(runs, spec, repeats=repeats, warmup=warmup, seed=seed, micro_cpu=pipe.combined)
+    return summarise(trials, schedules, lengths, profile, pipe, skipped)

@@ -12,11 +12,6 @@ Two clocks are recorded per rank: wall time and the process's CPU time for the c
 On a CPU shared with other work the CPU clock leaves out time spent waiting for a core. Each
 micro-batch is also timed on its own, on both clocks: at pp > 1 those times go through the
 pipeline model (:mod:`.pipeline_replay`), since one machine cannot run a real pipeline.
-
-Probes: before each trial's barrier every rank may time a few fixed micro-batches (``probes``,
-outside the step). A shared machine's speed drifts over minutes, and a profile calibrated
-before the replay carries the speed of that moment; the probes, timed during the replay and
-compared with their times at calibration, measure that drift independently of the schedules.
 """
 
 from __future__ import annotations
@@ -88,16 +83,8 @@ def _compute(run: Any, mbs: list[list[int]], micro_cpu: bool
     return w1 - w0, time.process_time() - c0, each
 
 
-def _time_probes(run: Any, probes: list[list[int]]) -> tuple[float, float]:
-    """(wall, CPU) seconds of the probes, run once each."""
-    c0, w0 = time.process_time(), time.perf_counter()
-    for lengths in probes:
-        run(lengths)
-    return time.perf_counter() - w0, time.process_time() - c0
-
-
 def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple[int, list[list[int]]]],
-            micro_cpu: bool, probes: list[list[int]], out: Any) -> None:
+            micro_cpu: bool, out: Any) -> None:
     """One rank: run every trial of ``plan`` (trial id, this rank's micro-batches of lengths)."""
     try:
         import torch
@@ -110,9 +97,6 @@ def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple
         params = [p for p in run.model.parameters() if p.requires_grad]
         rows, micro = [], []
         for trial, mbs in plan:
-            probe = _time_probes(run, probes) if probes else (float("nan"), float("nan"))
-            for p in params:  # the probes' gradients are not the step's
-                p.grad = None
             dist.barrier()
             wall, cpu, each = _compute(run, mbs, micro_cpu)
             w1 = time.perf_counter()
@@ -122,8 +106,8 @@ def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple
             w2 = time.perf_counter()
             for p in params:
                 p.grad = None
-            stats = torch.tensor([wall, cpu, w2 - w1, *probe], dtype=torch.float64)
-            gathered = [torch.zeros(5, dtype=torch.float64) for _ in range(world)]
+            stats = torch.tensor([wall, cpu, w2 - w1], dtype=torch.float64)
+            gathered = [torch.zeros(3, dtype=torch.float64) for _ in range(world)]
             dist.all_gather(gathered, stats)
             if trial >= 0:
                 micro.append(each)
@@ -163,8 +147,6 @@ class Trial:
     repeat: int
     ranks: tuple[tuple[float, float, float], ...]
     micro: tuple[tuple[tuple[float, float], ...], ...] = ()
-    #: per rank, the probes' (wall, CPU) seconds timed just before this trial (NaN: no probes)
-    probes: tuple[tuple[float, float], ...] = ()
 
     @property
     def last(self) -> int:
@@ -182,13 +164,12 @@ class Trial:
 
 
 def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *, repeats: int = 5,
-               warmup: int = 1, seed: int = 0, timeout: float = 600.0, micro_cpu: bool = False,
-               probes: Sequence[Sequence[int]] = ()) -> list[Trial]:
+               warmup: int = 1, seed: int = 0, timeout: float = 600.0, micro_cpu: bool = False
+               ) -> list[Trial]:
     """Run ``schedules`` (name -> [rank][micro-batch] = lengths) ``repeats`` times each, paired
     and interleaved, after ``warmup`` unrecorded rounds; one process per rank. Every micro-batch
     is timed on the wall clock; with ``micro_cpu`` on the CPU clock too (else NaN), which the
-    pipeline combination needs and which costs a system call between micro-batches. Each rank
-    times ``probes`` (micro-batches of lengths) before every trial, outside the step."""
+    pipeline combination needs and which costs a system call between micro-batches."""
     repeats = positive_int(repeats, "repeats")
     warmup = positive_int(warmup, "warmup", minimum=0)
     names = list(schedules)
@@ -208,8 +189,7 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     procs = []
     for rank in range(world):
         plan = [(tid, [list(mb) for mb in schedules[name][rank]]) for tid, name, _ in order]
-        p = ctx.Process(target=_worker, args=(rank, world, port, spec, plan, micro_cpu,
-                                              [[int(x) for x in mb] for mb in probes], out), daemon=True)
+        p = ctx.Process(target=_worker, args=(rank, world, port, spec, plan, micro_cpu, out), daemon=True)
         p.start()
         procs.append(p)
     try:
@@ -222,9 +202,8 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     if status != "ok":
         raise RuntimeError(f"replay failed: {payload}")
     by_id = {tid: (name, rep) for tid, name, rep in order if tid >= 0}
-    return [Trial(by_id[tid][0], by_id[tid][1], tuple(tuple(x[:3]) for x in ranks),
-                  tuple(tuple((float(w), float(c)) for w, c in rank) for rank in micro),
-                  tuple((float(x[3]), float(x[4])) for x in ranks))
+    return [Trial(by_id[tid][0], by_id[tid][1], tuple(tuple(x) for x in ranks),
+                  tuple(tuple((float(w), float(c)) for w, c in rank) for rank in micro))
             for tid, ranks, micro in payload]
 
 

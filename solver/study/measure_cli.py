@@ -258,11 +258,6 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
                      f"(median, 95% bootstrap CI), predicted {res.predicted_ratio[c]:.3f}"
                      + (f", extended fit {ext:.3f}" if ext is not None else "")
                      + f"; noise (p90-p10)/median {res.noise[c]:.1%}")
-    speed = next(iter(res.schedules.values())).speed.get("cpu", float("nan"))
-    if speed == speed:  # probes ran: how the machine's speed moved since calibration
-        lines.append(f"probes: the machine ran at {speed:.3f}x its calibration-time CPU time; "
-                     "errors at that speed: " + ", ".join(f"{n} {s.error('cpu', drift=True):+.1%}"
-                                                         for n, s in res.schedules.items()))
     lines.append(f"({seconds:.1f}s; load {os.getloadavg()[0]:.2f}; "
                  "error = predicted vs measured cpu-clock step)")
     return "\n".join(lines)
