@@ -27,7 +27,7 @@ import numpy as np
 from seqpart.solver import Cost
 from seqpart.solver.measure.calibrate import Timings, profile_from_timings, time_micro_batches
 from seqpart.solver.measure.design import make_design
-from seqpart.solver.measure.models import hf_runner
+from seqpart.solver.measure.models import hf_runner, keep_freed_memory
 
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
          "num_key_value_heads": 4, "intermediate_size": 688, "vocab_size": 1024, "hidden_act": "silu",
@@ -52,6 +52,7 @@ def main() -> int:
     import transformers
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # as calibrate() does on CPU
     design = make_design(max_tokens=2048 if args.quick else 4096, max_count=16,
                          held_out=8 if args.quick else 24, seed=0)
     repeats = 2 if args.quick else 3

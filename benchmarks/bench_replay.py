@@ -83,9 +83,10 @@ def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
     process's own times) run without the barrier."""
     import torch
 
-    from seqpart.solver.measure.models import reference_runner
+    from seqpart.solver.measure.models import keep_freed_memory, reference_runner
 
     torch.set_num_threads(1)
+    keep_freed_memory()
     design = _design()
     inner = reference_runner(MODEL)
     warmup, repeats = 1, 3

@@ -199,11 +199,13 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
     if run is None:
         import torch
 
-        from .models import dtype_of, hf_runner, reference_runner, resolve_device
+        from .models import dtype_of, hf_runner, keep_freed_memory, reference_runner, resolve_device
 
         dev = resolve_device(device)
         if threads is not None:
             torch.set_num_threads(positive_int(threads, "threads"))
+        if dev.type == "cpu":
+            keep_freed_memory()
         if hf_config is not None:
             run = hf_runner(hf_config, device=device, dtype=dtype_of(dtype), seed=seed)
             model = model or {"kind": "transformers", "config": hf_config}

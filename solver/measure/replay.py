@@ -90,7 +90,10 @@ def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple
         import torch
         import torch.distributed as dist
 
+        from .models import keep_freed_memory
+
         torch.set_num_threads(1)
+        keep_freed_memory()  # as calibration does: a micro-batch's time must not depend on the last one
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=rank, world_size=world)
         run = spec.build()
