@@ -44,7 +44,7 @@ import numpy as np
 
 from seqpart.solver import Cost
 from seqpart.solver.measure.calibrate import calibrate
-from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths
+from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths, slower_than_any
 from seqpart.solver.measure.design import make_design
 from seqpart.solver.measure.models import ReferenceConfig
 from seqpart.solver.measure.pipeline_replay import PipelineSetting
@@ -231,6 +231,7 @@ def _row(kind: str, b: int, lengths: list[int], cap: int, res: Any, seconds: flo
         "best": res.best, "ratio": res.ratio, "predicted_ratio": res.predicted_ratio,
         "extended_ratio": res.extended_ratio, "noise": res.noise,
         "errors": {c: {k: s.error(c) for k, s in res.schedules.items()} for c in ("wall", "cpu")},
+        "slower_than": {c: slower_than_any(res, c) for c in ("wall", "cpu")},
         "steps": {k: [s.predicted_s, s.wall_s, s.cpu_s, s.micro_batches, s.extended_s]
                   for k, s in res.schedules.items()},
     }
@@ -264,6 +265,12 @@ def _verdicts(rows: list[dict], planning_fit: str) -> bool:
               f"{np.mean(pred):.3f} predicted; slower beyond the CI on {len(slower)}/{len(rows)} batches; "
               f"predicted gain >= 5% on {len(gains)}, measured gain off by > 5 points on {len(off)}; "
               f"mean |step error| {err:.1%}; mean |ratio error| {ratio_err:.3f}")
+        any_slower = {i: r["slower_than"][clock] for i, r in enumerate(rows) if r["slower_than"][clock]}
+        print(f"[{clock}] slower than some trainer beyond a family-wise 95% CI (each of the trainers at "
+              f"1 - 0.05/T, paired): {len(any_slower)}/{len(rows)} batches"
+              + "".join(f"; {rows[i]['kind']} #{rows[i]['batch']}: " + ", ".join(
+                  f"{n} {m:.3f} [{lo:.3f},{hi:.3f}]" for n, (m, lo, hi) in v.items())
+                  for i, v in any_slower.items()))
         for name, passed in ((f"[{clock}] never slower beyond noise", not slower),
                              (f"[{clock}] gain within 5 points where predicted >= 5%", not off),
                              (f"[{clock}] mean absolute step error <= 5%", err <= 0.05)):

@@ -164,6 +164,31 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
                        pipe.pp, pipe.vpp, pipe.describe(), dict(skipped or {}), tuple(trials))
 
 
+def slower_than_any(res: BatchResult, clock: str, level: float = 0.95
+                    ) -> dict[str, tuple[float, float, float]]:
+    """The trainers plan_step is slower than beyond noise, each with its paired ratio (median,
+    CI). Why every trainer and not only the fastest: picking the fastest of several by their
+    measured medians favours the one whose repeats ran lucky, so a CI against it alone is too
+    narrow. Each of the T comparisons gets a ``1 - (1 - level) / T`` interval (Bonferroni), so
+    the chance of a false "slower" over the whole batch stays at most ``1 - level``."""
+    pipe = PipelineSetting(res.pp, res.vpp)
+    per: dict[str, dict[int, Trial]] = {}
+    for t in res.trials:
+        per.setdefault(t.schedule, {})[t.repeat] = t
+    trainers = [n for n in res.schedules if n != PLAN]
+    each = 1 - (1 - level) / max(1, len(trainers))
+    out = {}
+    for name in trainers:
+        reps = sorted(set(per.get(PLAN, {})) & set(per.get(name, {})))
+        if not reps:
+            continue
+        ci = ratio_ci([pipe.step(per[PLAN][r], clock) for r in reps],
+                      [pipe.step(per[name][r], clock) for r in reps], level=each)
+        if ci[1] > 1.0:
+            out[name] = ci
+    return out
+
+
 def runnable(schedules: dict[str, Any], pipeline: PipelineSetting) -> tuple[dict[str, Any], dict[str, str]]:
     """The schedules the pipeline can run, and why each other one cannot (a trainer's count
     the interleaved schedule deadlocks on); an error when plan_step's or every trainer's cannot."""

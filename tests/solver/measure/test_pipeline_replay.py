@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from seqpart.solver.measure.compare import PLAN, runnable, summarise
+from seqpart.solver.measure.compare import PLAN, runnable, slower_than_any, summarise
 from seqpart.solver.measure.pipeline_replay import NS_PER_SECOND, PipelineSetting, to_ns
 from seqpart.solver.measure.profile import CostProfile
 from seqpart.solver.measure.replay import Trial
@@ -121,3 +121,20 @@ def test_seconds_become_exact_nanoseconds() -> None:
     assert PipelineSetting(4).makespan_ns([1e-3] * 6) == 9 * 1_000_000
     assert PipelineSetting(4).fitted_step([[1e-3] * 6, [2e-3]]) == pytest.approx(9e-3)
     assert PipelineSetting().fitted_step([[1e-3] * 6, [2e-3]]) == pytest.approx(6e-3)
+
+
+def _trials(steps: dict[str, list[float]]) -> list[Trial]:
+    """One rank per trial, the given step (compute) times, no all-reduce."""
+    return [Trial(name, rep, ((s, s, 0.0),)) for name, times in steps.items() for rep, s in enumerate(times)]
+
+
+def test_slower_than_any_corrects_for_picking_the_fastest_of_several() -> None:
+    sched = {PLAN: [[[0]]], "a": [[[0]]], "b": [[[0]]]}
+    plan = [1.00, 1.01, 0.99, 1.02, 1.00, 0.98, 1.01]
+    clear = _trials({PLAN: plan, "a": [x / 1.10 for x in plan], "b": [1.0] * 7})
+    res = summarise(clear, sched, [5], _profile())
+    slower = slower_than_any(res, "wall")
+    assert list(slower) == ["a"] and slower["a"][1] > 1.0  # 10% slower on every repeat
+    # every ratio within 3% of 1, on both sides: slower than neither
+    ties = _trials({PLAN: [1.0] * 7, "a": [1.02, 0.99, 1.03, 0.98, 1.01, 1.0, 0.97], "b": [1.0] * 7})
+    assert slower_than_any(summarise(ties, sched, [5], _profile()), "wall") == {}
