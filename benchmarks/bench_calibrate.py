@@ -25,9 +25,10 @@ import time
 import numpy as np
 
 from seqpart.solver import Cost
+from seqpart.solver.measure.allocator import keep_freed_memory
 from seqpart.solver.measure.calibrate import Timings, profile_from_timings, time_micro_batches
 from seqpart.solver.measure.design import make_design
-from seqpart.solver.measure.models import hf_runner, keep_freed_memory
+from seqpart.solver.measure.models import hf_runner
 
 LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
          "num_key_value_heads": 4, "intermediate_size": 688, "vocab_size": 1024, "hidden_act": "silu",

@@ -83,7 +83,8 @@ def _calibrate_in_step(index: int, barrier: Any, out: Any) -> None:
     process's own times) run without the barrier."""
     import torch
 
-    from seqpart.solver.measure.models import keep_freed_memory, reference_runner
+    from seqpart.solver.measure.allocator import keep_freed_memory
+    from seqpart.solver.measure.models import reference_runner
 
     torch.set_num_threads(1)
     keep_freed_memory()

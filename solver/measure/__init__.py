@@ -20,6 +20,7 @@ from typing import Any
 
 from seqpart.solver.errors import MeasureError
 
+from .allocator import keep_freed_memory
 from .design import Design, make_design
 from .profile import SCHEMA_VERSION, CostProfile, load_cost_profile, profile_from_json
 
@@ -29,6 +30,7 @@ __all__ = [
     "Design",
     "MeasureError",
     "calibrate",
+    "keep_freed_memory",
     "load_cost_profile",
     "make_design",
     "profile_from_json",

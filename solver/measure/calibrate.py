@@ -199,7 +199,8 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
     if run is None:
         import torch
 
-        from .models import dtype_of, hf_runner, keep_freed_memory, reference_runner, resolve_device
+        from .allocator import keep_freed_memory
+        from .models import dtype_of, hf_runner, reference_runner, resolve_device
 
         dev = resolve_device(device)
         if threads is not None:

@@ -90,7 +90,7 @@ def _worker(rank: int, world: int, port: int, spec: RunnerSpec, plan: list[tuple
         import torch
         import torch.distributed as dist
 
-        from .models import keep_freed_memory
+        from .allocator import keep_freed_memory
 
         torch.set_num_threads(1)
         keep_freed_memory()  # as calibration does: a micro-batch's time must not depend on the last one

@@ -24,7 +24,8 @@ def _profile(tmp_path: Path) -> Path:
 def test_calibrate_writes_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "c.json"
     code = main(["calibrate", "--quiet", "--max-tokens", "1024", "--max-count", "2", "--held-out", "2",
-                 "--min-length", "8", "--repeats", "1", "--clock", "cpu", "--out", str(out)])
+                 "--min-length", "8", "--repeats", "1", "--min-seconds", "0", "--clock", "cpu",
+                 "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "held-out error" in text and "memory: peak memory is measured on CUDA only" in text
