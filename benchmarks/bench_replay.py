@@ -65,8 +65,9 @@ SOURCES = [
 
 def _design() -> Any:
     """Covers the micro-batches the replay runs: up to 2,726 tokens (the long-CoT cap at this
-    scale) and 47 sequences, down to 5-token sequences (math at this scale)."""
-    return make_design(4096, 64, 16, min_length=8)
+    scale) and 47 sequences, down to 5-token sequences (math at this scale), with 32 random
+    micro-batches of unequal lengths in training."""
+    return make_design(4096, 64, 16, min_length=8, random_train=32)
 
 
 def _calibrate_one(_index: int) -> dict[str, Any]:

@@ -100,22 +100,29 @@ def held_out_set(count: int, max_tokens: int, max_count: int, rng: np.random.Gen
 
 
 def make_design(max_tokens: int = 4096, max_count: int = 16, held_out: int = 16, seed: int = 0,
-                min_tokens: int = 64, min_length: int = 16) -> Design:
+                min_tokens: int = 64, min_length: int = 16, random_train: int = 0) -> Design:
     """The calibration design: :func:`training_set` and ``held_out`` random micro-batches.
     Cover the micro-batches the planners will form: ``max_tokens`` at least the cap,
     ``max_count`` at least their usual sequence count, ``min_length`` at most their short
-    sequences' length."""
+    sequences' length. ``random_train`` adds that many random micro-batches (drawn like the
+    held-out ones, from another seed) to the training set: many sequences of unequal lengths,
+    which the structured set lacks and where a per-sequence cost is hard to separate."""
     max_tokens = positive_int(max_tokens, "max_tokens", minimum=64)
     max_count = positive_int(max_count, "max_count")
     held_out = positive_int(held_out, "held_out", minimum=0)
     min_tokens = positive_int(min_tokens, "min_tokens", minimum=1)
     min_length = positive_int(min_length, "min_length", minimum=1)
+    random_train = positive_int(random_train, "random_train", minimum=0)
     if min_tokens > max_tokens:
         raise ValueError(f"min_tokens={min_tokens} exceeds max_tokens={max_tokens}")
     rng = np.random.default_rng(seed)
+    held = held_out_set(held_out, max_tokens, max_count, rng, min_tokens)
+    extra = held_out_set(random_train, max_tokens, max_count, np.random.default_rng([seed, 1]), min_tokens)
+    train = training_set(max_tokens, max_count, min_tokens, min_length)
+    train += [mb for mb in extra if mb not in set(held) | set(train)]
     return Design(
-        train=tuple(training_set(max_tokens, max_count, min_tokens, min_length)),
-        held_out=tuple(held_out_set(held_out, max_tokens, max_count, rng, min_tokens)),
+        train=tuple(train),
+        held_out=tuple(held),
         max_tokens=max_tokens,
         max_count=max_count,
         min_length=min_length,

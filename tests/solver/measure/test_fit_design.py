@@ -34,6 +34,17 @@ def test_design_reaches_many_short_sequences_when_asked() -> None:
     assert set(default.train) < set(short.train)
 
 
+def test_random_training_micro_batches_leave_the_held_out_ones_alone() -> None:
+    base = make_design(max_tokens=1024, max_count=32, held_out=8, seed=5)
+    more = make_design(max_tokens=1024, max_count=32, held_out=8, seed=5, random_train=12)
+    assert more.held_out == base.held_out and more.train[: len(base.train)] == base.train
+    added = more.train[len(base.train):]
+    assert 0 < len(added) <= 12 and not set(added) & set(more.held_out)
+    assert any(len(set(mb)) > 1 and len(mb) > 8 for mb in added)  # unequal lengths, many sequences
+    assert all(1 <= len(mb) <= 32 and sum(mb) <= 1024 for mb in added)
+    assert make_design(max_tokens=1024, max_count=32, held_out=8, seed=5, random_train=12) == more
+
+
 def test_design_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError, match="max_tokens"):
         make_design(max_tokens=10)
@@ -41,6 +52,8 @@ def test_design_rejects_bad_arguments() -> None:
         make_design(max_count=0)
     with pytest.raises(ValueError, match="min_length"):
         make_design(min_length=0)
+    with pytest.raises(ValueError, match="random_train"):
+        make_design(random_train=-1)
 
 
 def _truth(mb: tuple[int, ...], extra: float = 0.0) -> float:
