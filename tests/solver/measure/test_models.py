@@ -92,7 +92,8 @@ def test_tiny_reference_calibration_on_cpu() -> None:
     # micro-batches long enough that tokens, not the fixed cost, dominate even on a loaded CPU
     design = make_design(max_tokens=2048, max_count=4, held_out=3, min_tokens=512)
     small = ReferenceConfig(hidden=64, layers=1, heads=2, ffn=128, vocab=64)
-    p = calibrate(reference=small, design=design, repeats=1, warmup=1, progress=False, clock="cpu")
+    p = calibrate(reference=small, design=design, repeats=1, warmup=1, progress=False, clock="cpu",
+                  min_seconds=0.1)
     assert p.device == "cpu" and p.model["kind"] == "reference" and p.model["hidden_size"] == 64
     assert p.linear_s > 0 and p.fit_error["held_out"]["count"] == 3
     assert len(p.measurements) == len(design.all) and p.torch_version == torch.__version__
