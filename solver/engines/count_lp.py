@@ -290,6 +290,8 @@ def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_l
         finished = dfs(0, 0, 0)
     except RecursionError:  # more sizes than Python's stack allows: no proof this round
         finished = False
+    finally:
+        dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
     work.used += nodes * node_work
     pattern = tuple(sorted((idx[j], q) for j, q in enumerate(best_x) if q))
     return best, pattern, finished

@@ -407,8 +407,11 @@ class Exhaust:
                     taken.pop()
 
         most = min(demand[first], z // sizes[first])
-        for q in range(1, most + 1):
-            taken.append((first, q))
-            walk(first + 1, q * sizes[first], q * w[first])
-            taken.pop()
+        try:
+            for q in range(1, most + 1):
+                taken.append((first, q))
+                walk(first + 1, q * sizes[first], q * w[first])
+                taken.pop()
+        finally:
+            walk = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
         return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,3 +88,20 @@ def test_partition_proves_the_hard_batch_optimal() -> None:
     plan = partition(HARD, HARD_K, HARD_CAP, time_limit=10,
                      options=SolverOptions(deterministic=True))
     assert plan.status == "optimal" and max(plan.tokens) == HARD_OPT
+
+
+def test_the_exhaustive_search_leaves_no_garbage_for_the_paused_collector() -> None:
+    """partition pauses the cyclic collector; the enumeration's recursive closure (and the
+    LP pricing's) would otherwise be reference cycles, collected all at once after the call."""
+    tokens = [50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39]
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        statuses = [Exhaust(tokens, 4, z, Work(10**9, None)).run() for z in (146, 150)]
+        left = gc.collect()
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert statuses == [FOUND, FOUND]
+    assert left == 0
