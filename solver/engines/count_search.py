@@ -217,7 +217,7 @@ def _complete(partial: tuple[list[Pattern], list[int]], sizes: list[int],
     return fixed + [tuple(sorted(Counter(rest[j] for j in b).items())) for b in bins]
 
 
-def _types(tokens: Sequence[int]) -> tuple[list[int], list[int], dict[int, list[int]]]:
+def item_types(tokens: Sequence[int]) -> tuple[list[int], list[int], dict[int, list[int]]]:
     """Distinct sizes (largest first), their multiplicities, and the items of each size."""
     where: dict[int, list[int]] = {}
     for i, t in enumerate(tokens):
@@ -226,7 +226,7 @@ def _types(tokens: Sequence[int]) -> tuple[list[int], list[int], dict[int, list[
     return sizes, [len(where[s]) for s in sizes], where
 
 
-def _to_bins(patterns: list[Pattern], sizes: list[int],
+def patterns_to_bins(patterns: list[Pattern], sizes: list[int],
              where: dict[int, list[int]]) -> list[list[int]]:
     pools = {s: list(where[s]) for s in sizes}
     return [[pools[sizes[i]].pop() for i, q in p for _ in range(q)] for p in patterns]
@@ -319,7 +319,7 @@ def search_count(
     result = CountResult(best, lower)
     if len(best) <= lower:
         return result
-    sizes, demand, where = _types(tokens)
+    sizes, demand, where = item_types(tokens)
     lp = PatternLP(sizes, cap)
     index = {s: i for i, s in enumerate(sizes)}
     for b in best:  # the packing's own bins start the pool: the LP starts near its optimum
@@ -350,7 +350,7 @@ def search_count(
         if found is None and dive.partial is not None:
             found = _complete(dive.partial, sizes, cap)
         if found is not None:
-            bins = _to_bins(found, sizes, where)
+            bins = patterns_to_bins(found, sizes, where)
             if len(bins) < len(best):
                 best = result.bins = bins
         attempt += 1

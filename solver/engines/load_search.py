@@ -35,6 +35,8 @@ from seqpart.solver.engines.count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern
 from seqpart.solver.engines.count_search import (
     WORK_PER_SECOND,
     count_allowance,
+    item_types,
+    patterns_to_bins,
     search_count,
     seed_patterns,
 )
@@ -163,20 +165,11 @@ def _account(work: Work, out: LoadResult, charge: Callable[[float], None] | None
     return (end - time.perf_counter()) if by_clock else left - spent
 
 
-def _types(tokens: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Distinct sizes, largest first, and their multiplicities."""
-    count: dict[int, int] = {}
-    for t in tokens:
-        count[t] = count.get(t, 0) + 1
-    sizes = sorted(count, reverse=True)
-    return sizes, [count[s] for s in sizes]
-
-
 def _root_lp(tokens: Sequence[int], k: int, z: int, work: Work, pool: list[Pattern]
              ) -> PatternLP | None:
     """The waste-limited LP at load z, started from the pool's patterns that fit and a greedy
     packing's bins, and solved (None: z is refuted before any LP)."""
-    sizes, demand = _types(tokens)
+    sizes, demand, _ = item_types(tokens)
     waste = k * z - sum(tokens)
     if waste < 0 or sizes[0] > z or len(tokens) < k:
         return None
@@ -198,7 +191,7 @@ def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Work,
     refute nothing: the gallop keeps to the small-waste end. A refuted z refutes every
     smaller load, so each refutation is a proof whatever the path. ``pool`` as in
     :func:`decide`."""
-    _, demand = _types(tokens)
+    _, demand, _ = item_types(tokens)
 
     def refuted(z: int) -> bool:
         lp = _root_lp(tokens, k, z, work, pool)
@@ -300,7 +293,7 @@ class Exhaust:
 
     def __init__(self, tokens: Sequence[int], k: int, z: int, work: Work,
                  pool: list[Pattern] | None = None) -> None:
-        self.sizes, self.demand = _types(tokens)
+        self.sizes, self.demand, _ = item_types(tokens)
         self.k, self.z, self.work = k, z, work
         self.lp = PatternLP(self.sizes, z)
         for pattern in pool or ():
@@ -321,10 +314,7 @@ class Exhaust:
 
     def bins(self, tokens: Sequence[int]) -> list[list[int]]:
         """The found patterns as bins of item indices."""
-        where: dict[int, list[int]] = {}
-        for i, t in enumerate(tokens):
-            where.setdefault(t, []).append(i)
-        return [[where[self.sizes[t]].pop() for t, q in p for _ in range(q)] for p in self.chosen]
+        return patterns_to_bins(self.chosen, self.sizes, item_types(tokens)[2])
 
     def _threshold(self, demand: list[int], k_left: int) -> int | None:
         """The least weight a child's pattern needs under this node's LP duals (None: no
