@@ -375,9 +375,7 @@ class _FluidLP:
     def __init__(self, tokens: list[int], costs: list[int], k: int, cap: int,
                  heavy: list[int]) -> None:
         is_heavy = set(heavy)
-        count: dict[tuple[int, int], int] = {}
-        for x in (tc for i, tc in enumerate(zip(tokens, costs, strict=True)) if i not in is_heavy):
-            count[x] = count.get(x, 0) + 1
+        count = Counter(tc for i, tc in enumerate(zip(tokens, costs, strict=True)) if i not in is_heavy)
         # Light types, the cheapest per token first (the fillers heavy bins take first).
         self.light = sorted(count, key=lambda x: (x[1] / x[0], x))
         self.mult = [count[x] for x in self.light]

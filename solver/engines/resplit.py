@@ -223,7 +223,7 @@ def _best_exchange(
            (tok[in_pairs].sum(0), cst[in_pairs].sum(0), pooled[2], in_pairs)]
     oa, ob = np.triu_indices(len(own), 1)
     outs = [(own[None, :], 1)] + ([(np.stack([own[oa], own[ob]]), 2)] if len(oa) else [])
-    best: tuple[int, list[int], list[int], int, int] | None = None
+    best: tuple[int, list[int], list[int], int] | None = None
     scored = 0
     for out_items, n_out in outs:
         ot, oc = tok[out_items].sum(0)[:, None], cst[out_items].sum(0)[:, None]
@@ -241,10 +241,8 @@ def _best_exchange(
             r, c = divmod(int(np.argmin(score)), score.shape[1])
             if best is None or int(score[r, c]) < best[0]:
                 taken = [] if in_items is None else in_items[:, c].tolist()
-                best = (int(score[r, c]), out_items[:, r].tolist(), taken, int(ib[c]), 0)
-    if best is None:
-        return None
-    return best[0], best[1], best[2], best[3], scored
+                best = (int(score[r, c]), out_items[:, r].tolist(), taken, int(ib[c]))
+    return None if best is None else (*best, scored)
 
 
 def exchange_items(
