@@ -2,7 +2,7 @@
 step run for real on dp=2 gloo processes, on real length data.
 
     python benchmarks/bench_replay.py [--quick] [--batches N] [--pp 4 [--vpp 2]] [--profile FILE]
-        [--repeats 5] [--out results.json]
+        [--repeats 12] [--out results.json]
 
 1. Calibrate the model replay runs on (the reference decoder, hidden 128, 2 layers; CPU clock,
    one thread), unless --profile gives a profile. The calibration runs in 2 processes at once,
@@ -19,8 +19,15 @@ step run for real on dp=2 gloo processes, on real length data.
    interleaved (a fresh order per repeat) after one warm-up round, on 2 processes of one thread
    in a gloo group: forward+backward per micro-batch, then a gradient all-reduce.
 Reports per batch the median step per schedule (wall clock and CPU clock), plan_step / best
-trainer with a 95% bootstrap CI, the model's predicted ratio, and the step prediction error;
-then PASS/FAIL per target.
+trainer with an exact 95% interval for the median paired ratio (order statistics), the model's
+predicted ratio, and the step prediction error; then PASS/FAIL per target.
+
+"Slower beyond noise" is a one-sided sign test of plan_step against every trainer on every
+batch, Holm-corrected over the whole run: the chance that any "slower" it reports is noise is at
+most 5%. That needs 2^-repeats <= 0.05 / (comparisons), hence 12 repeats for 20 batches of 6
+trainers. A trainer whose schedule is plan_step's own (the same micro-batches on the same
+ranks) is an A/A control: the run reports how often the per-batch test calls one of those
+"slower", which is how often it would be wrong.
 
 With --pp > 1 (and --vpp), every schedule is planned for that pipeline (plan_step told pp/vpp;
 the trainers asked for a count that is a multiple of pp when interleaving, in their own order
@@ -44,12 +51,19 @@ import numpy as np
 
 from seqpart.solver import Cost
 from seqpart.solver.measure.calibrate import calibrate
-from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths, slower_than_any
+from seqpart.solver.measure.compare import (
+    comparisons,
+    replay_batch,
+    scale_factor,
+    scale_lengths,
+    slower_than_any,
+)
 from seqpart.solver.measure.design import make_design
 from seqpart.solver.measure.models import ReferenceConfig
 from seqpart.solver.measure.pipeline_replay import PipelineSetting
 from seqpart.solver.measure.profile import load_cost_profile
 from seqpart.solver.measure.replay import RunnerSpec
+from seqpart.solver.measure.stats import holm
 from seqpart.solver.study.datasets import load_dataset, sample_batch
 
 SHARED = Path("/work/shared/data")
@@ -141,7 +155,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="one batch per source, 3 repeats")
     ap.add_argument("--profile", default=None, help="a cost profile of the reference model above")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=12,
+                    help="paired rounds per batch (12: enough for the run-wide 5%% test over 20 batches)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--save-profile", default=None, help="write the calibrated profile here")
     ap.add_argument("--batches", type=int, default=None, help="N batches in all, round-robin over sources")
@@ -234,6 +249,9 @@ def _row(kind: str, b: int, lengths: list[int], cap: int, res: Any, seconds: flo
         "extended_ratio": res.extended_ratio, "noise": res.noise,
         "errors": {c: {k: s.error(c) for k, s in res.schedules.items()} for c in ("wall", "cpu")},
         "slower_than": {c: slower_than_any(res, c) for c in ("wall", "cpu")},
+        "identical": list(res.identical), "ci_level": res.ci_level,
+        "comparisons": {c: {n: [*x.ratio.as_tuple(), x.p_slower, x.identical]
+                            for n, x in comparisons(res, c).items()} for c in ("wall", "cpu")},
         "steps": {k: [s.predicted_s, s.wall_s, s.cpu_s, s.micro_batches, s.extended_s]
                   for k, s in res.schedules.items()},
     }
@@ -248,9 +266,20 @@ def _fmt(row: dict) -> str:
         out += (f"\n    [{c}] plan/{row['best'][c]} {m:.3f} [{lo:.3f},{hi:.3f}] predicted "
                 f"{row['predicted_ratio'][c]:.3f}" + (f" (extended fit {ext:.3f})" if ext is not None else "")
                 + f"; |step err| {err:.1%}; noise {row['noise'][c]:.1%}")
+    if row["identical"]:
+        out += f"\n    same schedule as plan_step: {', '.join(row['identical'])}"
     for name, why in row["skipped"].items():
         out += f"\n    left out {name}: {why}"
     return out + f" ({row['seconds']:.0f}s)"
+
+
+def _slower_run_wide(rows: list[dict], clock: str, alpha: float = 0.05) -> list[tuple[int, str]]:
+    """(row, trainer) pairs where plan_step is slower beyond noise: one-sided sign tests over
+    every batch and trainer, Holm-corrected so that all of them together are wrong with
+    probability at most ``alpha``."""
+    keys = [(i, n) for i, r in enumerate(rows) for n in r["comparisons"][clock]]
+    pvals = [rows[i]["comparisons"][clock][n][3] for i, n in keys]
+    return [k for k, rejected in zip(keys, holm(pvals, alpha), strict=True) if rejected]
 
 
 def _verdicts(rows: list[dict], planning_fit: str) -> bool:
@@ -258,21 +287,29 @@ def _verdicts(rows: list[dict], planning_fit: str) -> bool:
     for clock in ("cpu", "wall"):
         ratio = [r["ratio"][clock] for r in rows]
         pred = [r["predicted_ratio"][clock] for r in rows]
-        slower = [i for i, q in enumerate(ratio) if q[1] > 1.0]
         gains = [i for i, p in enumerate(pred) if p <= 0.95]
         off = [i for i in gains if abs(ratio[i][0] - pred[i]) > 0.05]
+        off_beyond = [i for i in off if ratio[i][1] > pred[i] + 0.05 or ratio[i][2] < pred[i] - 0.05]
         err = float(np.mean([abs(e) for r in rows for e in r["errors"][clock].values()]))
         ratio_err = float(np.mean([abs(q[0] - p) for q, p in zip(ratio, pred, strict=True)]))
+        levels = sorted({round(r["ci_level"], 4) for r in rows})
         print(f"[{clock}] plan_step / best trainer: mean {np.mean([q[0] for q in ratio]):.3f} measured, "
-              f"{np.mean(pred):.3f} predicted; slower beyond the CI on {len(slower)}/{len(rows)} batches; "
-              f"predicted gain >= 5% on {len(gains)}, measured gain off by > 5 points on {len(off)}; "
-              f"mean |step error| {err:.1%}; mean |ratio error| {ratio_err:.3f}")
-        any_slower = {i: r["slower_than"][clock] for i, r in enumerate(rows) if r["slower_than"][clock]}
-        print(f"[{clock}] slower than some trainer beyond a family-wise 95% CI (each of the trainers at "
-              f"1 - 0.05/T, paired): {len(any_slower)}/{len(rows)} batches"
-              + "".join(f"; {rows[i]['kind']} #{rows[i]['batch']}: " + ", ".join(
-                  f"{n} {m:.3f} [{lo:.3f},{hi:.3f}]" for n, (m, lo, hi) in v.items())
-                  for i, v in any_slower.items()))
+              f"{np.mean(pred):.3f} predicted (intervals cover {', '.join(f'{x:.1%}' for x in levels)}); "
+              f"predicted gain >= 5% on {len(gains)}, measured gain off by > 5 points on {len(off)} "
+              f"({len(off_beyond)} beyond its interval); mean |step error| {err:.1%}; "
+              f"mean |ratio error| {ratio_err:.3f}")
+        slower = _slower_run_wide(rows, clock)
+        tests = sum(len(r["comparisons"][clock]) for r in rows)
+        print(f"[{clock}] slower than some trainer beyond noise (sign tests, Holm over {tests} comparisons, "
+              f"family-wise 5%): {len(slower)}" + "".join(
+                  f"; {rows[i]['kind']} #{rows[i]['batch']} vs {n} "
+                  f"{rows[i]['comparisons'][clock][n][0]:.3f} (p {rows[i]['comparisons'][clock][n][3]:.2g})"
+                  for i, n in slower))
+        same = [(i, n) for i, r in enumerate(rows) for n in r["identical"]]
+        false = [(i, n) for i, n in same if n in rows[i]["slower_than"][clock]]
+        print(f"[{clock}] per batch (each trainer at 1 - 0.05/T, exact intervals): slower on "
+              f"{sum(bool(r['slower_than'][clock]) for r in rows)}/{len(rows)} batches; A/A control: "
+              f"{len(same)} trainer schedules were plan_step's own, {len(false)} of them called slower")
         for name, passed in ((f"[{clock}] never slower beyond noise", not slower),
                              (f"[{clock}] gain within 5 points where predicted >= 5%", not off),
                              (f"[{clock}] mean absolute step error <= 5%", err <= 0.05)):

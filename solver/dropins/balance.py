@@ -14,6 +14,7 @@ deterministic time units, so the same input gives the same plan on every call an
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -150,9 +151,11 @@ def _run(
 def capped_fallback(tokens: np.ndarray, k: int, cap: int, cost: Cost | None) -> list[list[int]]:
     """A capped split when ``partition``'s heuristics found none for ``cost`` at this k.
 
-    Why it happens: the counter's k can be below what the heuristics reach while they balance
-    another cost (its witness came from packing tokens). So: the same call balancing tokens
-    (the counter's own path), then a best-fit-decreasing packing split up to k. Deterministic.
+    Why it happens: the counter's k can be below what the heuristics reach, while they balance
+    another cost, or because the counter's packing came from the count search, which the
+    heuristics do not run. So: the same call balancing tokens (when the cost is another), then
+    the count search's packing split up to k (the counter's own witness), then a
+    best-fit-decreasing packing split up to k. Deterministic.
     """
     if cost is not None and cost != Cost():
         try:
@@ -161,27 +164,46 @@ def capped_fallback(tokens: np.ndarray, k: int, cap: int, cost: Cost | None) -> 
         except InfeasibleError as err:
             if err.proven:
                 raise
+    for witness in _counter_packings(tokens, k, cap):
+        if len(witness) <= k:
+            try:
+                return packing_split(tokens, k, cap, witness)
+            except InfeasibleError:
+                pass  # too few sequences to split it up to k: another packing may have more bins
     return packing_split(tokens, k, cap)
 
 
-def packing_split(tokens: np.ndarray, k: int, cap: int) -> list[list[int]]:
+def _counter_packings(tokens: np.ndarray, k: int, cap: int) -> Iterator[list[list[int]]]:
+    """The packings the counter's steps 3 find (indices; a sequence over the cap alone), as it
+    runs them: the count search's, then the local search's into the bins ``k`` leaves for the
+    sequences under the cap."""
+    fit_idx = np.flatnonzero((tokens > 0) & (tokens <= cap))
+    if fit_idx.size == 0:
+        return
+    over = [[int(i)] for i in np.flatnonzero(tokens > cap)]
+    found = _count_search(tokens[fit_idx], cap)
+    if found is not None:
+        yield _with_rest([[int(fit_idx[i]) for i in b] for b in found[2]] + over, tokens)
+    if len(fit_idx) <= SEARCH_MAX_N:
+        bins = _fits_in(tokens[fit_idx], k - len(over), cap)
+        if bins is not None:
+            yield _with_rest([[int(fit_idx[i]) for i in b] for b in bins] + over, tokens)
+
+
+def _with_rest(bins: list[list[int]], tokens: np.ndarray) -> list[list[int]]:
+    """``bins`` with the zero-length sequences added to the first (they change no load)."""
+    bins[0].extend(int(i) for i in np.flatnonzero(tokens == 0))
+    return bins
+
+
+def packing_split(tokens: np.ndarray, k: int, cap: int,
+                  packing: list[list[int]] | None = None) -> list[list[int]]:
     """k non-empty lists, each at most ``cap`` tokens (a sequence over it alone), for any k from
-    best-fit decreasing's count up to n: pack best-fit decreasing, then halve the heaviest list
-    of two or more (by tokens, largest first into the lighter half) until there are k. Halves
-    of a list under the cap are under it. Checked before it is returned."""
-    order = sorted(range(len(tokens)), key=lambda i: (-int(tokens[i]), i))
-    bins: list[list[int]] = []
-    room: list[int] = []
-    for i in order:
-        x = int(tokens[i])
-        fits = [b for b in range(len(bins)) if room[b] >= x]
-        if x <= cap and fits:
-            b = min(fits, key=lambda j: (room[j], j))  # best fit: the least room left
-            bins[b].append(i)
-            room[b] -= x
-        else:
-            bins.append([i])
-            room.append(cap - x if x <= cap else -1)
+    the packing's count up to n: ``packing`` (lists of indices) or best fit decreasing's, then
+    halve the heaviest list of two or more (by tokens, largest first into the lighter half)
+    until there are k. Halves of a list under the cap are under it. Checked before it is
+    returned."""
+    bins = [list(b) for b in packing] if packing is not None else _best_fit_decreasing(tokens, cap)
     while len(bins) < k:
         splittable = [b for b in range(len(bins)) if len(bins[b]) > 1]
         if not splittable:
@@ -201,6 +223,24 @@ def packing_split(tokens: np.ndarray, k: int, cap: int) -> list[list[int]]:
         raise InfeasibleError(
             f"no split of {len(tokens)} sequences into k={k} micro-batches under cap={cap} was "
             "found: raise the cap or lower k", proven=False)
+    return bins
+
+
+def _best_fit_decreasing(tokens: np.ndarray, cap: int) -> list[list[int]]:
+    """Best fit decreasing's packing (indices; a sequence over the cap alone)."""
+    order = sorted(range(len(tokens)), key=lambda i: (-int(tokens[i]), i))
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        x = int(tokens[i])
+        fits = [b for b in range(len(bins)) if room[b] >= x]
+        if x <= cap and fits:
+            b = min(fits, key=lambda j: (room[j], j))  # best fit: the least room left
+            bins[b].append(i)
+            room[b] -= x
+        else:
+            bins.append([i])
+            room.append(cap - x if x <= cap else -1)
     return bins
 
 
@@ -362,19 +402,20 @@ def _count_with_path(total_lengths: Any, max_tokens_per_gpu: Any) -> tuple[int, 
         return n_over + bfd, "bounds"
     counted = _count_search(fits, cap)
     if counted is not None:
-        count, proven = counted
+        count, proven, _ = counted
         if count < bfd or proven:
             return n_over + count, "count-search" if count < bfd else "lp"
-    if len(fits) <= SEARCH_MAX_N and _fits_in(fits, bfd - 1, cap):
+    if len(fits) <= SEARCH_MAX_N and _fits_in(fits, bfd - 1, cap) is not None:
         return n_over + bfd - 1, "search"
     best = n_over + bfd
     return min(best, _first_fit_count(tokens, cap, stop_at=best)), "first-fit"
 
 
-def _count_search(fits: np.ndarray, cap: int) -> tuple[int, bool] | None:
+def _count_search(fits: np.ndarray, cap: int) -> tuple[int, bool, list[list[int]]] | None:
     """The count search (LP bound and LP-guided dive) within :data:`COUNT_SEARCH_SECONDS` of
-    counted work, no clock: (count, proven) or None when its allowance cannot pay for the
-    LP at this cap and these lengths (large token caps with many distinct lengths)."""
+    counted work, no clock: (count, proven, its packing as indices into ``fits``) or None when
+    its allowance cannot pay for the LP at this cap and these lengths (large token caps with
+    many distinct lengths)."""
     values = fits.tolist()
     lower = max(min_bins_lower_bound(fits, cap), min_bins_fekete_schepers(fits, cap))
     work = count_allowance(values, cap, COUNT_SEARCH_SECONDS, table_only=True)
@@ -382,19 +423,19 @@ def _count_search(fits: np.ndarray, cap: int) -> tuple[int, bool] | None:
         return None
     found = search_count(values, cap, lower, first_fit_decreasing(values, None, cap), Work(work))
     assert found.bins is not None  # never worse than the packing it was given
-    return len(found.bins), len(found.bins) <= found.lower_bound
+    return len(found.bins), len(found.bins) <= found.lower_bound, found.bins
 
 
-def _fits_in(fits: np.ndarray, k: int, cap: int) -> bool:
-    """Whether a short local search finds ``fits`` a plan of k non-empty bins under ``cap``:
-    Karmarkar-Karp into k bins (tighter than LPT: it found more), then moves and swaps until
-    the heaviest is under the cap, at most
-    :data:`SEARCH_STEPS` steps (a work budget, not the clock). The plan is validated."""
+def _fits_in(fits: np.ndarray, k: int, cap: int) -> list[list[int]] | None:
+    """The plan of k non-empty bins under ``cap`` a short local search finds for ``fits``, or
+    None: Karmarkar-Karp into k bins (tighter than LPT: it found more), then moves and swaps
+    until the heaviest is under the cap, at most :data:`SEARCH_STEPS` steps (a work budget, not
+    the clock). The plan is validated."""
     if k < 1 or k > len(fits):
-        return False
+        return None
     values = fits.tolist()
     bins = improve(values, karmarkar_karp(values, k), cap, target=cap, max_steps=SEARCH_STEPS)
-    return find_violations(bins, fits, k, cap).ok
+    return bins if find_violations(bins, fits, k, cap).ok else None
 
 
 def get_capped_seqlen_balanced_partitions(

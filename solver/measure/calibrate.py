@@ -258,7 +258,7 @@ def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype
         fit_error={**err(base), "noise": timings.noise},
         extended=extended, memory=mem,
         design={"max_tokens": design.max_tokens, "max_count": design.max_count,
-                "min_length": design.min_length,
+                "min_length": design.min_length, "random_train": design.random_train,
                 "train": len(design.train), "held_out": len(design.held_out), "repeats": repeats,
                 "warmup": warmup, "threads": threads, "statistic": "median", "clock": clock},
         measurements=_timings_records(timings, len(design.held_out)),

@@ -30,7 +30,8 @@ from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel
 from .fit import Fit
 from .pipeline_replay import PipelineSetting
 from .profile import CostProfile
-from .replay import RunnerSpec, Trial, ratio_ci, run_trials, schedule_lengths
+from .replay import RunnerSpec, Trial, run_trials, schedule_lengths
+from .stats import MedianCI, ratio_ci, repeats_for, sign_test_slower
 
 PLAN = "plan_step"
 
@@ -93,8 +94,11 @@ CLOCKS = ("wall", "cpu")
 @dataclass(frozen=True)
 class BatchResult:
     """Per clock ("wall", "cpu"): the fastest trainer schedule by median step, plan_step's
-    ratio to it (median of the paired per-repeat ratios, 95% bootstrap CI), the model's
-    predicted ratio to that same trainer (and the extended fit's), and the repeats' noise."""
+    ratio to it (median of the paired per-repeat ratios and its exact order-statistic interval,
+    at ``ci_level``: 95%, or less when the repeats are too few to reach it), the model's
+    predicted ratio to that same trainer (and the extended fit's), and the repeats' noise.
+    ``identical`` names the trainers whose schedule is plan_step's own (the same micro-batches on
+    the same ranks, at pp > 1 in the same order): any measured difference to those is noise."""
 
     schedules: dict[str, ScheduleResult]
     best: dict[str, str]
@@ -111,6 +115,10 @@ class BatchResult:
     skipped: dict[str, str] = field(default_factory=dict)
     #: every measured trial, with its per-micro-batch times
     trials: tuple[Trial, ...] = ()
+    #: trainers whose schedule is plan_step's own
+    identical: tuple[str, ...] = ()
+    #: what the ``ratio`` intervals cover, exactly
+    ci_level: float = 0.95
 
 
 def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile,
@@ -151,42 +159,85 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
                 noise[c].append(float(spread / np.median(steps[c])))
     trainers = [n for n in names if n != PLAN]
     best, ratio, predicted, extended = {}, {}, {}, {}
+    level, ordered = 0.95, pipe.pp > 1
     for c in CLOCKS:
         b = best[c] = min(trainers, key=lambda n, c=c: res[n].wall_s if c == "wall" else res[n].cpu_s)
         reps = sorted(set(per[PLAN]) & set(per[b]))
-        ratio[c] = ratio_ci([pipe.step(per[PLAN][r], c) for r in reps],
-                            [pipe.step(per[b][r], c) for r in reps])
+        ci = ratio_ci([pipe.step(per[PLAN][r], c) for r in reps], [pipe.step(per[b][r], c) for r in reps])
+        ratio[c], level = ci.as_tuple(), ci.level
         predicted[c] = res[PLAN].predicted_s / res[b].predicted_s
         pe, be = res[PLAN].extended_s, res[b].extended_s
         extended[c] = None if pe is None or be is None else pe / be
     return BatchResult(res, best, ratio, predicted, extended,
                        {c: float(np.median(v)) if v else float("nan") for c, v in noise.items()}, allreduce,
-                       pipe.pp, pipe.vpp, pipe.describe(), dict(skipped or {}), tuple(trials))
+                       pipe.pp, pipe.vpp, pipe.describe(), dict(skipped or {}), tuple(trials),
+                       tuple(n for n in trainers if same_schedule(schedules[n], schedules[PLAN], ordered)),
+                       level)
+
+
+def same_schedule(a: Any, b: Any, ordered: bool = True) -> bool:
+    """The same work: on some matching of ranks, each rank runs the same micro-batches (as sets
+    of sequences), in the same order when ``ordered`` (a pipeline's step depends on it; at pp=1
+    a rank's step is the sum of its micro-batches in any order). The order of sequences inside
+    a micro-batch, and which process runs which rank, may differ."""
+    def canon(s: Any) -> list[list[list[int]]]:
+        ranks = [[sorted(int(i) for i in mb) for mb in rank] for rank in s]
+        return sorted(r if ordered else sorted(r) for r in ranks)
+    return len(a) == len(b) and canon(a) == canon(b)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """plan_step against one trainer on one clock: the paired ratio (median and exact interval),
+    the one-sided sign test's p-value for "plan_step is slower", and whether the two schedules
+    are the same work (then a small p-value is a false alarm of the test, by construction)."""
+
+    trainer: str
+    ratio: MedianCI
+    p_slower: float
+    identical: bool
+
+
+def comparisons(res: BatchResult, clock: str, level: float = 0.95) -> dict[str, Comparison]:
+    """plan_step against every trainer, paired by repeat, on ``clock``."""
+    pipe = PipelineSetting(res.pp, res.vpp)
+    per: dict[str, dict[int, Trial]] = {}
+    for t in res.trials:
+        per.setdefault(t.schedule, {})[t.repeat] = t
+    out = {}
+    for name in (n for n in res.schedules if n != PLAN):
+        reps = sorted(set(per.get(PLAN, {})) & set(per.get(name, {})))
+        if not reps:
+            continue
+        plan = np.array([pipe.step(per[PLAN][r], clock) for r in reps])
+        other = np.array([pipe.step(per[name][r], clock) for r in reps])
+        out[name] = Comparison(name, ratio_ci(plan, other, level=level), sign_test_slower(plan / other),
+                               name in res.identical)
+    return out
 
 
 def slower_than_any(res: BatchResult, clock: str, level: float = 0.95
                     ) -> dict[str, tuple[float, float, float]]:
     """The trainers plan_step is slower than beyond noise, each with its paired ratio (median,
-    CI). Why every trainer and not only the fastest: picking the fastest of several by their
-    measured medians favours the one whose repeats ran lucky, so a CI against it alone is too
-    narrow. Each of the T comparisons gets a ``1 - (1 - level) / T`` interval (Bonferroni), so
-    the chance of a false "slower" over the whole batch stays at most ``1 - level``."""
-    pipe = PipelineSetting(res.pp, res.vpp)
-    per: dict[str, dict[int, Trial]] = {}
-    for t in res.trials:
-        per.setdefault(t.schedule, {})[t.repeat] = t
+    exact interval). Why every trainer and not only the fastest: picking the fastest of several
+    by their measured medians favours the one whose repeats ran lucky, so an interval against it
+    alone is too narrow. Each of the T comparisons gets a ``1 - (1 - level) / T`` interval
+    (Bonferroni), so the chance of a false "slower" over the batch stays at most ``1 - level``;
+    with fewer repeats than :func:`~.stats.repeats_for` that level needs, no interval can reach
+    it and nothing is called slower (give more repeats)."""
     trainers = [n for n in res.schedules if n != PLAN]
     each = 1 - (1 - level) / max(1, len(trainers))
     out = {}
-    for name in trainers:
-        reps = sorted(set(per.get(PLAN, {})) & set(per.get(name, {})))
-        if not reps:
-            continue
-        ci = ratio_ci([pipe.step(per[PLAN][r], clock) for r in reps],
-                      [pipe.step(per[name][r], clock) for r in reps], level=each)
-        if ci[1] > 1.0:
-            out[name] = ci
+    for name, c in comparisons(res, clock, each).items():
+        if c.ratio.level >= each and c.ratio.low > 1.0:
+            out[name] = c.ratio.as_tuple()
     return out
+
+
+def min_repeats(trainers: int, level: float = 0.95) -> int:
+    """Repeats that :func:`slower_than_any` needs to call anything slower at ``level`` against
+    ``trainers`` trainers (8 for 6 trainers at 95%)."""
+    return repeats_for(1 - (1 - level) / max(1, trainers))
 
 
 def runnable(schedules: dict[str, Any], pipeline: PipelineSetting) -> tuple[dict[str, Any], dict[str, str]]:

@@ -34,6 +34,8 @@ class Design:
     max_tokens: int
     max_count: int
     min_length: int = 16
+    #: random micro-batches added to the training set (``make_design(random_train=)``)
+    random_train: int = 0
 
     @property
     def all(self) -> tuple[MicroBatch, ...]:
@@ -126,4 +128,5 @@ def make_design(max_tokens: int = 4096, max_count: int = 16, held_out: int = 16,
         max_tokens=max_tokens,
         max_count=max_count,
         min_length=min_length,
+        random_train=random_train,
     )

@@ -213,13 +213,3 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
 def schedule_lengths(schedule: Schedule, lengths: Sequence[int]) -> list[list[list[int]]]:
     """Indices -> lengths, per rank and micro-batch (what a rank runs)."""
     return [[[int(lengths[i]) for i in mb] for mb in rank] for rank in schedule]
-
-
-def ratio_ci(num: Sequence[float], den: Sequence[float], *, level: float = 0.95, resamples: int = 2000,
-             seed: int = 0) -> tuple[float, float, float]:
-    """Median of the paired ratios num_i/den_i and a bootstrap percentile interval for it."""
-    r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
-    rng = np.random.default_rng(seed)
-    boots = np.median(rng.choice(r, size=(resamples, len(r)), replace=True), axis=1)
-    lo, hi = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return float(np.median(r)), float(lo), float(hi)

@@ -47,6 +47,9 @@ def add_measure_parsers(sub: Any) -> None:
     c.add_argument("--min-length", type=_positive(int), default=16,
                    help="shortest sequence in the training micro-batches (default 16); lower it, and "
                         "raise --max-count, when your micro-batches hold many very short sequences")
+    c.add_argument("--random-train", type=int, default=0, metavar="N",
+                   help="also fit on N random micro-batches drawn like the held-out ones (many "
+                        "sequences of unequal lengths; default 0)")
     c.add_argument("--held-out", type=int, default=16, help="random micro-batches to score the fit on")
     c.add_argument("--repeats", type=_positive(int), default=3, help="interleaved timed rounds (median)")
     c.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
@@ -60,6 +63,9 @@ def add_measure_parsers(sub: Any) -> None:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--out", default=DEFAULT_PROFILE, help=f"profile file (default {DEFAULT_PROFILE})")
     c.add_argument("--plot", metavar="FILE", help="also draw measured vs fitted (needs seqpart[plot])")
+    c.add_argument("--memory-budget", type=_positive(float), metavar="GIB",
+                   help="also print the largest token cap whose peak memory fits this many GiB "
+                        "(CUDA: peak memory is measured there only)")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.set_defaults(func=cmd_calibrate)
 
@@ -92,7 +98,8 @@ def add_measure_parsers(sub: Any) -> None:
                    help="the target model's cost: 'attention' (24576*l + l^2) or 'A,B'")
     r.add_argument("--target-hf-config", metavar="FILE", help="the target's config.json (its FLOPs a/b)")
     r.add_argument("--scale", type=_positive(float), default=None, help="length scale (default: auto)")
-    r.add_argument("--repeats", type=_positive(int), default=3)
+    r.add_argument("--repeats", type=_positive(int), default=6,
+                   help="paired rounds (6: the fewest whose interval reaches 95%%; 8 to test 6 trainers)")
     r.add_argument("--time-limit", type=_positive(float), default=1.0, help="plan_step's budget")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -108,7 +115,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         hf = load_hf_config(args.hf_config) if args.hf_config else None
         design = make_design(args.max_tokens, args.max_count, args.held_out, args.seed,
-                             min_length=args.min_length)
+                             min_length=args.min_length, random_train=args.random_train)
         p = calibrate(device=args.device, dtype=args.dtype, hf_config=hf, design=design,
                       repeats=args.repeats, warmup=args.warmup, threads=args.threads,
                       seed=args.seed, progress=not args.quiet, clock=args.clock,
@@ -116,7 +123,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, ImportError) as err:
         raise UsageError(str(err)) from None
     p.save(args.out)
-    print(format_profile(p))
+    print(format_profile(p, args.memory_budget))
     if args.plot:
         from seqpart.solver.measure.plot import plot_profile
 
@@ -125,7 +132,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_profile(p: Any) -> str:
+def format_profile(p: Any, memory_budget_gib: float | None = None) -> str:
     held = p.fit_error.get("held_out") or {}
     lines = [
         f"{p.model.get('kind')} model on {p.device} ({p.dtype}, torch {p.torch_version}): "
@@ -151,6 +158,14 @@ def format_profile(p: Any) -> str:
     lines.append("memory: " + (f"peak = {mem['base_bytes'] / 2**20:.0f} MiB + "
                                f"{mem['per_token_bytes'] / 2**10:.1f} KiB/token"
                                if mem.get("measured") else mem.get("reason", "not measured")))
+    if memory_budget_gib is not None:
+        from seqpart.solver.measure.calibrate import largest_cap
+
+        cap = largest_cap(mem, memory_budget_gib * 2**30)
+        lines.append(f"largest cap for {memory_budget_gib:g} GiB: " + (
+            "unknown: peak memory was not measured (CUDA only)" if not mem.get("measured")
+            else "no limit under the fit (peak memory does not grow with tokens)" if cap is None
+            else f"{cap} tokens (one sequence of that length, the worst micro-batch under the fit)"))
     return "\n".join(lines)
 
 
@@ -231,14 +246,16 @@ def runner_spec(profile: Any) -> Any:
 
 def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int, seconds: float,
                   as_json: bool) -> str:
-    from seqpart.solver.measure.compare import PLAN
+    from seqpart.solver.measure.compare import PLAN, min_repeats, slower_than_any
 
     if as_json:
         return json.dumps({
             "scale": factor, "cap": cap, "dp": dp, "pp": res.pp, "vpp": res.vpp, "method": res.method,
             "skipped": res.skipped, "lengths": scaled, "best": res.best, "ratio": res.ratio,
             "predicted_ratio": res.predicted_ratio, "extended_ratio": res.extended_ratio,
-            "noise": res.noise, "allreduce_s": res.allreduce_s,
+            "noise": res.noise, "allreduce_s": res.allreduce_s, "ci_level": res.ci_level,
+            "identical": list(res.identical),
+            "slower_than": {c: slower_than_any(res, c) for c in ("wall", "cpu")},
             "schedules": {n: vars(s) for n, s in res.schedules.items()}})
     lines = [f"scale {factor:.4f}: {len(scaled)} sequences, {sum(scaled)} tokens (longest {max(scaled)}), "
              f"cap {cap}, dp {dp} gloo processes, one torch thread each",
@@ -255,9 +272,20 @@ def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int,
         ext = res.extended_ratio[c]
         lines.append(f"{PLAN} / best trainer by {c} clock ({res.best[c]}): "
                      f"{kind} {m:.3f} [{lo:.3f}, {hi:.3f}] "
-                     f"(median, 95% bootstrap CI), predicted {res.predicted_ratio[c]:.3f}"
+                     f"(median, exact {res.ci_level:.1%} interval), predicted {res.predicted_ratio[c]:.3f}"
                      + (f", extended fit {ext:.3f}" if ext is not None else "")
                      + f"; noise (p90-p10)/median {res.noise[c]:.1%}")
+    if res.identical:
+        lines.append(f"same schedule as {PLAN}: {', '.join(res.identical)} (any difference is noise)")
+    trainers = len(res.schedules) - 1
+    for c in ("wall", "cpu"):
+        slower = slower_than_any(res, c)
+        lines.append(f"{PLAN} slower beyond noise by {c} clock (each of {trainers} trainers at "
+                     f"1 - 0.05/{trainers}): "
+                     + (", ".join(f"{n} {m:.3f} [{lo:.3f}, {hi:.3f}]" for n, (m, lo, hi) in slower.items())
+                        or "none")
+                     + ("" if len(res.trials) // len(res.schedules) >= min_repeats(trainers)
+                        else f" (too few repeats to tell: give --repeats {min_repeats(trainers)})"))
     lines.append(f"({seconds:.1f}s; load {os.getloadavg()[0]:.2f}; "
                  "error = predicted vs measured cpu-clock step)")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from seqpart.solver.cli import main
+from seqpart.solver.measure.design import make_design
 from seqpart.solver.measure.profile import CostProfile, load_cost_profile
 
 pytest.importorskip("torch")
@@ -25,14 +26,17 @@ def test_calibrate_writes_a_profile(tmp_path: Path, capsys: pytest.CaptureFixtur
     out = tmp_path / "c.json"
     code = main(["calibrate", "--quiet", "--max-tokens", "1024", "--max-count", "2", "--held-out", "2",
                  "--min-length", "8", "--repeats", "1", "--min-seconds", "0", "--clock", "cpu",
-                 "--out", str(out)])
+                 "--random-train", "2", "--memory-budget", "1", "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0, text
     assert "held-out error" in text and "memory: peak memory is measured on CUDA only" in text
+    assert "largest cap for 1 GiB: unknown: peak memory was not measured" in text
     profile = load_cost_profile(out)
     assert profile.model["kind"] == "reference"
-    assert profile.design["min_length"] == 8
-    assert min(min(r["lengths"]) for r in profile.measurements if not r.get("held_out")) >= 8
+    assert profile.design["min_length"] == 8 and profile.design["random_train"] == 2
+    structured = make_design(1024, 2, 2, min_length=8).train  # then the 2 random ones
+    assert profile.design["train"] == len(make_design(1024, 2, 2, min_length=8, random_train=2).train)
+    assert min(min(r["lengths"]) for r in profile.measurements[:len(structured)]) >= 8
 
 
 def test_calibrate_bad_device_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

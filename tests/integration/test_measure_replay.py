@@ -10,7 +10,8 @@ pytest.importorskip("torch")
 from seqpart.solver import Cost  # noqa: E402
 from seqpart.solver.measure.compare import PLAN, replay_batch, scale_factor, scale_lengths  # noqa: E402
 from seqpart.solver.measure.profile import CostProfile  # noqa: E402
-from seqpart.solver.measure.replay import RunnerSpec, ratio_ci  # noqa: E402
+from seqpart.solver.measure.replay import RunnerSpec  # noqa: E402
+from seqpart.solver.measure.stats import ratio_ci  # noqa: E402
 
 TINY = {"hidden": 32, "layers": 1, "heads": 2, "ffn": 64, "vocab": 64}
 
@@ -35,7 +36,7 @@ def test_replay_runs_every_schedule_on_two_gloo_ranks() -> None:
 
 
 def test_ratio_ci_and_scaling() -> None:
-    mid, lo, hi = ratio_ci([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    mid, lo, hi = ratio_ci([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]).as_tuple()
     assert mid == lo == hi == 1.0
     assert scale_factor(_profile(), Cost(2000, 1)) == pytest.approx(1.0)
     assert scale_lengths([1000, 3], 0.5) == [500, 2]

@@ -6,7 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import first_fit, first_fit_decreasing
@@ -116,6 +116,7 @@ def test_count_mirrors_the_original_on_edge_cases() -> None:
 
 @FAST
 @given(st.lists(st.integers(0, 300), min_size=1, max_size=60), st.integers(50, 400))
+@example([32, 45, 46, 53, 86, 99, 99, 131, 133, 133, 133], 263)  # the count search's 4, not the heuristics'
 def test_count_never_exceeds_first_fit_and_is_usable(values: list[int], cap: int) -> None:
     count = get_minimum_num_micro_batch_size(values, cap)
     # first fit in arrival order, written out as the trainers have it
@@ -760,3 +761,18 @@ def test_build_dp_schedule_falls_back_when_plan_step_finds_nothing(
                             rollout_indices=list(range(12)))
     _check_schedule(out, 2, list(range(12)), lengths, 10)  # 12 > cap: alone
     assert out[2] == [4]  # 64 tokens under a cap of 10: 7 micro-batches, rounded up to 8
+
+
+def test_capped_balancer_reaches_every_count_the_counter_returns() -> None:
+    """The counter's count search packs these in 4 (133+53+45+32, 131+86+46, 133+99, 133+99);
+    the balancer's heuristics alone find none at 4, so it falls back on the counter's packing."""
+    from seqpart.solver.dropins.balance import _count_with_path
+
+    values = [32, 45, 46, 53, 86, 99, 99, 131, 133, 133, 133]
+    assert _count_with_path(values, 263) == (4, "count-search")
+    for extra in ([], [0, 0], [300]):  # zero-length sequences; one over the cap, alone
+        v = values + extra
+        k = get_minimum_num_micro_batch_size(v, 263)
+        parts = get_capped_seqlen_balanced_partitions(v, k, 263)
+        _assert_partition_shape(parts, len(v), k)
+        assert all(sum(v[i] for i in p) <= 263 or len(p) == 1 for p in parts)

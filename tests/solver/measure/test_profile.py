@@ -180,3 +180,47 @@ def test_extended_fit_is_what_the_planners_optimise(tmp_path: Path) -> None:
 
     old = profile_from_json(written)
     assert old.planning_fit == "base" and old.cost.per_sequence == 0
+
+
+def test_peak_memory_path_with_simulated_hooks() -> None:
+    """The CUDA memory path without a GPU: the hooks a CUDA calibration gets (reset, read the
+    peak) report a simulated peak, and the fit, the profile and the cap for a budget follow it.
+    Only the two torch.cuda calls behind the real hooks are left to the GPU test."""
+    from seqpart.solver.measure.calibrate import largest_cap, profile_from_timings, time_micro_batches
+    from seqpart.solver.study.measure_cli import format_profile
+
+    base, per_token, per_pair = 200 * 2**20, 16 * 2**10, 64.0
+    model = SimulatedModel()
+    peak = [0]
+
+    def run(lengths: list[int]) -> None:
+        model(lengths)
+        peak[0] = max(peak[0], int(base + per_token * sum(lengths) + per_pair * sum(x * x for x in lengths)))
+
+    def hooks() -> tuple:
+        return (lambda: peak.__setitem__(0, 0)), (lambda: peak[0])
+
+    design = make_design(max_tokens=2048, max_count=8, held_out=4)
+    timings = time_micro_batches(run, design.all, repeats=1, warmup=0, progress=False, memory=hooks,
+                                 clock=model.clock)
+    p = profile_from_timings(design, timings, device="cuda:0", dtype="bfloat16", model={"kind": "simulated"},
+                             meta={}, threads=None, repeats=1, warmup=0)
+    mem = p.memory
+    assert mem["measured"] and mem["max_peak_bytes"] == max(timings.peak_bytes)
+    assert mem["base_bytes"] == pytest.approx(base, rel=1e-6)
+    assert mem["per_token_bytes"] == pytest.approx(per_token, rel=1e-6)
+    assert mem["per_pair_bytes"] == pytest.approx(per_pair, rel=1e-6)
+    budget = 2 * 2**30
+    cap = largest_cap(mem, budget)
+    def peak_of(cap: int) -> float:
+        return base + per_token * cap + per_pair * cap**2
+
+    assert peak_of(cap) <= budget < peak_of(cap + 2)
+    assert largest_cap(mem, base / 2) == 0
+    assert f"largest cap for 2 GiB: {cap} tokens" in format_profile(p, 2.0)
+    assert largest_cap({"measured": False}, budget) is None
+    cpu = profile_from_timings(design, time_micro_batches(model, design.all, repeats=1, warmup=0,
+                                                          progress=False, clock=model.clock),
+                               device="cpu", dtype="float32", model={"kind": "simulated"}, meta={},
+                               threads=1, repeats=1, warmup=0)
+    assert "unknown: peak memory was not measured" in format_profile(cpu, 2.0)
