@@ -25,27 +25,21 @@ ATTENTION_HIDDEN = 4096
 @dataclass(frozen=True)
 class Cost:
     """Balancing cost of one sequence of length l: ``linear * l + quadratic * l * l +
-    per_sequence + long_linear * max(0, l - long_from)``.
+    per_sequence``.
 
     The cap always applies to tokens (memory); the cost is what gets balanced (time). Tokens:
     ``Cost()``. Attention-aware: ``Cost.attention(hidden)`` = 6*hidden*l + l^2, which for
     hidden=4096 is 24576*l + l^2, the workload trainers use. ``per_sequence`` is a fixed cost
     each sequence pays whatever its length (e.g. a kernel launched per sequence); a calibration
     fills it in when the measurements show one (:func:`seqpart.solver.load_cost_profile`).
-    ``long_linear`` is an extra cost per token of a sequence beyond its first ``long_from``
-    tokens: a calibration fills it in where long sequences cost more per token than short ones
-    beyond what ``quadratic`` says (measured on a CPU, where one quadratic coefficient
-    over-predicted single long sequences by up to 9%). Every term is convex and rising in l.
     """
 
     linear: int = 1
     quadratic: int = 0
     per_sequence: int = 0
-    long_linear: int = 0
-    long_from: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("linear", "quadratic", "per_sequence", "long_linear", "long_from"):
+        for name in ("linear", "quadratic", "per_sequence"):
             v = getattr(self, name)
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise TypeError(f"Cost.{name} must be an int >= 0, got {v!r} ({type(v).__name__})")
@@ -116,14 +110,11 @@ class Cost:
             return np.zeros(0, dtype=np.int64)
         top = int(np.max(tokens))
         a, b, c = self.linear, self.quadratic, self.per_sequence
-        h, k = self.long_linear, self.long_from
-        if (a * top + b * top * top + c + h * max(0, top - k)) * len(tokens) < 2**62:
+        if (a * top + b * top * top + c) * len(tokens) < 2**62:
             t = tokens.astype(np.int64)
             out = a * t + b * t * t if b else a * t
-            if h:
-                out = out + h * np.maximum(t - k, 0)
             return out + c if c else out
-        values = [a * x + b * x * x + c + h * max(0, x - k) for x in tokens.tolist()]
+        values = [a * x + b * x * x + c for x in tokens.tolist()]
         out = np.empty(len(values), dtype=object)
         out[:] = values
         return out
@@ -132,18 +123,12 @@ class Cost:
         if self == Cost():
             return "tokens"
         text = f"{self.linear}*l + {self.quadratic}*l^2"
-        if self.long_linear:
-            text += f" + {self.long_linear}*max(0, l - {self.long_from})"
         return f"{text} + {self.per_sequence}" if self.per_sequence else text
 
     def as_dict(self) -> dict[str, int]:
-        """The coefficients by name (for JSON output; the optional terms only when set)."""
+        """The coefficients by name (for JSON output; ``per_sequence`` only when set)."""
         out = {"linear": self.linear, "quadratic": self.quadratic}
-        if self.per_sequence:
-            out["per_sequence"] = self.per_sequence
-        if self.long_linear:
-            out.update(long_linear=self.long_linear, long_from=self.long_from)
-        return out
+        return {**out, "per_sequence": self.per_sequence} if self.per_sequence else out
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,9 @@ sequence count (a per-sequence cost such as a kernel launch per sequence), ``T^2
 micro-batch's token total ``T`` (a per-token cost growing linearly with the micro-batch's size,
 as caches make it on a CPU), rises ``max(0, T - knot)`` (a per-token cost that steps up past a
 size) and falls ``max(0, knot - T)`` (a micro-batch below ``knot`` tokens paying as if it were
-larger, as an under-filled GPU does), and per sequence ``sum max(0, l - knot)`` (tokens of a
-long sequence beyond ``knot`` costing more each than a short sequence's). Every coefficient is
->= 0, so the fitted size term is convex: exactly the form the step model optimises
-(:class:`~seqpart.solver.batch_cost.MicroBatchCost`, ``Cost.per_sequence``,
-``Cost.long_linear``). An extra
+larger, as an under-filled GPU does). Every coefficient is >= 0, so the fitted size term is
+convex: exactly the form the step model optimises
+(:class:`~seqpart.solver.batch_cost.MicroBatchCost`, ``Cost.per_sequence``). An extra
 term is kept only when it lowers the cross-validated error on the training micro-batches, so the
 held-out micro-batches stay unseen until the final report. Rows are divided by their measured
 time, so the fit minimises squared *relative* error (times span two orders of magnitude).
@@ -121,15 +119,12 @@ def cv_error(micro_batches: Sequence[Sequence[int]], times: Sequence[float], ter
 
 
 def candidate_terms(max_tokens: int) -> list[tuple[str, ...]]:
-    """Extra-term sets tried on top of the base: the count, T^2, rises, a fall, a long-sequence
-    term, and combinations."""
+    """Extra-term sets tried on top of the base: the count, T^2, rises, a fall, and pairs."""
     knots = [max_tokens // 4, max_tokens // 2]
     hinge = [f"hinge@{k}" for k in knots]
     fall = f"fall@{max_tokens // 4}"
-    longs = [f"long@{max_tokens // 32}", f"long@{max_tokens // 16}"]
     return [("count",), ("total_sq",), ("count", "total_sq"), (hinge[1],), tuple(hinge),
-            ("count", hinge[1]), ("count", *hinge), (fall,), ("count", fall),
-            *(("count", "total_sq", x) for x in longs), *(("count", x) for x in longs)]
+            ("count", hinge[1]), ("count", *hinge), (fall,), ("count", fall)]
 
 
 def select_and_fit(train: Sequence[Sequence[int]], train_times: Sequence[float],

@@ -35,8 +35,6 @@ def feature(mb: Sequence[int], term: str) -> float:
         return float(sum(mb)) ** 2
     if term.startswith("hinge@"):
         return float(max(0, sum(mb) - int(term[6:])))
-    if term.startswith("long@"):
-        return float(sum(max(0, x - int(term[5:])) for x in mb))
     if term.startswith("fall@"):
         return float(max(0, int(term[5:]) - sum(mb)))
     raise ValueError(f"unknown fit term {term!r}")
@@ -44,10 +42,9 @@ def feature(mb: Sequence[int], term: str) -> float:
 
 
 def _expressible(term: str) -> bool:
-    """Whether the step model has this fit term (:class:`MicroBatchCost`, ``Cost.per_sequence``,
-    ``Cost.long_linear``)."""
+    """Whether the step model has this fit term (:class:`MicroBatchCost`, ``Cost.per_sequence``)."""
     return term in ("overhead", "linear", "quadratic", "count", "total_sq") or (
-        term.startswith(("hinge@", "fall@", "long@")) and term.split("@")[1].isdigit())
+        term.startswith(("hinge@", "fall@")) and term.split("@")[1].isdigit())
 
 
 #: Version of the file format this code writes; it reads this and every older one.
@@ -105,8 +102,7 @@ class CostProfile:
         usable = bool(ext) and all(
             _expressible(k) and isinstance(v, (int, float)) and math.isfinite(v) and v >= 0
             for k, v in ext.items()
-        ) and (ext.get("linear", 0) > 0 or ext.get("quadratic", 0) > 0) and sum(
-            k.startswith("long@") for k in ext) <= 1
+        ) and (ext.get("linear", 0) > 0 or ext.get("quadratic", 0) > 0)
         return "extended" if usable else "base"
 
     @property
@@ -131,15 +127,11 @@ class CostProfile:
     @property
     def cost(self) -> Cost:
         """The :class:`~seqpart.solver.Cost` for ``plan_step``/``partition`` (integer units),
-        with the fit's per-sequence cost and long-sequence cost when it kept them."""
+        with the fit's per-sequence cost when it kept one."""
         linear, quadratic = self._units("linear"), self._units("quadratic")
         if not linear and not quadratic:
             return Cost()
-        long = [(int(k.split("@")[1]), self._units(k)) for k in self.planning_coefficients
-                if k.startswith("long@")]
-        start, extra = long[0] if long else (0, 0)
-        return Cost(linear=linear, quadratic=quadratic, per_sequence=self._units("count"),
-                    long_linear=extra, long_from=start if extra else 0)
+        return Cost(linear=linear, quadratic=quadratic, per_sequence=self._units("count"))
 
     @property
     def overhead(self) -> int | MicroBatchCost:

@@ -224,32 +224,3 @@ def test_peak_memory_path_with_simulated_hooks() -> None:
                                device="cpu", dtype="float32", model={"kind": "simulated"}, meta={},
                                threads=1, repeats=1, warmup=0)
     assert "unknown: peak memory was not measured" in format_profile(cpu, 2.0)
-
-
-def test_a_long_sequence_cost_is_fitted_and_planned() -> None:
-    """Tokens of a sequence beyond 128 cost 20% more each: the fit keeps ``long@128``, the
-    profile's Cost carries it, and its cost units reproduce the simulated seconds."""
-    extra = 0.2 * LINEAR
-
-    class LongCost(SimulatedModel):
-        def __call__(self, lengths: list[int]) -> None:
-            super().__call__(lengths)
-            self.now += extra * sum(max(0, x - 128) for x in lengths)
-
-    model = LongCost()
-    design = make_design(max_tokens=4096, max_count=8, held_out=6)
-    p = calibrate(model, design=design, repeats=1, warmup=0, progress=False, clock=model.clock,
-                  model={"kind": "simulated"}, min_seconds=0)
-    assert p.planning_fit == "extended"
-    assert p.extended["coefficients"]["long@128"] == pytest.approx(extra, rel=1e-4)
-    cost = p.cost
-    assert cost.long_from == 128 and cost.long_linear > 0
-    mb = [40, 700, 2000]
-    units = p.overhead + sum(cost.linear * x + cost.quadratic * x * x + cost.per_sequence
-                             + cost.long_linear * max(0, x - 128) for x in mb)
-    assert units * p.unit_seconds == pytest.approx(p.seconds(mb), rel=1e-3)
-    assert p.seconds(mb) == pytest.approx(OVERHEAD + LINEAR * 2740 + QUADRATIC * (40**2 + 700**2 + 2000**2)
-                                          + extra * (572 + 1872), rel=1e-4)
-    plan = plan_step([40, 700, 2000, 90, 300, 1200], 2, 4096, cost=cost, overhead=p.overhead, time_limit=0.2)
-    assert plan.step_time == step_time(plan.ranks, [40, 700, 2000, 90, 300, 1200], cost=cost,
-                                       overhead=p.overhead)
