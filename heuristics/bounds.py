@@ -100,6 +100,43 @@ def load_lower_bound_token_room(tokens: Any, costs: Any, k: int, cap: int, lower
     return lo
 
 
+def load_lower_bound_full_pair(tokens: Any, costs: Any, k: int, cap: int) -> int:
+    """A lower bound on the largest load when the cap leaves every micro-batch nearly full: the
+    micro-batch that holds two of the k + 1 costliest items also holds at least
+    ``m = total - (k - 1) * cap`` tokens.
+
+    Why: with attention's ``a*l + l*l`` and micro-batches full in tokens, the average load
+    ``C/k`` is far below what the micro-batch with two long sequences must carry (its linear part
+    is that of a full micro-batch, its quadratic part that of two long sequences). Among the k+1
+    costliest items two share a micro-batch, say i and j; it holds ``m - t_i - t_j`` more tokens,
+    each costing at least ``rho`` (the least cost per token of any item). So its load is at
+    least ``max(c_i + c_j, e_i + e_j + rho * m)`` with ``e = c - rho * t >= 0``, and at least the
+    least of each sum over the pairs. Exact integers (``rho`` a fraction); 0 when n <= k or no
+    token is forced (``m <= 0``).
+    """
+    tok_arr, cst_arr = as_lengths(tokens, "tokens"), as_lengths(costs, "costs")
+    if len(tok_arr) != len(cst_arr):
+        raise ValueError(
+            f"costs has {len(cst_arr)} entries but tokens has {len(tok_arr)}: one per sequence")
+    k, cap = as_positive_int(k, "k"), as_positive_int(cap, "cap")
+    forced = int(tok_arr.sum()) - (k - 1) * cap
+    if len(tok_arr) <= k or forced <= 0:
+        return 0
+    # rho = num/den, the least cost per token, compared exactly (the float only shortlists)
+    ratio = cst_arr / np.maximum(tok_arr, 1)
+    near = np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist()
+    num, den = int(cst_arr[near[0]]), max(1, int(tok_arr[near[0]]))
+    for i in near:
+        if int(cst_arr[i]) * den < num * max(1, int(tok_arr[i])):
+            num, den = int(cst_arr[i]), max(1, int(tok_arr[i]))
+    top = np.argsort(-cst_arr, kind="stable")[: k + 1].tolist()
+    cst = sorted(int(cst_arr[i]) for i in top)
+    excess = sorted(int(cst_arr[i]) * den - int(tok_arr[i]) * num for i in top)  # e * den >= 0
+    pair = cst[0] + cst[1]
+    with_tokens = -(-(excess[0] + excess[1] + forced * num) // den)
+    return max(pair, with_tokens)
+
+
 def min_bins_l1(lengths: Any, cap: int) -> int:
     """L1 = ceil(total tokens / cap)."""
     t = as_lengths(lengths)

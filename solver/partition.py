@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics.bounds import load_lower_bound_token_room
+from seqpart.heuristics.bounds import load_lower_bound_full_pair, load_lower_bound_token_room
 from seqpart.heuristics.kernels import (
     argsort_desc,
     best_fit_with_room,
@@ -94,6 +94,7 @@ def _fixed_k(
         # A cost other than tokens under a cap with little room: the heaviest items cannot sit
         # in full micro-batches under a low load, which the cost-only bounds cannot see.
         lb = load_lower_bound_token_room(items.token_array, items.cost_array, k, cap, lb)
+        lb = max(lb, load_lower_bound_full_pair(items.token_array, items.cost_array, k, cap))
 
     def check_count(need: int) -> None:
         if need > k:

@@ -125,3 +125,48 @@ def test_the_token_room_bound_closes_most_of_an_attention_gap_under_a_tight_cap(
                      options=SolverOptions(deterministic=True))
     assert lb * 1.1 < plan.max_load and bound <= plan.max_load < bound * 1.03
     assert plan.lower_bound >= bound  # partition reports it
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 40), min_size=2, max_size=7),
+    st.integers(1, 3),
+    st.integers(0, 30),
+    st.integers(0, 3),
+    st.integers(0, 4),  # a tight cap: where the forced tokens are many
+    st.integers(0, 50),  # a per-sequence cost
+)
+def test_the_full_pair_bound_never_exceeds_the_optimum(
+    lengths: list[int], k: int, a: int, b: int, extra: int, c: int
+) -> None:
+    """Brute force: for every feasible split into k micro-batches under the cap, the largest
+    load is at least the bound (costs a*l + b*l*l + c, or tokens when a and b are 0)."""
+    from seqpart.heuristics.bounds import load_lower_bound_full_pair
+
+    from _brute import brute_force_min_max
+
+    if k > len(lengths):
+        return
+    costs = [a * x + b * x * x + c for x in lengths] if a or b else list(lengths)
+    cap = max(max(lengths), -(-sum(lengths) // k)) + extra
+    optimum = brute_force_min_max(lengths, k, cap, costs)
+    bound = load_lower_bound_full_pair(lengths, costs, k, cap)
+    assert optimum is None or bound <= optimum
+
+
+def test_the_full_pair_bound_sees_two_long_sequences_in_a_full_micro_batch() -> None:
+    """3 micro-batches of at most 100 tokens hold 4 sequences of 40 and 130 of 1 (290 tokens,
+    so each holds at least 90). Costs 10*l + l^2: the cost-only bound is two long sequences,
+    4,000; the micro-batch holding them also holds 10 more tokens, so 4,110, which a plan
+    reaches (optimal)."""
+    from seqpart.heuristics.bounds import load_lower_bound, load_lower_bound_full_pair
+    from seqpart.solver import partition
+
+    lengths = [40] * 4 + [1] * 130
+    costs = [10 * x + x * x for x in lengths]
+    assert load_lower_bound(costs, 3) == 4000
+    bound = load_lower_bound_full_pair(lengths, costs, 3, 100)
+    plan = partition(lengths, 3, 100, cost=(10, 1), time_limit=1.0)
+    assert bound == 4110 == plan.max_load == plan.lower_bound and plan.status == "optimal"
+    assert load_lower_bound_full_pair(lengths, costs, 3, 1000) == 0  # no token is forced
+    assert load_lower_bound_full_pair([5, 6], [5, 6], 2, 10) == 0  # n <= k
