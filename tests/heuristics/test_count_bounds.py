@@ -83,14 +83,14 @@ def test_huge_values_stay_exact() -> None:
     assert min_bins_fekete_schepers(sizes, cap) == 2
 
 
+#: Small capped splits for brute force: lengths, k, cost a*l + b*l*l, and how far the cap
+#: sits above the least that fits (a tight cap: where the capped bounds rise).
+SMALL_CAPPED = (st.lists(st.integers(1, 40), min_size=2, max_size=7), st.integers(1, 3),
+                st.integers(0, 30), st.integers(0, 3), st.integers(0, 4))
+
+
 @settings(max_examples=200, deadline=None)
-@given(
-    st.lists(st.integers(1, 40), min_size=2, max_size=7),
-    st.integers(1, 3),
-    st.integers(0, 30),
-    st.integers(0, 3),
-    st.integers(0, 4),  # a tight cap: where the bound rises
-)
+@given(*SMALL_CAPPED)
 def test_the_token_room_bound_never_exceeds_the_optimum(
     lengths: list[int], k: int, a: int, b: int, extra: int
 ) -> None:
@@ -128,14 +128,7 @@ def test_the_token_room_bound_closes_most_of_an_attention_gap_under_a_tight_cap(
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.integers(1, 40), min_size=2, max_size=7),
-    st.integers(1, 3),
-    st.integers(0, 30),
-    st.integers(0, 3),
-    st.integers(0, 4),  # a tight cap: where the forced tokens are many
-    st.integers(0, 50),  # a per-sequence cost
-)
+@given(*SMALL_CAPPED, st.integers(0, 50))  # and a per-sequence cost
 def test_the_full_pair_bound_never_exceeds_the_optimum(
     lengths: list[int], k: int, a: int, b: int, extra: int, c: int
 ) -> None:
