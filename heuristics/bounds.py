@@ -100,27 +100,31 @@ def load_lower_bound_token_room(tokens: Any, costs: Any, k: int, cap: int, lower
     return lo
 
 
-def load_lower_bound_full_pair(tokens: Any, costs: Any, k: int, cap: int) -> int:
+def load_lower_bound_full_pair(tokens: Any, costs: Any, k: int, cap: int, max_extra: int = 16) -> int:
     """A lower bound on the largest load when the cap leaves every micro-batch nearly full: the
-    micro-batch that holds two of the k + 1 costliest items also holds at least
-    ``m = total - (k - 1) * cap`` tokens.
+    micro-batches that hold several of the heaviest items must also hold the tokens the full
+    ones cannot.
 
     Why: with attention's ``a*l + l*l`` and micro-batches full in tokens, the average load
-    ``C/k`` is far below what the micro-batch with two long sequences must carry (its linear part
-    is that of a full micro-batch, its quadratic part that of two long sequences). Among the k+1
-    costliest items two share a micro-batch, say i and j; it holds ``m - t_i - t_j`` more tokens,
-    each costing at least ``rho`` (the least cost per token of any item). So its load is at
-    least ``max(c_i + c_j, e_i + e_j + rho * m)`` with ``e = c - rho * t >= 0``, and at least the
-    least of each sum over the pairs. Exact integers (``rho`` a fraction); 0 when n <= k or no
-    token is forced (``m <= 0``).
+    ``C/k`` is far below what a micro-batch with two long sequences must carry (its linear part
+    is that of a nearly full micro-batch, its quadratic part that of two long sequences).
+
+    With ``rho`` the least cost per token of any item, write each cost as ``c = e + rho*t``
+    (``e >= 0``). Take any k + p items. The set B of micro-batches holding two or more of them,
+    say q of them (1 <= q <= p), holds at least p + q of those items and at least
+    ``S - (k - q)*cap`` tokens (each other micro-batch holds at most ``cap``). So B's total load
+    is at least the p + q smallest ``e`` of the chosen items plus ``rho`` times those tokens,
+    and its heaviest micro-batch at least a q-th of that. The bound is, over p, the least of
+    this over q; the chosen items are those of largest ``e``. Also, for p = 1, the two
+    cheapest of the k + 1 costliest items. Exact integers (``rho`` a fraction); 0 when n <= k.
     """
     tok_arr, cst_arr = as_lengths(tokens, "tokens"), as_lengths(costs, "costs")
     if len(tok_arr) != len(cst_arr):
         raise ValueError(
             f"costs has {len(cst_arr)} entries but tokens has {len(tok_arr)}: one per sequence")
     k, cap = as_positive_int(k, "k"), as_positive_int(cap, "cap")
-    forced = int(tok_arr.sum()) - (k - 1) * cap
-    if len(tok_arr) <= k or forced <= 0:
+    n, total = len(tok_arr), int(tok_arr.sum())
+    if n <= k:
         return 0
     # rho = num/den, the least cost per token, compared exactly (the float only shortlists)
     ratio = cst_arr / np.maximum(tok_arr, 1)
@@ -130,11 +134,24 @@ def load_lower_bound_full_pair(tokens: Any, costs: Any, k: int, cap: int) -> int
         if int(cst_arr[i]) * den < num * max(1, int(tok_arr[i])):
             num, den = int(cst_arr[i]), max(1, int(tok_arr[i]))
     top = np.argsort(-cst_arr, kind="stable")[: k + 1].tolist()
-    cst = sorted(int(cst_arr[i]) for i in top)
-    excess = sorted(int(cst_arr[i]) * den - int(tok_arr[i]) * num for i in top)  # e * den >= 0
-    pair = cst[0] + cst[1]
-    with_tokens = -(-(excess[0] + excess[1] + forced * num) // den)
-    return max(pair, with_tokens)
+    cheap = sorted(int(cst_arr[i]) for i in top)
+    bound = cheap[0] + cheap[1]
+    extra = min(n - k, max_extra)
+    # Any k + p items will do: the float shortlists those of largest e, then exact ints (e * den)
+    # sorted descending; the p + q smallest of the first k + p are positions k - q .. k + p - 1.
+    approx = cst_arr - tok_arr * (num / den)
+    shortlist = np.argsort(-approx, kind="stable")[: k + extra].tolist()
+    excess = sorted((int(cst_arr[i]) * den - int(tok_arr[i]) * num for i in shortlist), reverse=True)
+    prefix = [0]
+    for x in excess:
+        prefix.append(prefix[-1] + x)
+    for p in range(1, extra + 1):
+        least = min(
+            -(-(prefix[k + p] - prefix[k - q] + max(0, total - (k - q) * cap) * num) // (q * den))
+            for q in range(1, min(p, k) + 1)
+        )
+        bound = max(bound, least)
+    return bound
 
 
 def min_bins_l1(lengths: Any, cap: int) -> int:

@@ -161,5 +161,19 @@ def test_the_full_pair_bound_sees_two_long_sequences_in_a_full_micro_batch() -> 
     bound = load_lower_bound_full_pair(lengths, costs, 3, 100)
     plan = partition(lengths, 3, 100, cost=(10, 1), time_limit=1.0)
     assert bound == 4110 == plan.max_load == plan.lower_bound and plan.status == "optimal"
-    assert load_lower_bound_full_pair(lengths, costs, 3, 1000) == 0  # no token is forced
+    assert load_lower_bound_full_pair(lengths, costs, 3, 1000) == 4000  # no token forced: the pair
     assert load_lower_bound_full_pair([5, 6], [5, 6], 2, 10) == 0  # n <= k
+
+
+def test_the_full_pair_bound_when_several_micro_batches_must_pair() -> None:
+    """23 long sequences in 21 micro-batches nearly full in tokens: two micro-batches hold two
+    long ones each (or one holds three), and together they hold what the other 19 cannot."""
+    from seqpart.heuristics.bounds import load_lower_bound, load_lower_bound_full_pair
+
+    lengths = [3000] * 23 + [100] * 650  # 134,000 tokens; 21 micro-batches of at most 6,400
+    costs = [100 * x + x * x for x in lengths]  # rho = 200 per token (the short ones)
+    bound = load_lower_bound_full_pair(lengths, costs, 21, 6400)
+    # the two pairing micro-batches hold >= 134,000 - 19 * 6,400 = 12,400 tokens together:
+    # their loads sum to at least 4 * (9,300,000 - 200 * 3,000) + 200 * 12,400
+    assert bound == (4 * 8_700_000 + 200 * 12_400) // 2 == 18_640_000
+    assert load_lower_bound(costs, 21) == 18_600_000  # two long sequences alone
