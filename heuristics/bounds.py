@@ -44,6 +44,18 @@ def load_lower_bound(
     return bound
 
 
+def _least_ratio(num_arr: np.ndarray, den_arr: np.ndarray) -> tuple[int, int]:
+    """The least ``num_arr[i] / den_arr[i]`` as an exact fraction (num, den): the float ratio
+    shortlists the candidates, exact integer cross-products settle near-ties."""
+    ratio = num_arr / den_arr
+    near = np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist()
+    num, den = int(num_arr[near[0]]), int(den_arr[near[0]])
+    for i in near:
+        if int(num_arr[i]) * den < num * int(den_arr[i]):
+            num, den = int(num_arr[i]), int(den_arr[i])
+    return num, den
+
+
 def load_lower_bound_token_room(tokens: Any, costs: Any, k: int, cap: int, lower: int) -> int:
     """A lower bound on the largest load when the cap leaves little room in tokens: at least
     ``lower``, raised while some load below it cannot hold every token.
@@ -65,14 +77,8 @@ def load_lower_bound_token_room(tokens: Any, costs: Any, k: int, cap: int, lower
     total = int(tok_arr.sum())
     if total > k * cap:
         return lower  # no split fits at all: the count bounds say so, not this one
-    # rho = min c/l as an exact fraction num/den, so (z - c) / rho = (z - c) * den // num. The
-    # float ratio picks the candidate; the exact comparison settles near-ties.
-    ratio = cst_arr / tok_arr
-    near = np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9))
-    num, den = int(cst_arr[near[0]]), int(tok_arr[near[0]])
-    for i in near.tolist():
-        if int(cst_arr[i]) * den < num * int(tok_arr[i]):
-            num, den = int(cst_arr[i]), int(tok_arr[i])
+    # rho = min c/l as an exact fraction num/den, so (z - c) / rho = (z - c) * den // num.
+    num, den = _least_ratio(cst_arr, tok_arr)
     # Only the heaviest items can cost over z/2 for any z >= lower: at most k + 1 of them matter.
     top = np.argsort(-cst_arr, kind="stable")[: k + 1].tolist()
     cst = [int(cst_arr[i]) for i in top]
@@ -126,13 +132,7 @@ def load_lower_bound_full_pair(tokens: Any, costs: Any, k: int, cap: int, max_ex
     n, total = len(tok_arr), int(tok_arr.sum())
     if n <= k:
         return 0
-    # rho = num/den, the least cost per token, compared exactly (the float only shortlists)
-    ratio = cst_arr / np.maximum(tok_arr, 1)
-    near = np.flatnonzero(ratio <= ratio.min() * (1 + 1e-9)).tolist()
-    num, den = int(cst_arr[near[0]]), max(1, int(tok_arr[near[0]]))
-    for i in near:
-        if int(cst_arr[i]) * den < num * max(1, int(tok_arr[i])):
-            num, den = int(cst_arr[i]), max(1, int(tok_arr[i]))
+    num, den = _least_ratio(cst_arr, np.maximum(tok_arr, 1))  # rho, the least cost per token
     top = np.argsort(-cst_arr, kind="stable")[: k + 1].tolist()
     cheap = sorted(int(cst_arr[i]) for i in top)
     bound = cheap[0] + cheap[1]

@@ -133,6 +133,22 @@ def extended_step(schedule: Any, lengths: Sequence[int], profile: CostProfile,
     return (pipeline or PipelineSetting()).fitted_step(times)
 
 
+def _by_schedule(trials: Sequence[Trial]) -> dict[str, dict[int, Trial]]:
+    """Trials by schedule name, then by repeat."""
+    per: dict[str, dict[int, Trial]] = {}
+    for t in trials:
+        per.setdefault(t.schedule, {})[t.repeat] = t
+    return per
+
+
+def _paired_steps(per: dict[str, dict[int, Trial]], name: str, clock: str, pipe: PipelineSetting
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """plan_step's and ``name``'s steps on ``clock`` in the repeats both ran, paired by repeat."""
+    reps = sorted(set(per.get(PLAN, {})) & set(per.get(name, {})))
+    return (np.array([pipe.step(per[PLAN][r], clock) for r in reps]),
+            np.array([pipe.step(per[name][r], clock) for r in reps]))
+
+
 def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Sequence[int],
               profile: CostProfile, pipeline: PipelineSetting | None = None,
               skipped: dict[str, str] | None = None) -> BatchResult:
@@ -141,9 +157,7 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
     pipe = pipeline or PipelineSetting()
     names = list(schedules)
     allreduce = float(np.median([t.allreduce for t in trials]))
-    per: dict[str, dict[int, Trial]] = {n: {} for n in names}
-    for t in trials:
-        per[t.schedule][t.repeat] = t
+    per = {n: {} for n in names} | _by_schedule(trials)
     res, noise = {}, {c: [] for c in CLOCKS}
     for n in names:
         steps = {c: np.array([pipe.step(per[n][r], c) for r in sorted(per[n])]) for c in CLOCKS}
@@ -162,8 +176,7 @@ def summarise(trials: Sequence[Trial], schedules: dict[str, Any], lengths: Seque
     level, ordered = 0.95, pipe.pp > 1
     for c in CLOCKS:
         b = best[c] = min(trainers, key=lambda n, c=c: res[n].wall_s if c == "wall" else res[n].cpu_s)
-        reps = sorted(set(per[PLAN]) & set(per[b]))
-        ci = ratio_ci([pipe.step(per[PLAN][r], c) for r in reps], [pipe.step(per[b][r], c) for r in reps])
+        ci = ratio_ci(*_paired_steps(per, b, c, pipe))
         ratio[c], level = ci.as_tuple(), ci.level
         predicted[c] = res[PLAN].predicted_s / res[b].predicted_s
         pe, be = res[PLAN].extended_s, res[b].extended_s
@@ -201,16 +214,12 @@ class Comparison:
 def comparisons(res: BatchResult, clock: str, level: float = 0.95) -> dict[str, Comparison]:
     """plan_step against every trainer, paired by repeat, on ``clock``."""
     pipe = PipelineSetting(res.pp, res.vpp)
-    per: dict[str, dict[int, Trial]] = {}
-    for t in res.trials:
-        per.setdefault(t.schedule, {})[t.repeat] = t
+    per = _by_schedule(res.trials)
     out = {}
     for name in (n for n in res.schedules if n != PLAN):
-        reps = sorted(set(per.get(PLAN, {})) & set(per.get(name, {})))
-        if not reps:
+        plan, other = _paired_steps(per, name, clock, pipe)
+        if not len(plan):
             continue
-        plan = np.array([pipe.step(per[PLAN][r], clock) for r in reps])
-        other = np.array([pipe.step(per[name][r], clock) for r in reps])
         out[name] = Comparison(name, ratio_ci(plan, other, level=level), sign_test_slower(plan / other),
                                name in res.identical)
     return out
