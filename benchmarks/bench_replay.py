@@ -52,6 +52,7 @@ import numpy as np
 from seqpart.solver import Cost
 from seqpart.solver.measure.calibrate import calibrate
 from seqpart.solver.measure.compare import (
+    build_schedules,
     comparisons,
     replay_batch,
     scale_factor,
@@ -59,10 +60,11 @@ from seqpart.solver.measure.compare import (
     slower_than_any,
 )
 from seqpart.solver.measure.design import make_design
+from seqpart.solver.measure.in_steps import calibrate_in_steps
 from seqpart.solver.measure.models import ReferenceConfig
 from seqpart.solver.measure.pipeline_replay import PipelineSetting
 from seqpart.solver.measure.profile import load_cost_profile
-from seqpart.solver.measure.replay import RunnerSpec
+from seqpart.solver.measure.replay import RunnerSpec, schedule_lengths
 from seqpart.solver.measure.stats import holm
 from seqpart.solver.study.datasets import load_dataset, sample_batch
 
@@ -144,6 +146,43 @@ def _calibrate(procs: int, lock_step: bool = False) -> Any:
     return profile_from_json(got[0])
 
 
+def _describe(profile: Any) -> None:
+    held = profile.fit_error["held_out"]
+    print(f"profile: {profile.overhead_s * 1e3:.2f} ms + {profile.linear_s * 1e6:.2f} us*l + "
+          f"{profile.quadratic_s * 1e9:.2f} ns*l^2 (a/b {profile.ratio:.0f}); held-out median "
+          f"{held['median_rel']:.1%} max {held['max_rel']:.1%}", flush=True)
+    if profile.planning_fit == "extended":
+        ext = profile.extended or {}
+        print(f"planners use the extended fit: {ext.get('coefficients')}; held-out median "
+              f"{ext['held_out']['median_rel']:.1%} max {ext['held_out']['max_rel']:.1%}; "
+              f"cost {profile.cost}, overhead {profile.overhead}", flush=True)
+
+
+def profile_step_error(profile: Any) -> str:
+    ext = profile.extended if profile.planning_fit == "extended" else profile.fit_error
+    e = (ext or {}).get("held_out_steps") or {}
+    return f"{e.get('median_rel', float('nan')):.1%} max {e.get('max_rel', float('nan')):.1%}"
+
+
+def _scale_ratio(factor: float) -> float:
+    return factor * TARGET.linear / TARGET.quadratic
+
+
+def _calibration_steps(profile: Any, factor: float, pipe: PipelineSetting, per_source: int
+                       ) -> dict[str, Any]:
+    """Steps like the replay's, from other draws (seeds 2000+): every source's batches under
+    every schedule (the trainers' and plan_step's with ``profile``), as lengths per rank."""
+    steps: dict[str, Any] = {}
+    for kind, name, n, cap, _ in SOURCES:
+        pool = _lengths(name)
+        for b in range(per_source):
+            lengths = scale_lengths(sample_batch(pool, n, np.random.default_rng(2000 + b)), factor)
+            c = max(max(lengths), round(cap * factor))
+            for sched, ranks in build_schedules(lengths, 2, c, profile, 1.0, pipeline=pipe).items():
+                steps[f"{kind}#{b}/{sched}"] = schedule_lengths(ranks, lengths)
+    return steps
+
+
 def _lengths(name: str) -> list[int]:
     path = SHARED / f"{name}.json"
     if path.exists():
@@ -166,6 +205,11 @@ def main() -> int:
                     help="processes calibrating at once (as many as the replay's ranks)")
     ap.add_argument("--calibrate-lock-step", action="store_true",
                     help="the calibrating processes time the same micro-batch at the same moment")
+    ap.add_argument("--calibrate", choices=("steps", "alone"), default="steps",
+                    help="steps: refit the profile from micro-batches timed inside calibration steps "
+                         "(other draws of the same sources); alone: the design's, timed one by one")
+    ap.add_argument("--calibrate-batches", type=int, default=2,
+                    help="with --calibrate steps: calibration batches per source")
     ap.add_argument("--order-trainers", action="store_true",
                     help="at --pp > 1, run the trainers' micro-batches in seqpart's order")
     args = ap.parse_args()
@@ -184,21 +228,26 @@ def main() -> int:
         how = "in lock-step" if args.calibrate_lock_step else "each at its own pace"
         print(f"calibrated in {time.perf_counter() - t0:.0f}s, {args.calibrate_procs} processes at once "
               f"({how})", flush=True)
-        if args.save_profile:
-            profile.save(args.save_profile)
-    held = profile.fit_error["held_out"]
-    print(f"profile: {profile.overhead_s * 1e3:.2f} ms + {profile.linear_s * 1e6:.2f} us*l + "
-          f"{profile.quadratic_s * 1e9:.2f} ns*l^2 (a/b {profile.ratio:.0f}); held-out median "
-          f"{held['median_rel']:.1%} max {held['max_rel']:.1%}", flush=True)
-    if profile.planning_fit == "extended":
-        ext = profile.extended or {}
-        print(f"planners use the extended fit: {ext.get('coefficients')}; held-out median "
-              f"{ext['held_out']['median_rel']:.1%} max {ext['held_out']['max_rel']:.1%}; "
-              f"cost {profile.cost}, overhead {profile.overhead}", flush=True)
+    _describe(profile)
     factor = scale_factor(profile, TARGET)
     spec = RunnerSpec("reference", {"hidden": MODEL.hidden, "layers": MODEL.layers, "heads": MODEL.heads,
                                     "ffn": MODEL.ffn, "vocab": MODEL.vocab})
-    print(f"scale {factor:.4f}: target cost {TARGET} over the model's a/b {profile.ratio:.0f}", flush=True)
+    if not args.profile and args.calibrate == "steps":
+        t0 = time.perf_counter()
+        steps = _calibration_steps(profile, factor, pipe, args.calibrate_batches)
+        profile = calibrate_in_steps(steps, spec, profile, repeats=3, clock="cpu", seed=1)
+        d = profile.design
+        shapes = ", ".join(f"{k} {v:.2%}" for k, v in d["terms_by_shape"].items())
+        print(f"refitted in the step context from {len(steps)} calibration steps ({args.calibrate_batches} "
+              f"other draws per source, every schedule; every 4th step held out) in "
+              f"{time.perf_counter() - t0:.0f}s: in-step error after one common factor, per term set: "
+              f"{shapes}; factor {d['step_level']:.3f}; held-out steps' rank times: median "
+              f"{profile_step_error(profile)}", flush=True)
+        _describe(profile)
+    if args.save_profile and not args.profile:
+        profile.save(args.save_profile)
+    print(f"scale {factor:.4f}: target cost {TARGET} over the model's a/b "
+          f"{_scale_ratio(factor):.0f} (the design's calibration)", flush=True)
     print(f"step: {pipe.describe()}", flush=True)
     rows = []
     t_all = time.perf_counter()
