@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from seqpart.solver import Cost
-from seqpart.solver.measure.calibrate import calibrate
+from seqpart.solver.measure.calibrate import calibrate, calibrate_in_steps
 from seqpart.solver.measure.compare import (
     build_schedules,
     comparisons,
@@ -60,7 +60,6 @@ from seqpart.solver.measure.compare import (
     slower_than_any,
 )
 from seqpart.solver.measure.design import make_design
-from seqpart.solver.measure.in_steps import calibrate_in_steps
 from seqpart.solver.measure.models import ReferenceConfig
 from seqpart.solver.measure.pipeline_replay import PipelineSetting
 from seqpart.solver.measure.profile import load_cost_profile

@@ -4,6 +4,9 @@
   reference decoder, a transformers model from a config, or any ``run(lengths)`` callable) and
   fits ``overhead + a*sum(l) + b*sum(l^2)`` by non-negative least squares, reporting the error on
   held-out micro-batches; the result is a :class:`CostProfile`.
+* :func:`refit_in_steps` refits a profile for the step's context from micro-batches timed inside
+  steps (a trainer's own records, or :func:`calibrate_in_steps`' runs on gloo ranks): the term set
+  and one common factor come from the steps, the coefficients from the design.
 * :func:`load_cost_profile` reads a saved profile; ``profile.cost`` and ``profile.overhead`` go
   straight into ``plan_step``/``partition``.
 * :mod:`seqpart.solver.measure.compare` replays one step of plan_step's and the trainers'
@@ -22,6 +25,7 @@ from seqpart.solver.errors import MeasureError
 
 from .allocator import keep_freed_memory
 from .design import Design, make_design
+from .fit import refit_in_steps
 from .profile import SCHEMA_VERSION, CostProfile, load_cost_profile, profile_from_json
 
 __all__ = [
@@ -30,11 +34,20 @@ __all__ = [
     "Design",
     "MeasureError",
     "calibrate",
+    "calibrate_in_steps",
     "keep_freed_memory",
     "load_cost_profile",
     "make_design",
     "profile_from_json",
+    "refit_in_steps",
 ]
+
+
+def calibrate_in_steps(*args: Any, **kwargs: Any) -> CostProfile:
+    """See :func:`seqpart.solver.measure.calibrate.calibrate_in_steps`."""
+    from .calibrate import calibrate_in_steps as _calibrate_in_steps
+
+    return _calibrate_in_steps(*args, **kwargs)
 
 
 def calibrate(*args: Any, **kwargs: Any) -> CostProfile:

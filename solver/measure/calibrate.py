@@ -1,4 +1,5 @@
-"""Timing micro-batches and fitting the step cost: :func:`calibrate`.
+"""Timing micro-batches and fitting the step cost: :func:`calibrate`, and in the step's own
+context: :func:`calibrate_in_steps` (see :func:`~seqpart.solver.measure.fit.refit_in_steps`).
 
 One code path for every device: a runner does a micro-batch's forward and backward and returns
 when the device is done (the built-in runners synchronise CUDA), and this module only times it.
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,8 +26,11 @@ from seqpart.solver.errors import MeasureError
 
 from .checks import positive_int
 from .design import Design, MicroBatch, make_design
-from .fit import Fit, select_and_fit
+from .fit import Fit, Run, refit_in_steps, select_and_fit
 from .profile import CostProfile
+
+if TYPE_CHECKING:
+    from .replay import RunnerSpec, Schedule
 
 Runner = Callable[[Sequence[int]], Any]
 
@@ -268,3 +272,41 @@ def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype
         measurements=_timings_records(timings, len(design.held_out)),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def calibrate_in_steps(steps: Mapping[str, Schedule], spec: RunnerSpec, prior: CostProfile, *,
+                       repeats: int = 3, warmup: int = 1, seed: int = 0, hold_out: int = 4,
+                       clock: str = "cpu", timeout: float = 1800.0) -> CostProfile:
+    """Run every step of ``steps`` (name -> [rank][micro-batch] = lengths, one dp size) on the
+    model of ``spec``, ``repeats`` times, paired and interleaved after ``warmup`` rounds, time
+    each micro-batch inside them (its median over the repeats, on ``clock``: "cpu" or "wall"),
+    and :func:`refit_in_steps` ``prior`` (the same model's :func:`calibrate` profile). Every
+    ``hold_out``-th step (in the mapping's order; 0: none) is held out whole.
+
+    Give steps like those the profile will plan and predict (the same kinds of batches and
+    schedulers, other draws)."""
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock={clock!r} is not understood: use 'cpu' or 'wall'")
+    positive_int(hold_out, "hold_out", minimum=0)
+    if not steps:
+        raise ValueError("steps is empty: pass name -> [rank][micro-batch] = lengths")
+    from .replay import run_trials
+
+    names = list(steps)
+    trials = run_trials({k: steps[k] for k in names}, spec, repeats=repeats, warmup=warmup,
+                        seed=seed, timeout=timeout, micro_cpu=True)
+    col = 1 if clock == "cpu" else 0
+    times: dict[tuple[str, int, int], list[float]] = {}
+    for trial in trials:
+        for r, rank in enumerate(trial.micro):
+            for j, pair in enumerate(rank):
+                times.setdefault((trial.schedule, r, j), []).append(pair[col])
+    split: dict[bool, tuple[list[Run], list[list[float]]]] = {False: ([], []), True: ([], [])}
+    for i, name in enumerate(names):
+        held = hold_out > 0 and i % hold_out == hold_out - 1
+        for r, rank in enumerate(steps[name]):
+            if rank:
+                split[held][0].append(rank)
+                split[held][1].append([float(np.median(times[(name, r, j)])) for j in range(len(rank))])
+    return refit_in_steps(prior, *split[False], held_out=split[True][0],
+                          held_out_seconds=split[True][1])

@@ -12,16 +12,36 @@ convex: exactly the form the step model optimises
 term is kept only when it lowers the cross-validated error on the training micro-batches, so the
 held-out micro-batches stay unseen until the final report. Rows are divided by their measured
 time, so the fit minimises squared *relative* error (times span two orders of magnitude).
+
+:func:`refit_in_steps` refits for the step's own context. Why: a micro-batch timed on its own
+runs in another context than inside a step, where it follows micro-batches of its own rank's
+kind while the other ranks run theirs. Measured on the reference decoder on a 2-core CPU (two
+processes, as the replay's ranks): the isolated design's fit kept a per-sequence term and a size
+term (``T^2``), and inside steps plan_step's ranks, split into more micro-batches to use that
+size term, ran 1-3% slower than predicted while the trainers' ran 1-6% faster, so the model
+over-stated plan_step's gain on long-CoT by 2-4 points. Refitting on in-step times alone does
+not work: a workload's micro-batches are all alike (every math micro-batch near the cap, a few
+hundred tokens), so the terms are collinear, and such fits were 30-150% off on other kinds of
+steps. So the work is split:
+
+1. the coefficients of every candidate term set come from the design (micro-batches timed
+   alone: they vary the terms independently);
+2. the term set is the one that predicts the in-step ranks' times best *up to one common
+   factor* (a shape error: which terms are real inside a step);
+3. that factor (the median of measured over predicted, per rank) scales every coefficient: the
+   step context's speed (contention, warm caches), which the design's timings do not see.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from seqpart.solver.measure.profile import feature
+from seqpart.solver.measure.checks import lengths_list
+from seqpart.solver.measure.profile import CostProfile, feature
 
 #: The planning model's terms; every fit has them.
 BASE_TERMS = ("overhead", "linear", "quadratic")
@@ -149,3 +169,104 @@ def select_and_fit(train: Sequence[Sequence[int]], train_times: Sequence[float],
         out.append(Fit(coef=fit.coef, knots=fit.knots, train_error=fit.train_error,
                        held_out_error=held, cv_error=cv))
     return out[0], out[1]
+
+
+#: A rank's micro-batches in one step (lengths), and each one's measured seconds.
+Run = Sequence[Sequence[int]]
+
+
+def _checked(runs: Sequence[Run], seconds: Sequence[Sequence[float]], name: str
+             ) -> tuple[list[list[list[int]]], list[list[float]]]:
+    if len(runs) != len(seconds):
+        raise ValueError(f"{name} has {len(runs)} runs but {len(seconds)} rows of seconds: "
+                         "pass one row of micro-batch seconds per run")
+    out_runs, out_secs = [], []
+    for i, (run, secs) in enumerate(zip(runs, seconds, strict=True)):
+        mbs = [lengths_list(mb, f"{name}[{i}][{j}]") for j, mb in enumerate(run)]
+        ys = [float(s) for s in secs]
+        if not mbs or len(ys) != len(mbs):
+            raise ValueError(f"{name}[{i}] has {len(mbs)} micro-batches and {len(ys)} seconds: "
+                             "pass one time per micro-batch (and at least one micro-batch)")
+        if not all(np.isfinite(ys)) or min(ys) <= 0:
+            raise ValueError(f"{name}[{i}]'s seconds must be finite and > 0, got {ys}")
+        out_runs.append(mbs)
+        out_secs.append(ys)
+    return out_runs, out_secs
+
+
+def _totals(coef: Mapping[str, float], runs: Sequence[Run]) -> np.ndarray:
+    return np.array([sum(v * feature(mb, k) for mb in run for k, v in coef.items()) for run in runs])
+
+
+def _level_and_shape(coef: Mapping[str, float], runs: Sequence[Run], measured: np.ndarray
+                     ) -> tuple[float, float]:
+    """The common factor (median measured/predicted per run) and the mean relative error left
+    after it."""
+    ratio = measured / _totals(coef, runs)
+    level = float(np.median(ratio))
+    return level, float(np.mean(np.abs(ratio / level - 1)))
+
+
+def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Sequence[float]], *,
+                   held_out: Sequence[Run] = (), held_out_seconds: Sequence[Sequence[float]] = (),
+                   min_gain: float = 0.1) -> CostProfile:
+    """``prior`` (a :func:`calibrate` profile with its measurements) refitted for the step
+    context: term set chosen and coefficients scaled on ``runs`` (each a rank's micro-batches in
+    one step, timed one by one: ``seconds``), as the module says. An extra term set replaces a
+    smaller one only if it lowers the shape error by ``min_gain`` (10%) of it, as the design's
+    own selection does. ``held_out`` runs are only scored."""
+    design = [r for r in prior.measurements if not r.get("held_out")]
+    if len(design) < 2 * (len(BASE_TERMS) + 2):
+        raise ValueError("prior holds too few design measurements to refit: pass a profile "
+                         "from calibrate() (it saves them)")
+    train, train_s = _checked(runs, seconds, "runs")
+    held, held_s = _checked(held_out, held_out_seconds, "held_out")
+    if len(train) < 4:
+        raise ValueError(f"{len(train)} runs are too few to refit on: time at least 4 ranks' steps")
+    mbs = [list(r["lengths"]) for r in design]
+    secs = [float(r["seconds"]) for r in design]
+    measured = np.array([sum(s) for s in train_s])
+    max_tokens = max(sum(mb) for mb in mbs)
+    sets = [BASE_TERMS] + [(*BASE_TERMS, *extra) for extra in candidate_terms(max_tokens)]
+    scored = []
+    for terms in sets:
+        if len(mbs) < 2 * len(terms):
+            continue
+        coef = fit_terms(mbs, secs, terms).coef
+        level, shape = _level_and_shape(coef, train, measured)
+        scored.append((terms, coef, level, shape))
+    best = scored[0]
+    for cand in scored[1:]:
+        if cand[3] < best[3] * (1 - min_gain):
+            best = cand
+    base_terms, base_coef, base_level, base_shape = scored[0]
+    terms, coef, level, shape = best
+    every_mb = [mb for run in train for mb in run]
+    every_s = np.array([s for row in train_s for s in row])
+    held_mb = [mb for run in held for mb in run]
+    held_mb_s = np.array([s for row in held_s for s in row])
+
+    def report(c: Mapping[str, float], sh: float) -> dict[str, Any]:
+        def per_mb(batch: list[list[int]], ys: np.ndarray) -> FitError | None:
+            return error_of(_totals(c, [[mb] for mb in batch]), ys) if len(ys) else None
+
+        held_err, train_err = per_mb(held_mb, held_mb_s), per_mb(every_mb, every_s)
+        steps_err = error_of(_totals(c, held), np.array([sum(s) for s in held_s])) if held else None
+        return {"held_out": held_err.as_dict() if held_err else None,
+                "train": train_err.as_dict() if train_err else None,
+                "held_out_steps": steps_err.as_dict() if steps_err else None,
+                "shape_rel": sh, "cv_mean_rel": None}
+
+    base = {k: base_level * v for k, v in base_coef.items()}
+    chosen = {k: level * v for k, v in coef.items()}
+    extended = None if terms == base_terms else {"coefficients": chosen, **report(chosen, shape)}
+    return CostProfile(
+        overhead_s=base["overhead"], linear_s=base["linear"], quadratic_s=base["quadratic"],
+        device=prior.device, dtype=prior.dtype, torch_version=prior.torch_version, model=prior.model,
+        fit_error={**report(base, base_shape), "noise": prior.fit_error.get("noise")},
+        extended=extended, memory=prior.memory,
+        design={**prior.design, "context": "steps", "step_level": level,
+                "step_runs": len(train), "step_held_out": len(held),
+                "terms_by_shape": {"+".join(t[len(BASE_TERMS):]) or "base": s for t, _, _, s in scored}},
+        measurements=prior.measurements, created=prior.created,
+    )

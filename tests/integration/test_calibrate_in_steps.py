@@ -9,7 +9,7 @@ pytest.importorskip("torch")
 pytest.importorskip("scipy")
 
 from seqpart.solver.measure import calibrate, make_design  # noqa: E402
-from seqpart.solver.measure.in_steps import calibrate_in_steps  # noqa: E402
+from seqpart.solver.measure.calibrate import calibrate_in_steps  # noqa: E402
 from seqpart.solver.measure.models import ReferenceConfig  # noqa: E402
 from seqpart.solver.measure.replay import RunnerSpec  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("scipy")
 
 from seqpart.solver.measure import calibrate, make_design  # noqa: E402
-from seqpart.solver.measure.in_steps import refit_in_steps  # noqa: E402
+from seqpart.solver.measure.fit import refit_in_steps  # noqa: E402
 from seqpart.solver.measure.profile import CostProfile, profile_from_json  # noqa: E402
 
 
