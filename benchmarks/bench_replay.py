@@ -10,6 +10,11 @@ step run for real on dp=2 gloo processes, on real length data.
    timed alone would under-predict every replayed step (rank 0's profile is used;
    --calibrate-procs 1 times it alone; --calibrate-lock-step makes both time the same
    micro-batch at the same moment: measured, it moved the step error from 5.6% to 6.5%).
+   Then (``--calibrate steps``, the default) the profile is refitted in the step context
+   (``calibrate_in_steps``): --calibrate-batches other draws per source (seeds 2000+, never
+   replayed) run under every schedule, each micro-batch timed inside the steps; their ranks'
+   times choose the term set and one common factor (``refit_in_steps``). --calibrate alone
+   keeps the design's fit.
 2. Batches: seeded draws from /work/shared/data (or the bundled copies): reasoning long-CoT
    (n=128, cap 32,768), math SFT (n=1024, cap 4,096), chat (n=512, cap 4,096), at the target
    cost (24576*l + l^2, a 7B-class model's a/b). Lengths and caps are scaled by the calibrated

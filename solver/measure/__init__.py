@@ -15,15 +15,16 @@
   (:mod:`~seqpart.solver.measure.pipeline_replay`), not a real pipeline run.
 
 torch, transformers, scipy and matplotlib are imported only by the functions that need them.
+(``calibrate`` is imported here, not wrapped: a wrapper of the same name as its module is
+replaced by the module as soon as anything imports ``seqpart.solver.measure.calibrate``.)
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from seqpart.solver.errors import MeasureError
 
 from .allocator import keep_freed_memory
+from .calibrate import calibrate, calibrate_in_steps
 from .design import Design, make_design
 from .fit import refit_in_steps
 from .profile import SCHEMA_VERSION, CostProfile, load_cost_profile, profile_from_json
@@ -41,17 +42,3 @@ __all__ = [
     "profile_from_json",
     "refit_in_steps",
 ]
-
-
-def calibrate_in_steps(*args: Any, **kwargs: Any) -> CostProfile:
-    """See :func:`seqpart.solver.measure.calibrate.calibrate_in_steps`."""
-    from .calibrate import calibrate_in_steps as _calibrate_in_steps
-
-    return _calibrate_in_steps(*args, **kwargs)
-
-
-def calibrate(*args: Any, **kwargs: Any) -> CostProfile:
-    """See :func:`seqpart.solver.measure.calibrate.calibrate` (imported on first use: scipy)."""
-    from .calibrate import calibrate as _calibrate
-
-    return _calibrate(*args, **kwargs)

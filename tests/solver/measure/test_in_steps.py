@@ -6,6 +6,9 @@ faster. The refit must drop the size term and find the 0.9 factor."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -61,8 +64,11 @@ def test_the_size_term_is_dropped_and_the_step_level_found(prior: CostProfile) -
     assert 0.8 < p.design["step_level"] < 0.95
     assert p.fit_error["held_out_steps"]["max_rel"] < 0.05
     assert p.fit_error["held_out"]["count"] == sum(len(r) for r in held)
-    # the refit round-trips through the file
+    # the refit round-trips through the file, which keeps to the documented schema
     again = profile_from_json(p.to_json())
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parents[3] / "docs" / "cost_profile.schema.json").read_text())
+    jsonschema.validate(json.loads(json.dumps(p.to_json())), schema)
     assert again.seconds([100, 300]) == pytest.approx(p.seconds([100, 300]))
 
 
