@@ -18,11 +18,11 @@ runs in another context than inside a step, where it follows micro-batches of it
 kind while the other ranks run theirs. Measured on the reference decoder on a 2-core CPU (two
 processes, as the replay's ranks): the isolated design's fit kept a per-sequence term and a size
 term (``T^2``), and inside steps plan_step's ranks, split into more micro-batches to use that
-size term, ran 1-3% slower than predicted while the trainers' ran 1-6% faster, so the model
+size term, mostly ran 1-3% slower than predicted and the trainers' 1-6% faster, so the model
 over-stated plan_step's gain on long-CoT by 2-4 points. Refitting on in-step times alone does
 not work: a workload's micro-batches are all alike (every math micro-batch near the cap, a few
-hundred tokens), so the terms are collinear, and such fits were 30-150% off on other kinds of
-steps. So the work is split:
+hundred tokens), so the terms are collinear, and such fits were up to 150% off on other kinds
+of steps. So the work is split:
 
 1. the coefficients of every candidate term set come from the design (micro-batches timed
    alone: they vary the terms independently);
