@@ -252,6 +252,9 @@ def test_ctrl_c_on_a_ray_the_caller_started_keeps_the_store_whole(local_ray: Any
     handler = signal.getsignal(signal.SIGINT)
     presser = threading.Thread(target=press_ctrl_c, daemon=True)
     try:
+        # Python's own handler, whatever ran before: interrupt_main does nothing while SIGINT is
+        # at the OS default, where a CP-SAT solve in this process leaves it (see keep_sigint).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with ray_executor() as executor:
             presser.start()
             outcome = run_tasks(tasks, _slow, store, jobs=CPUS, pool=executor, progress=False)
