@@ -241,10 +241,7 @@ def calibrate(run: Runner | None = None, *, device: str = "cpu", dtype: str = "f
 
 def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype: str,
                          model: dict[str, Any], meta: dict[str, Any], threads: int | None,
-                         repeats: int, warmup: int, clock: str = "wall", context: str = "alone"
-                         ) -> CostProfile:
-    """The profile of ``timings`` of ``design``'s micro-batches; ``context`` says how they were
-    timed: "alone" (one by one, :func:`calibrate`), "steps" (inside steps) or "recorded"."""
+                         repeats: int, warmup: int, clock: str = "wall") -> CostProfile:
     base, ext = fit_timings(design, timings)
 
     def err(fit: Fit) -> dict[str, Any]:
@@ -268,7 +265,7 @@ def profile_from_timings(design: Design, timings: Timings, *, device: str, dtype
                 "min_length": design.min_length, "random_train": design.random_train,
                 "train": len(design.train), "held_out": len(design.held_out), "repeats": repeats,
                 "warmup": warmup, "threads": threads, "statistic": "median", "clock": clock,
-                "context": context},
+                "context": "alone"},
         measurements=_timings_records(timings, len(design.held_out)),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -34,6 +34,7 @@ of steps. So the work is split:
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,6 +208,35 @@ def _level_and_shape(coef: Mapping[str, float], runs: Sequence[Run], measured: n
     return level, float(np.mean(np.abs(ratio / level - 1)))
 
 
+def _score_term_sets(mbs: list[list[int]], secs: list[float], runs: Sequence[Run],
+                     measured: np.ndarray) -> list[tuple[tuple[str, ...], dict[str, float], float, float]]:
+    """(terms, coefficients fitted on the design, common factor, shape error on ``runs``) for
+    the base terms and each candidate set, base first."""
+    sets = [BASE_TERMS] + [(*BASE_TERMS, *extra) for extra in candidate_terms(max(map(sum, mbs)))]
+    scored = []
+    for terms in sets:
+        if len(mbs) < 2 * len(terms):
+            continue
+        coef = fit_terms(mbs, secs, terms).coef
+        level, shape = _level_and_shape(coef, runs, measured)
+        scored.append((terms, coef, level, shape))
+    return scored
+
+
+def _step_errors(coef: Mapping[str, float], train: Sequence[Run], train_s: list[list[float]],
+                 held: Sequence[Run], held_s: list[list[float]]) -> dict[str, Any]:
+    """Relative errors of ``coef``: per micro-batch of the training and the held-out runs, and
+    per held-out run (a rank's step)."""
+    def per_mb(runs: Sequence[Run], secs: list[list[float]]) -> dict[str, Any] | None:
+        ys = np.array([s for row in secs for s in row])
+        mbs = [[mb] for run in runs for mb in run]
+        return error_of(_totals(coef, mbs), ys).as_dict() if len(ys) else None
+
+    steps = error_of(_totals(coef, held), np.array([sum(s) for s in held_s])) if held else None
+    return {"held_out": per_mb(held, held_s), "train": per_mb(train, train_s),
+            "held_out_steps": steps.as_dict() if steps else None}
+
+
 def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Sequence[float]], *,
                    held_out: Sequence[Run] = (), held_out_seconds: Sequence[Sequence[float]] = (),
                    min_gain: float = 0.1) -> CostProfile:
@@ -223,39 +253,18 @@ def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Se
     held, held_s = _checked(held_out, held_out_seconds, "held_out")
     if len(train) < 4:
         raise ValueError(f"{len(train)} runs are too few to refit on: time at least 4 ranks' steps")
-    mbs = [list(r["lengths"]) for r in design]
-    secs = [float(r["seconds"]) for r in design]
     measured = np.array([sum(s) for s in train_s])
-    max_tokens = max(sum(mb) for mb in mbs)
-    sets = [BASE_TERMS] + [(*BASE_TERMS, *extra) for extra in candidate_terms(max_tokens)]
-    scored = []
-    for terms in sets:
-        if len(mbs) < 2 * len(terms):
-            continue
-        coef = fit_terms(mbs, secs, terms).coef
-        level, shape = _level_and_shape(coef, train, measured)
-        scored.append((terms, coef, level, shape))
+    scored = _score_term_sets([list(r["lengths"]) for r in design],
+                              [float(r["seconds"]) for r in design], train, measured)
     best = scored[0]
     for cand in scored[1:]:
         if cand[3] < best[3] * (1 - min_gain):
             best = cand
     base_terms, base_coef, base_level, base_shape = scored[0]
     terms, coef, level, shape = best
-    every_mb = [mb for run in train for mb in run]
-    every_s = np.array([s for row in train_s for s in row])
-    held_mb = [mb for run in held for mb in run]
-    held_mb_s = np.array([s for row in held_s for s in row])
 
     def report(c: Mapping[str, float], sh: float) -> dict[str, Any]:
-        def per_mb(batch: list[list[int]], ys: np.ndarray) -> FitError | None:
-            return error_of(_totals(c, [[mb] for mb in batch]), ys) if len(ys) else None
-
-        held_err, train_err = per_mb(held_mb, held_mb_s), per_mb(every_mb, every_s)
-        steps_err = error_of(_totals(c, held), np.array([sum(s) for s in held_s])) if held else None
-        return {"held_out": held_err.as_dict() if held_err else None,
-                "train": train_err.as_dict() if train_err else None,
-                "held_out_steps": steps_err.as_dict() if steps_err else None,
-                "shape_rel": sh, "cv_mean_rel": None}
+        return {**_step_errors(c, train, train_s, held, held_s), "shape_rel": sh, "cv_mean_rel": None}
 
     base = {k: base_level * v for k, v in base_coef.items()}
     chosen = {k: level * v for k, v in coef.items()}
@@ -268,5 +277,6 @@ def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Se
         design={**prior.design, "context": "steps", "step_level": level,
                 "step_runs": len(train), "step_held_out": len(held),
                 "terms_by_shape": {"+".join(t[len(BASE_TERMS):]) or "base": s for t, _, _, s in scored}},
-        measurements=prior.measurements, created=prior.created,
+        measurements=prior.measurements,
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )

@@ -50,14 +50,6 @@ class RunnerSpec:
             return reference_runner(cfg, dtype=dtype_of(self.dtype), seed=self.seed)
         raise ValueError(f"RunnerSpec.kind={self.kind!r}: use 'reference' or 'hf'")
 
-    def describe(self) -> dict[str, Any]:
-        """The model, as a profile records it."""
-        if self.kind == "hf":
-            return {"kind": "transformers", "config": self.config}
-        from .models import ReferenceConfig
-
-        return (ReferenceConfig(**self.config) if self.config else ReferenceConfig()).describe()
-
 
 def _free_port() -> int:
     with socket.socket() as s:
