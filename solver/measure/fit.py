@@ -203,7 +203,10 @@ def _level_and_shape(coef: Mapping[str, float], runs: Sequence[Run], measured: n
                      ) -> tuple[float, float]:
     """The common factor (median measured/predicted per run) and the mean relative error left
     after it."""
-    ratio = measured / _totals(coef, runs)
+    predicted = _totals(coef, runs)
+    if not (predicted > 0).all():  # a fit that prices some step at 0 s: never chosen
+        return float("nan"), float("inf")
+    ratio = measured / predicted
     level = float(np.median(ratio))
     return level, float(np.mean(np.abs(ratio / level - 1)))
 
@@ -256,6 +259,9 @@ def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Se
     measured = np.array([sum(s) for s in train_s])
     scored = _score_term_sets([list(r["lengths"]) for r in design],
                               [float(r["seconds"]) for r in design], train, measured)
+    if not scored or not np.isfinite(scored[0][3]):
+        raise ValueError("prior's design fit prices some of runs at 0 s: re-run calibrate() with "
+                         "a design that covers these micro-batches")
     best = scored[0]
     for cand in scored[1:]:
         if cand[3] < best[3] * (1 - min_gain):

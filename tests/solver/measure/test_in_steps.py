@@ -99,3 +99,13 @@ def test_bad_records_are_named(prior: CostProfile) -> None:
                         dtype="float32", torch_version="x", model={"kind": "x"})
     with pytest.raises(ValueError, match="too few design measurements"):
         refit_in_steps(empty, runs, secs)
+
+
+def test_a_design_fit_that_prices_steps_at_zero_is_refused(prior: CostProfile,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import seqpart.solver.measure.fit as fit
+
+    monkeypatch.setattr(fit, "fit_terms", lambda mbs, secs, terms: fit.Fit(coef=dict.fromkeys(terms, 0.0)))
+    runs, secs = _steps(0, 6)
+    with pytest.raises(ValueError, match="prices some of runs at 0 s"):
+        refit_in_steps(prior, runs, secs)
