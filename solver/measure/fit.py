@@ -19,7 +19,7 @@ kind while the other ranks run theirs. Measured on the reference decoder on a 2-
 processes, as the replay's ranks): the isolated design's fit kept a per-sequence term and a size
 term (``T^2``), and inside steps plan_step's ranks, split into more micro-batches to use that
 size term, mostly ran 1-3% slower than predicted and the trainers' 1-6% faster, so the model
-over-stated plan_step's gain on long-CoT by 2-4 points. Refitting on in-step times alone does
+over-stated plan_step's gain on long-CoT by 2-5 points. Refitting on in-step times alone does
 not work: a workload's micro-batches are all alike (every math micro-batch near the cap, a few
 hundred tokens), so the terms are collinear, and such fits were up to 150% off on other kinds
 of steps. So the work is split:
