@@ -33,8 +33,13 @@ def plot_profile(profile: CostProfile, path: str | Path) -> Path:
     _measured_vs_fitted(axes[0], meas, pred, held)
     _residuals(axes[1], lengths, meas, pred, held)
     _split(axes[2], profile, lengths)
-    fig.suptitle(f"{profile.model.get('kind', 'model')} on {profile.device} ({profile.dtype}), "
-                 f"{profile.planning_fit} fit: t = {_formula(profile.planning_coefficients)}")
+    title = (f"{profile.model.get('kind', 'model')} on {profile.device} ({profile.dtype}), "
+             f"{profile.planning_fit} fit: t = {_formula(profile.planning_coefficients)}")
+    if profile.design.get("context") == "steps":
+        # The points are the design's, timed alone; the fit is the one refitted inside steps.
+        title += (f"\nrefitted in the step context (factor {profile.design['step_level']:.3f}); "
+                  "points: the design's micro-batches, timed alone")
+    fig.suptitle(title)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)

@@ -109,3 +109,23 @@ def test_a_design_fit_that_prices_steps_at_zero_is_refused(prior: CostProfile,
     runs, secs = _steps(0, 6)
     with pytest.raises(ValueError, match="prices some of runs at 0 s"):
         refit_in_steps(prior, runs, secs)
+
+
+def test_a_refitted_profile_plots_and_says_so(prior: CostProfile, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.figure
+
+    from seqpart.solver.measure.plot import plot_profile
+
+    titles: list[str] = []
+    real = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle",
+                        lambda fig, text, **kw: titles.append(text) or real(fig, text, **kw))
+    runs, secs = _steps(0, 24)
+    refit = refit_in_steps(prior, runs, secs)
+    picture = plot_profile(refit, tmp_path / "refit.png")
+    assert picture.stat().st_size > 0
+    assert f"refitted in the step context (factor {refit.design['step_level']:.3f})" in titles[0]
+    plot_profile(prior, tmp_path / "alone.png")
+    assert "refitted" not in titles[1]
