@@ -162,7 +162,7 @@ def _describe(profile: Any) -> None:
               f"cost {profile.cost}, overhead {profile.overhead}", flush=True)
 
 
-def profile_step_error(profile: Any) -> str:
+def _step_error(profile: Any) -> str:
     ext = profile.extended if profile.planning_fit == "extended" else profile.fit_error
     e = (ext or {}).get("held_out_steps") or {}
     return f"{e.get('median_rel', float('nan')):.1%} max {e.get('max_rel', float('nan')):.1%}"
@@ -246,7 +246,7 @@ def main() -> int:
               f"other draws per source, every schedule; every 4th step held out) in "
               f"{time.perf_counter() - t0:.0f}s: in-step error after one common factor, per term set: "
               f"{shapes}; factor {d['step_level']:.3f}; held-out steps' rank times: median "
-              f"{profile_step_error(profile)}", flush=True)
+              f"{_step_error(profile)}", flush=True)
         _describe(profile)
     if args.save_profile and not args.profile:
         profile.save(args.save_profile)

@@ -290,7 +290,7 @@ def calibrate_in_steps(steps: Mapping[str, Schedule], spec: RunnerSpec, prior: C
     from .replay import run_trials
 
     names = list(steps)
-    trials = run_trials({k: steps[k] for k in names}, spec, repeats=repeats, warmup=warmup,
+    trials = run_trials(dict(steps), spec, repeats=repeats, warmup=warmup,
                         seed=seed, timeout=timeout, micro_cpu=True)
     col = 1 if clock == "cpu" else 0
     times: dict[tuple[str, int, int], list[float]] = {}

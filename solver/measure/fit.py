@@ -230,10 +230,11 @@ def _step_errors(coef: Mapping[str, float], train: Sequence[Run], train_s: list[
                  held: Sequence[Run], held_s: list[list[float]]) -> dict[str, Any]:
     """Relative errors of ``coef``: per micro-batch of the training and the held-out runs, and
     per held-out run (a rank's step)."""
+    fit = Fit(coef=dict(coef))
+
     def per_mb(runs: Sequence[Run], secs: list[list[float]]) -> dict[str, Any] | None:
         ys = np.array([s for row in secs for s in row])
-        mbs = [[mb] for run in runs for mb in run]
-        return error_of(_totals(coef, mbs), ys).as_dict() if len(ys) else None
+        return error_of(fit.predict([mb for run in runs for mb in run]), ys).as_dict() if len(ys) else None
 
     steps = error_of(_totals(coef, held), np.array([sum(s) for s in held_s])) if held else None
     return {"held_out": per_mb(held, held_s), "train": per_mb(train, train_s),
@@ -259,7 +260,7 @@ def refit_in_steps(prior: CostProfile, runs: Sequence[Run], seconds: Sequence[Se
     measured = np.array([sum(s) for s in train_s])
     scored = _score_term_sets([list(r["lengths"]) for r in design],
                               [float(r["seconds"]) for r in design], train, measured)
-    if not scored or not np.isfinite(scored[0][3]):
+    if not np.isfinite(scored[0][3]):
         raise ValueError("prior's design fit prices some of runs at 0 s: re-run calibrate() with "
                          "a design that covers these micro-batches")
     best = scored[0]
