@@ -292,13 +292,16 @@ def rank_first_room(
     if inst.cap is None:
         return []
     tokens, ones = inst.tokens.tolist(), [1] * inst.n
+    began = time.perf_counter()
     for num, den in _ROOM_FILLS:
         ranks = lpt_lists(tokens, inst.costs, ones, inst.dp_size, m * inst.cap * num // den, None)
         mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
         if mb_of is not None:
             return [("rank_first_room", mb_of)]
-        if deadline is not None and time.perf_counter() > deadline:
+        now = time.perf_counter()
+        if deadline is not None and now + (now - began) > deadline:  # the next try would not fit
             break
+        began = now
     return []
 
 
