@@ -485,14 +485,17 @@ def improve_order(
         improved = False
         cands = _candidates(order)
         size = max(16, min(_BATCH, _BATCH_OPS // ops))  # a pass stays short for the clock
-        while work + ops * size <= work_budget and not (
-            deadline is not None and time.perf_counter() > deadline
-        ):
+        last_pass = 0.0  # seconds: a pass starts only if one as long as the last ends in time
+        while work + ops * size <= work_budget:
+            began = time.perf_counter()
+            if deadline is not None and began + last_pass > deadline:
+                break
             batch = list(itertools.islice(cands, size))
             if not batch:
                 break
             work += ops * len(batch)
             vals = scaled_makespans([[t[i] for i in c] for c in batch], pp, vpp, model)
+            last_pass = time.perf_counter() - began
             i = min(range(len(batch)), key=lambda i: (vals[i], i))
             if vals[i] < value:
                 order, value, improved = batch[i], vals[i], True
