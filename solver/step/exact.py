@@ -223,11 +223,10 @@ def choose_exact(
     Every candidate gets the cheap orders of :func:`order_ranks` whatever the budget (the
     first always, the others while the clock allows: :func:`_cheap_orders`). Then the best,
     those marked in ``first`` (the trainers' and given schedules), and the rest, each group
-    best first, get the order search
-    with ``ORDER_WORK`` while the budget lasts, when their order-free lower bound can still
-    beat the best found; what is left goes to the best one's search. The search follows the same path
-    whatever its budget, so a candidate searched here ends at least as fast as
-    :func:`order_schedule` makes it with the default budget."""
+    best first, get the order search with ``ORDER_WORK`` while the budget lasts, when their
+    order-free lower bound can still beat the best found; what is left goes to the best one's
+    search. The search follows the same path whatever its budget, so a candidate searched here
+    ends at least as fast as :func:`order_schedule` makes it with the default budget."""
     pp, vpp = inst.pp, inst.vpp
     began = time.perf_counter()
     rows, cheap, cut = _cheap_orders(inst, candidates, model, deadline)

@@ -6,8 +6,8 @@ The phases, in the order :meth:`StepSearch.run` lists them, each with its share 
 1. ``given_and_trainer_starts``: the caller's schedules and every trainer's, each run to its
    end, cheapest first, before anything else (so that a short budget goes to them first: the
    plan is never behind a trainer that ran to its end, and ``notes`` name any that did not);
-   With pp > 1, ``order_given_starts`` then gives each of them its order search, in full,
-   before the search's clock starts counting what is left;
+   with pp > 1, ``order_given_starts`` then gives each of them its order search, in full, so
+   that the clock of the phases below sees its time;
 2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first, up to
    ``_BUILD_SHARE`` of the budget;
 3. ``capped_balancer_when_no_start``: when every construction broke the cap;
