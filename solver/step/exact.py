@@ -39,7 +39,6 @@ from seqpart.solver.step.pipeline import (
     ORDER_WORK,
     PipelineModel,
     improve_order,
-    light_ends_order,
     scale,
     scaled_lower_bound,
     scaled_makespans,
@@ -114,6 +113,14 @@ def rank_time_rows(inst: StepInstance, mb_of: np.ndarray, m: int) -> list[list[i
         np.add.at(totals, mb_of, inst.tokens.astype(np.int64))
         flat = [t + inst.size.size(x) for t, x in zip(flat, totals.tolist(), strict=True)]
     return [flat[r * m : (r + 1) * m] for r in range(inst.dp_size)]
+
+
+def light_ends_order(loads: Sequence[Any]) -> list[int]:
+    """Positions of ``loads`` lightest at both ends, heaviest in the middle: the warm-up exposes
+    the first micro-batch's forward on every stage and the cool-down the last one's backward,
+    while the steady middle overlaps stages. Ties keep the lower position first."""
+    ascending = sorted(range(len(loads)), key=lambda b: (loads[b], b))
+    return ascending[0::2] + ascending[1::2][::-1]
 
 
 @dataclass

@@ -15,7 +15,8 @@ The phases, in the order :meth:`StepSearch.run` lists them, each with its share 
    left each time), one more count while the budget allows;
 5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
    small;
-6. with pp > 1, ``choose_by_exact_makespan``: ``_EXACT_SHARE`` of the time evaluates the best
+6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`~seqpart.solver.step.exact_phase`):
+   ``_EXACT_SHARE`` of the time evaluates the best
    candidates exactly and searches their orders; the trainers' and given schedules each get
    the order search :func:`~seqpart.solver.step.exact.order_schedule` gives them, in full.
 """
@@ -26,33 +27,30 @@ import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions
-from seqpart.solver.step.bound import exact_scaled_bounds, scaled_bounds
+from seqpart.solver.step.bound import scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
 from seqpart.solver.step.exact import (
     OPS_PER_SECOND,
     Ordered,
     assemble,
-    choose_exact,
     count_penalty,
     order_given,
 )
+from seqpart.solver.step.exact_phase import choose_by_exact_makespan
 from seqpart.solver.step.model import StepInstance, StepPlan
 from seqpart.solver.step.model import exact as exact_time
 from seqpart.solver.step.pipeline import (
     PipelineModel,
-    scale,
     schedule_error,
 )
-from seqpart.solver.step.refine import refine_assignment
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from seqpart.solver.step.starts import CONSTRUCTIONS, from_schedule, micro_first
+from seqpart.solver.step.starts import CONSTRUCTIONS, Row, from_schedule, micro_first
 from seqpart.solver.step.trainer_starts import (
     OpenEnded,
     as_start,
@@ -78,27 +76,9 @@ _COUNTS_BEFORE_CLOCK = 3
 #: and the trainers' exactly, and the order search on the slowest rank (the trainers' and
 #: given schedules' searches run in full, even past it).
 _EXACT_SHARE = 0.25
-#: ...and the unsearched starts evaluated exactly besides the searched ones, the trainers' and
-#: the given ones (best proxy first).
-_EXTRA_CANDIDATES = 4
 #: Default timing: at most this many more rounds of search and counts in the time left.
 _CLOCK_ROUNDS = 8
-#: The searches' results the exact makespan weighs: the best by the formula, and the best of
-#: each count (the clock's rounds add many results; each costs an exact evaluation of every rank).
-_FINAL_CANDIDATES = 8
 
-
-def _best_of_each_count(rows: list[Row], top: int) -> list[Row]:
-    ranked = sorted(rows, key=lambda row: (row[0], row[1]))
-    kept, counts = ranked[:top], {row[3] for row in ranked[:top]}
-    for row in ranked[top:]:
-        if row[3] not in counts:
-            kept.append(row)
-            counts.add(row[3])
-    return kept
-
-#: A start in the pool: (objective, arrival, method, m, mb_of); searched best first.
-Row = tuple[int, int, str, int, np.ndarray]
 
 
 @dataclass
@@ -184,7 +164,7 @@ class StepSearch:
             return assemble(inst, self.model, best.m, best.mb_of, best.method, None,
                             exact_time(best.objective, inst.vpp),
                             exact_time(min(proven.values()), inst.vpp), self.notes, self.t0)
-        return self.choose_by_exact_makespan()
+        return choose_by_exact_makespan(self)
 
     # ----------------------------------------------------------------- shared steps
 
@@ -334,7 +314,8 @@ class StepSearch:
         not after the search: it runs in full (the plan is never behind one of them in the
         order seqpart finds for it), so the later phases' clock must see its time (six such
         searches took 0.14 s at n=1,024, dp=64, pp=2, vpp=4). Those that arrive later (the
-        trainers' open-ended parts) get theirs in :meth:`choose_by_exact_makespan`."""
+        trainers' open-ended parts) get theirs in the exact phase
+        (:mod:`~seqpart.solver.step.exact_phase`)."""
         if self.inst.pp == 1:
             return
         rows = [row for row in self.pool
@@ -475,64 +456,3 @@ class StepSearch:
         if self.unusable:
             self.notes.append(f"counts the {self.model.resolved(self.inst.vpp)} schedule cannot "
                               f"run, skipped: {sorted(self.unusable)}")
-
-    def choose_by_exact_makespan(self) -> StepPlan:
-        """pp > 1: the exact makespan decides between the searches' results, the trainers' and
-        the given schedules and the best unsearched starts, each rank ordered for it."""
-        inst, model, pool = self.inst, self.model, self.pool
-        given_rows = [row for row in pool if row[2].startswith(("start ", "trainer:"))]
-        given_ids = {row[1] for row in given_rows}
-        rest = sorted((row for row in pool if row[1] not in self.searched and row[1] not in given_ids),
-                      key=lambda row: (row[0], row[1]))
-        # The best unsearched starts, and the best start of every count built: the formula
-        # ranks counts differently from the schedule (interleaving at a count that is not a
-        # multiple of pp runs slower than the formula says).
-        per_count = {row[3]: row for row in reversed(rest)}
-        top = {row[1] for row in rest[:_EXTRA_CANDIDATES]}
-        others = rest[:_EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
-        self.order_given_starts()
-        fixed, fixed_work, late = list(self.fixed.values()), self.fixed_work, self.late
-        if late:
-            self.notes.append("the clock ran out before these schedules' order search (each in its "
-                              f"own order or lightest micro-batches first and last): {', '.join(late)}")
-        cands = sorted(_best_of_each_count(self.finals, _FINAL_CANDIDATES) + others,
-                       key=lambda row: (row[0], row[1]))
-        best: tuple[Row, Ordered] | None = None
-        work, searched = fixed_work, 0
-        if cands:
-            # The trainers' searches may take up to half of the exact share, past it (noted in
-            # _EXACT_SHARE): the searches' results keep the other half.
-            choice = choose_exact(inst, [(row[3], row[4]) for row in cands], model,
-                                  max(self.exact_work - fixed_work, self.exact_work // 2),
-                                  self.final_deadline)
-            if choice.clock_cut:
-                self.notes.append("the exact makespan's order search was stopped by the clock, "
-                                  "not the work budget: the plan may differ between runs")
-            best, work, searched = (cands[choice.index], choice.ordered), work + choice.work, \
-                choice.evaluated
-        for row, ordered in fixed:  # a search's result wins ties
-            if best is None or ordered.step < best[1].step:
-                best = (row, ordered)
-        if best is None:  # never: the pool held a start, and only the clock leaves one out
-            raise RuntimeError("no schedule reached the exact makespan (please report)")
-        (_, _, method, m, mb_of), ordered = best
-        self.notes.append(f"exact makespan: {len(cands) + len(fixed)} schedules evaluated, "
-                          f"{searched} order-searched, and the {len(fixed)} trainers' and given "
-                          f"ones ordered apart; work {work} of {self.exact_work}")
-        step = ordered.step
-        # What is left refines the assignment on the exact makespan itself (the clock's to spend
-        # unless the plan must be repeatable).
-        left = max(0, self.exact_work - work) if self.options.deterministic else 10**15
-        # Its set-up alone (every rank's makespan) costs about what the assembly does: skipped
-        # once the clock has run out.
-        refined = None if self.out_of_clock_final() else refine_assignment(
-            inst, model, m, mb_of, ordered.orders, left, self.final_deadline)
-        if refined is not None and refined.step < step:
-            self.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
-                              f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")
-            mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
-        sc = scale(inst.vpp, model)
-        return assemble(inst, model, m, mb_of, method, ordered.orders,
-                        exact_time(step, sc),
-                        exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
-                        self.notes, self.t0)

@@ -56,7 +56,6 @@ __all__ = [
     "PipelineModel",
     "device_orders",
     "improve_order",
-    "light_ends_order",
     "makespan",
     "makespan_lower_bound",
     "scale",
@@ -414,14 +413,6 @@ def makespan_lower_bound(
 
 
 # ----------------------------------------------------------------------------- order search
-
-
-def light_ends_order(loads: Sequence[Any]) -> list[int]:
-    """Positions of ``loads`` lightest at both ends, heaviest in the middle: the warm-up exposes
-    the first micro-batch's forward on every stage and the cool-down the last one's backward,
-    while the steady middle overlaps stages. Ties keep the lower position first."""
-    ascending = sorted(range(len(loads)), key=lambda b: (loads[b], b))
-    return ascending[0::2] + ascending[1::2][::-1]
 
 
 #: The order search's default work (operations evaluated; a few ms on the 2-core machine).

@@ -15,6 +15,9 @@ import numpy as np
 from seqpart.heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists, order_desc
 from seqpart.solver.step.model import StepInstance, find_schedule_violations
 
+#: A start in plan_step's pool: (objective, arrival, method, m, mb_of); searched best first.
+Row = tuple[int, int, str, int, np.ndarray]
+
 #: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
 #: position) rather than by one LPT per rank.
 _VECTOR_SPLIT_RANKS = 32

@@ -18,7 +18,8 @@ from seqpart.solver.step import (
     step_lower_bound,
     step_time,
 )
-from seqpart.solver.step.pipeline import light_ends_order, makespan
+from seqpart.solver.step.exact import light_ends_order
+from seqpart.solver.step.pipeline import makespan
 
 
 def test_a_long_sequence_alone_is_priced_by_its_whole_path() -> None:
@@ -95,9 +96,9 @@ def test_refine_assignment_lowers_the_exact_makespan_and_keeps_the_schedule_vali
 
     from seqpart.solver import MicroBatchCost
     from seqpart.solver.step.exact import order_ranks, rank_time_rows
+    from seqpart.solver.step.exact_phase import refine_assignment
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.pipeline import DEFAULT_MODEL, scaled_makespans, schedule_error
-    from seqpart.solver.step.refine import refine_assignment
 
     rng = random.Random(0)
     tried = improved = 0

@@ -1,0 +1,315 @@
+"""plan_step's last phase with pp > 1: the exact makespan decides, then refines.
+
+The search ranks schedules by the closed formula, which at pp > 1 is neither exact nor a bound.
+This phase weighs the searches' results, the best unsearched starts and the trainers' and given
+schedules (each with the order search of :func:`~seqpart.solver.step.exact.order_schedule`) by
+the exact pipeline makespan (:func:`choose_by_exact_makespan`). :func:`refine_assignment` then
+spends what is left of the time on moves of sequences between ranks scored by that makespan,
+each rank keeping its order, and the plan is assembled.
+:class:`~seqpart.solver.step.phases.StepSearch` runs it on its state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Protocol
+
+import numpy as np
+
+from seqpart.solver.options import SolverOptions
+from seqpart.solver.step.bound import exact_scaled_bounds
+from seqpart.solver.step.exact import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
+from seqpart.solver.step.model import StepInstance, StepPlan
+from seqpart.solver.step.model import exact as exact_time
+from seqpart.solver.step.pipeline import PipelineModel, scale, scaled_makespans
+from seqpart.solver.step.starts import Row
+
+__all__ = ["Refined", "choose_by_exact_makespan", "refine_assignment"]
+
+
+class SearchState(Protocol):
+    """What this phase reads of plan_step's search state
+    (:class:`~seqpart.solver.step.phases.StepSearch`), and the notes it adds to."""
+
+    inst: StepInstance
+    model: PipelineModel
+    options: SolverOptions
+    t0: float
+    final_deadline: float | None
+    exact_work: int
+    pool: list[Row]
+    searched: set[int]
+    finals: list[Row]
+    fixed: dict[int, tuple[Row, Ordered]]
+    fixed_work: int
+    late: list[str]
+    notes: list[str]
+
+    def order_given_starts(self) -> None: ...
+
+    def out_of_clock_final(self) -> bool: ...
+
+
+# ------------------------------------------------------------- the refinement
+
+#: Sequences of the slowest rank tried per step (spread over its cost order), and the ranks
+#: (least loaded first) whose micro-batches receive them.
+_REFINE_SOURCES = 32
+_REFINE_RANKS = 8
+#: Operations scored per step at most (a few ms here), so that the clock is read often.
+_REFINE_STEP_OPS = 200_000
+
+
+@dataclass
+class Refined:
+    """The assignment after :func:`refine_assignment` (orders kept), its scaled makespans."""
+
+    mb_of: np.ndarray
+    values: list[int]
+    moves: int
+    work: int
+    clock_cut: bool = False
+
+    @property
+    def step(self) -> int:
+        return max(self.values)
+
+
+class _Assignment:
+    """A schedule's micro-batch times (exact ints), token totals, counts and rank orders."""
+
+    def __init__(self, inst: StepInstance, m: int, mb_of: np.ndarray,
+                 orders: Sequence[Sequence[int]]) -> None:
+        self.inst, self.m = inst, m
+        self.where = np.asarray(mb_of, dtype=np.int64).copy()
+        self.times = [t for row in rank_time_rows(inst, self.where, m) for t in row]
+        k = inst.dp_size * m
+        self.tokens = np.zeros(k, dtype=np.int64)
+        np.add.at(self.tokens, self.where, inst.tokens.astype(np.int64))
+        self.count = np.bincount(self.where, minlength=k)
+        # slot[b]: micro-batch b's position in its rank's execution order.
+        self.slot = [0] * k
+        self.orders = [list(o) for o in orders]
+        for r, order in enumerate(self.orders):
+            for j, pos in enumerate(order):
+                self.slot[r * m + pos] = j
+
+    def row(self, r: int) -> list[int]:
+        return [self.times[r * self.m + pos] for pos in self.orders[r]]
+
+    def change(self, b: int, i: int, sign: int) -> int:
+        """How much micro-batch ``b``'s time changes when sequence ``i`` leaves (-1) or joins (+1)."""
+        inst = self.inst
+        delta = sign * inst.costs[i]
+        if inst.size is not None:
+            total = int(self.tokens[b])
+            delta += inst.size.size(total + sign * int(inst.tokens[i])) - inst.size.size(total)
+        return delta
+
+    def fits(self, b: int, i: int) -> bool:
+        return self.inst.cap is None or int(self.tokens[b] + self.inst.tokens[i]) <= self.inst.cap
+
+    def move(self, i: int, dst: int) -> None:
+        src = int(self.where[i])
+        self.times[src] += self.change(src, i, -1)
+        self.times[dst] += self.change(dst, i, +1)
+        length = int(self.inst.tokens[i])
+        self.tokens[src] -= length
+        self.tokens[dst] += length
+        self.count[src] -= 1
+        self.count[dst] += 1
+        self.where[i] = dst
+
+
+def _sources(state: _Assignment, r: int) -> list[int]:
+    """Sequences of rank ``r`` that can leave their micro-batch, spread over their cost order."""
+    m, costs = state.m, state.inst.costs
+    mine = [i for i in np.flatnonzero(state.where // m == r).tolist()
+            if state.count[state.where[i]] > 1]
+    mine.sort(key=lambda i: (-costs[i], i))
+    if len(mine) > _REFINE_SOURCES:
+        picks = np.linspace(0, len(mine) - 1, _REFINE_SOURCES).round().astype(int).tolist()
+        mine = [mine[p] for p in dict.fromkeys(picks)]
+    return mine
+
+
+def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,
+               ) -> tuple[tuple[int, int] | None, int]:
+    """The move of a sequence of the slowest rank ``r`` to a micro-batch of a less loaded rank
+    that lowers the larger of the two ranks' exact makespans the most (None: none lowers it
+    below ``values[r]``), and the work spent. Each rank keeps its order."""
+    inst, m = state.inst, state.m
+    pp, vpp, target = inst.pp, inst.vpp, values[r]
+    ops = 2 * pp * vpp * m
+    row_r = state.row(r)
+    sources = _sources(state, r)
+    if not sources:
+        return None, 0
+    leaving = []
+    for i in sources:
+        b = int(state.where[i])
+        new = row_r.copy()
+        new[state.slot[b]] += state.change(b, i, -1)
+        leaving.append(new)
+    after_r = scaled_makespans(leaving, pp, vpp, model)
+    work = ops * len(leaving)
+    ranks = sorted((q for q in range(inst.dp_size) if q != r), key=lambda q: (values[q], q))
+    receiving = [(q, state.row(q)) for q in ranks[:_REFINE_RANKS]]
+    room = max(m, _REFINE_STEP_OPS // ops)  # rows scored this step; the largest relief first
+    pairs, rows = [], []
+    for value_r, i in sorted(zip(after_r, sources, strict=True)):
+        if value_r >= target or len(rows) >= room:
+            break
+        for q, row_q in receiving:
+            for pos in range(m):
+                dst = q * m + pos
+                if state.fits(dst, i):
+                    new = row_q.copy()
+                    new[state.slot[dst]] += state.change(dst, i, +1)
+                    pairs.append((i, dst, value_r))
+                    rows.append(new)
+    if not rows:
+        return None, work
+    after_q = scaled_makespans(rows, pp, vpp, model)
+    work += ops * len(rows)
+    best = min(range(len(rows)), key=lambda j: (max(pairs[j][2], after_q[j]), j))
+    if max(pairs[best][2], after_q[best]) >= target:
+        return None, work
+    return (pairs[best][0], pairs[best][1]), work
+
+
+def refine_assignment(
+    inst: StepInstance,
+    model: PipelineModel,
+    m: int,
+    mb_of: np.ndarray,
+    orders: Sequence[Sequence[int]],
+    work_budget: int,
+    deadline: float | None = None,
+) -> Refined:
+    """Local search on the assignment, scored by the exact makespan (the search before it
+    scores moves with the closed formula, which at pp > 1 is neither exact nor a bound).
+
+    Each step moves one sequence of the slowest rank to a micro-batch of one of the least loaded
+    ranks, every rank keeping its order, when both ranks then end strictly below the slowest
+    rank's old makespan (so the sorted makespans fall and the search ends). Stops at a local
+    optimum, when ``work_budget`` (operations evaluated: deterministic) is spent or past
+    ``deadline`` (a safety net). Keeps every micro-batch non-empty and under the cap."""
+    state = _Assignment(inst, m, mb_of, orders)
+    values = scaled_makespans([state.row(r) for r in range(inst.dp_size)], inst.pp, inst.vpp,
+                              model)
+    work, moves, cut = 0, 0, False
+    # A step scores at most _REFINE_STEP_OPS (plus its sources): started only if it can end in time.
+    step_seconds = 2 * _REFINE_STEP_OPS / OPS_PER_SECOND
+    while inst.pp > 1 and work < work_budget:
+        if deadline is not None and time.perf_counter() + step_seconds > deadline:
+            cut = True
+            break
+        r = max(range(inst.dp_size), key=lambda q: (values[q], -q))
+        move, spent = _best_move(state, r, values, model)
+        work += spent
+        if move is None:
+            break
+        i, dst = move
+        q = dst // m
+        state.move(i, dst)
+        moves += 1
+        values[r], values[q] = scaled_makespans([state.row(r), state.row(q)], inst.pp, inst.vpp,
+                                                model)
+    return Refined(state.where, values, moves, work, cut)
+
+
+# ------------------------------------------------------------- the phase
+
+#: The unsearched starts evaluated exactly besides the searched ones, the trainers' and the
+#: given ones (best proxy first).
+EXTRA_CANDIDATES = 4
+#: The searches' results the exact makespan weighs: the best by the formula, and the best of
+#: each count (the clock's rounds add many results; each costs an exact evaluation of every rank).
+FINAL_CANDIDATES = 8
+
+
+def best_of_each_count(rows: list[Row], top: int) -> list[Row]:
+    """The ``top`` best rows by the formula, and the best row of every other count."""
+    ranked = sorted(rows, key=lambda row: (row[0], row[1]))
+    kept, counts = ranked[:top], {row[3] for row in ranked[:top]}
+    for row in ranked[top:]:
+        if row[3] not in counts:
+            kept.append(row)
+            counts.add(row[3])
+    return kept
+
+
+def _candidates(search: SearchState) -> list[Row]:
+    """The searches' best results, the best unsearched starts, and the best start of every
+    count built (the formula ranks counts differently from the schedule: interleaving at a
+    count that is not a multiple of pp runs slower than the formula says); best proxy first.
+    The trainers' and given schedules are weighed apart."""
+    given_ids = {row[1] for row in search.pool if row[2].startswith(("start ", "trainer:"))}
+    rest = sorted((row for row in search.pool
+                   if row[1] not in search.searched and row[1] not in given_ids),
+                  key=lambda row: (row[0], row[1]))
+    per_count = {row[3]: row for row in reversed(rest)}
+    top = {row[1] for row in rest[:EXTRA_CANDIDATES]}
+    others = rest[:EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
+    return sorted(best_of_each_count(search.finals, FINAL_CANDIDATES) + others,
+                  key=lambda row: (row[0], row[1]))
+
+
+def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
+    """The candidate or trainer's or given schedule with the smallest exact step, its orders,
+    and the work spent."""
+    inst = search.inst
+    search.order_given_starts()  # those that arrived after the search (the open-ended parts)
+    fixed, fixed_work, late = list(search.fixed.values()), search.fixed_work, search.late
+    if late:
+        search.notes.append("the clock ran out before these schedules' order search (each in its "
+                            f"own order or lightest micro-batches first and last): {', '.join(late)}")
+    best: tuple[Row, Ordered] | None = None
+    work, searched = fixed_work, 0
+    if cands:
+        # The trainers' searches may take up to half of the exact share, past it (noted in
+        # phases._EXACT_SHARE): the searches' results keep the other half.
+        choice = choose_exact(inst, [(row[3], row[4]) for row in cands], search.model,
+                              max(search.exact_work - fixed_work, search.exact_work // 2),
+                              search.final_deadline)
+        if choice.clock_cut:
+            search.notes.append("the exact makespan's order search was stopped by the clock, "
+                                "not the work budget: the plan may differ between runs")
+        best = (cands[choice.index], choice.ordered)
+        work, searched = work + choice.work, choice.evaluated
+    for row, ordered in fixed:  # a search's result wins ties
+        if best is None or ordered.step < best[1].step:
+            best = (row, ordered)
+    if best is None:  # never: the pool held a start, and only the clock leaves one out
+        raise RuntimeError("no schedule reached the exact makespan (please report)")
+    search.notes.append(f"exact makespan: {len(cands) + len(fixed)} schedules evaluated, "
+                        f"{searched} order-searched, and the {len(fixed)} trainers' and given "
+                        f"ones ordered apart; work {work} of {search.exact_work}")
+    return best[0], best[1], work
+
+
+def choose_by_exact_makespan(search: SearchState) -> StepPlan:
+    """pp > 1: the exact makespan decides between the searches' results, the trainers' and
+    the given schedules and the best unsearched starts, each rank ordered for it; what is left
+    refines the winner's assignment on the exact makespan itself."""
+    inst, model = search.inst, search.model
+    (_, _, method, m, mb_of), ordered, work = _fastest(search, _candidates(search))
+    step = ordered.step
+    # The clock's to spend unless the plan must be repeatable.
+    left = max(0, search.exact_work - work) if search.options.deterministic else 10**15
+    # Its set-up alone (every rank's makespan) costs about what the assembly does: skipped
+    # once the clock has run out.
+    refined = None if search.out_of_clock_final() else refine_assignment(
+        inst, model, m, mb_of, ordered.orders, left, search.final_deadline)
+    if refined is not None and refined.step < step:
+        search.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
+                            f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")
+        mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
+    sc = scale(inst.vpp, model)
+    return assemble(inst, model, m, mb_of, method, ordered.orders, exact_time(step, sc),
+                    exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
+                    search.notes, search.t0)
