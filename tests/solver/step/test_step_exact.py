@@ -126,3 +126,33 @@ def test_refine_assignment_lowers_the_exact_makespan_and_keeps_the_schedule_vali
         tried += 1
         improved += out.step < ordered.step
     assert improved > tried // 2  # random starts leave room: the search finds it
+
+
+def test_the_exact_choice_and_the_order_search_start_nothing_past_their_deadline() -> None:
+    """The clock is a safety net: past the deadline the exact choice still scores its first
+    candidate (so it always has a schedule) but no other, nor any order search, and says the
+    clock cut it; the order search returns its start as it was."""
+    import time
+
+    from seqpart.solver.step.exact import choose_exact, order_ranks, rank_time_rows
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.pipeline import DEFAULT_MODEL, improve_order, scaled_makespans
+
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(100, 4000, 96).tolist()
+    inst = make_instance(lengths, 4, 8000, cost=(1, 0), pp=4)
+    m = 6
+    candidates = [(m, rng.permutation(np.arange(96) % (4 * m))) for _ in range(5)]
+    cheap = [order_ranks(rank_time_rows(inst, mb_of, m), 4, 1).step for m, mb_of in candidates]
+    assert min(cheap) < cheap[0]  # scoring them all would pick another
+    past = time.perf_counter() - 1.0
+    choice = choose_exact(inst, candidates, DEFAULT_MODEL, 10**12, deadline=past)
+    assert (choice.index, choice.evaluated, choice.clock_cut) == (0, 0, True)
+    full = choose_exact(inst, candidates, DEFAULT_MODEL, 10**12)
+    assert not full.clock_cut and full.ordered.step <= choice.ordered.step
+
+    times = rng.integers(1, 1000, 12).tolist()
+    start = list(range(12))
+    order, value, work = improve_order(times, 4, starts=[start], deadline=past)
+    assert order == start and value == scaled_makespans([times], 4, 1)[0]
+    assert work == 2 * 4 * 12  # the start's evaluation, no pass
