@@ -180,11 +180,16 @@ def _calibration_steps(profile: Any, factor: float, pipe: PipelineSetting, per_s
     for kind, name, n, cap, _ in SOURCES:
         pool = _lengths(name)
         for b in range(per_source):
-            lengths = scale_lengths(sample_batch(pool, n, np.random.default_rng(2000 + b)), factor)
-            c = max(max(lengths), round(cap * factor))
+            lengths, c = _scaled_batch(pool, n, cap, factor, 2000 + b)
             for sched, ranks in build_schedules(lengths, 2, c, profile, 1.0, pipeline=pipe).items():
                 steps[f"{kind}#{b}/{sched}"] = schedule_lengths(ranks, lengths)
     return steps
+
+
+def _scaled_batch(pool: list[int], n: int, cap: int, factor: float, seed: int) -> tuple[list[int], int]:
+    """A seeded draw of ``n`` lengths at the calibrated scale, and its cap (at least the longest)."""
+    lengths = scale_lengths(sample_batch(pool, n, np.random.default_rng(seed)), factor)
+    return lengths, max(max(lengths), round(cap * factor))
 
 
 def _lengths(name: str) -> list[int]:
@@ -258,9 +263,7 @@ def main() -> int:
     pools: dict[str, list[int]] = {}
     for kind, name, n, cap, b in batches:
         pool = pools.setdefault(name, _lengths(name))
-        raw = sample_batch(pool, n, np.random.default_rng(1000 + b))
-        lengths = scale_lengths(raw, factor)
-        c = max(max(lengths), round(cap * factor))
+        lengths, c = _scaled_batch(pool, n, cap, factor, 1000 + b)
         t0 = time.perf_counter()
         res = replay_batch(lengths, 2, c, profile, spec, repeats=repeats, seed=b, time_limit=1.0,
                            pp=pipe.pp, vpp=pipe.vpp, order_trainers=args.order_trainers)

@@ -196,7 +196,9 @@ def _checked(runs: Sequence[Run], seconds: Sequence[Sequence[float]], name: str
 
 
 def _totals(coef: Mapping[str, float], runs: Sequence[Run]) -> np.ndarray:
-    return np.array([sum(v * feature(mb, k) for mb in run for k, v in coef.items()) for run in runs])
+    """Each run's predicted total (a rank's time in its step)."""
+    fit = Fit(coef=dict(coef))
+    return np.array([float(fit.predict(run).sum()) for run in runs])
 
 
 def _level_and_shape(coef: Mapping[str, float], runs: Sequence[Run], measured: np.ndarray

@@ -274,13 +274,12 @@ def rank_first(
     mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
     out = [] if mb_of is None else [("rank_first", mb_of)]
     if inst.cap is not None and (inst.pp == 1 or mb_of is None):
-        out += rank_first_room(inst, m, seconds, bound, deadline)
+        out += rank_first_room(inst, m, deadline)
     return out
 
 
 def rank_first_room(
-    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
-    deadline: float | None = None,
+    inst: StepInstance, m: int, deadline: float | None = None
 ) -> list[tuple[str, np.ndarray]]:
     """Under a cap: LPT on cost over the ranks, each rank taking tokens only up to a room
     (``m`` caps, then a little less, :data:`_ROOM_FILLS`, until every rank splits into ``m``
