@@ -7,7 +7,7 @@ Batches: seeded draws of n lengths from bundled real length files
 (``seqpart.solver.study.datasets``; default the long-tail reasoning file and the chat file), the
 cap the smallest of 4096..65536 that holds the longest sequence, cost ``(24576, 1)``, overhead
 24576 * 512, vpp 1. For every batch, dp and pp: each trainer's schedule (the fast equivalents
-of ``seqpart.solver.step.trainer_starts``, the same schedules; ``--reference`` runs
+of ``seqpart.solver.step.starts.trainers``, the same schedules; ``--reference`` runs
 ``seqpart.heuristics.TRAINER_SCHEDULERS`` instead, minutes at n=262,144) scored with
 ``step_time`` in its own order and in ``order_schedule``'s, and ``plan_step`` at each time
 limit: its wall time against the limit, its step time over the best valid trainer's, its gap to
@@ -32,7 +32,7 @@ from common import machine_header, table, verdict, write_json
 from seqpart.heuristics import TRAINER_SCHEDULERS
 from seqpart.solver.step import order_schedule, plan_step, step_lower_bound, step_time
 from seqpart.solver.step.model import find_schedule_violations, make_instance
-from seqpart.solver.step.trainer_starts import trainer_starts
+from seqpart.solver.step.starts.trainers import trainer_starts
 from seqpart.solver.study import datasets as ds
 
 COST = (24576, 1)

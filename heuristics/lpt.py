@@ -52,6 +52,8 @@ def _lpt_lists(
     # LPT's choice: only the per-bin sample limit or a separate cost needs the heap.
     if n >= ROUNDS_FROM and k >= 32 and max_count is None and (cap is None or by_tokens):
         return _lpt_rounds(cost, k, order)
+    if cap is not None and max_count is None and not by_tokens:
+        return _lpt_capped(tokens, cost, k, cap, order_desc(cost) if order is None else order)
     bins: Bins = [[] for _ in range(k)]
     heap = [(0, b) for b in range(k)]  # (cost load, bin): ties go to the lowest bin index
     tok = [0] * k
@@ -106,6 +108,50 @@ def _lpt_lists(
         bins[b].append(i)
         tok[b] += tokens[i]
         cnt[b] += count[i]
+    return bins
+
+
+def _lpt_capped(tokens: list[int], cost: list[int], k: int, cap: int, order: list[int]) -> Bins:
+    """Capped LPT with a cost apart from the tokens and no count limit: the same bins as the
+    general loop of :func:`_lpt_lists`, whose usual step (the least-loaded bin has the room)
+    is kept to one heap call on plain ints here (rank balancing with a token room runs it
+    262,144 times: ints compare faster than tuples)."""
+    shift = k.bit_length()  # a heap key is load << shift | bin: by load, ties by bin
+    mask = (1 << shift) - 1
+    bins: Bins = [[] for _ in range(k)]
+    heap = list(range(k))
+    tok = [0] * k
+    # Bins the current sequence did not fit, keyed (tokens - cap) << shift | bin (the most room
+    # first), with their heap keys aside: they wait until a sequence short enough comes.
+    parked: list[int] = []
+    key_of = [0] * k
+    replace, push, pop = heapq.heapreplace, heapq.heappush, heapq.heappop
+    for i in order:
+        t = tokens[i]
+        while parked and -(parked[0] >> shift) >= t:
+            push(heap, key_of[pop(parked) & mask])
+        if heap:
+            b = heap[0] & mask
+            if tok[b] + t <= cap:
+                replace(heap, heap[0] + (cost[i] << shift))
+                bins[b].append(i)
+                tok[b] += t
+                continue
+        while heap and tok[heap[0] & mask] + t > cap:
+            key = pop(heap)
+            b = key & mask
+            key_of[b] = key
+            push(parked, ((tok[b] - cap) << shift) | b)
+        if heap:
+            b = heap[0] & mask
+            replace(heap, heap[0] + (cost[i] << shift))
+        else:  # nothing fits: the least-loaded bin, the validator will flag it
+            b = min(key_of[q & mask] for q in parked) & mask
+            parked = [q for q in parked if q & mask != b]
+            heapq.heapify(parked)
+            push(heap, key_of[b] + (cost[i] << shift))
+        bins[b].append(i)
+        tok[b] += t
     return bins
 
 

@@ -28,6 +28,19 @@ from seqpart.solver.step.pipeline import (
 __all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound"]
 
 
+def _sorted_costs(costs: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The costs sorted descending, their prefix sums and the ascending prefix sums: int64
+    when every sum fits (numpy's sort, ~10x faster than Python's at n = 262,144), else object
+    arrays of exact Python ints."""
+    if sum(costs) < 2**62:  # costs are non-negative: every prefix sum fits too
+        c = np.sort(np.asarray(costs, dtype=np.int64))[::-1]
+        zero = np.zeros(1, dtype=np.int64)
+        return c, np.concatenate((zero, np.cumsum(c))), np.concatenate((zero, np.cumsum(c[::-1])))
+    c = np.array(sorted(costs, reverse=True), dtype=object)
+    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
+    return c, prefix, np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
+
+
 def _load_bounds(costs_desc: np.ndarray, prefix: np.ndarray, k: int) -> int:
     """``load_lower_bound(costs, k)`` on costs sorted descending with their prefix sums (object
     arrays, exact): max(ceil(S/k), c_1, max_t sum of c_{tk-t+1..tk+1}). Same formula, computed
@@ -94,9 +107,7 @@ def scaled_bounds(inst: StepInstance) -> dict[int, int]:
     ``c_max + m*o + (pp-1)(c_max + o)/vpp``. With ``pp > 1`` and several ranks, the
     rank-maxima bound of :func:`_rank_maxima_bounds` raises them further.
     """
-    c = np.array(sorted(inst.costs, reverse=True), dtype=object)
-    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
-    asc_prefix = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
+    c, prefix, asc_prefix = _sorted_costs(inst.costs)
     o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
     p_rank = _load_bounds(c, prefix, dp)
     ms = inst.feasible_ms()
@@ -209,9 +220,7 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     sc = scale(inst.vpp, model)
     if inst.pp == 1:
         return {m: x * sc // inst.vpp for m, x in scaled_bounds(inst).items()}
-    c = np.array(sorted(inst.costs, reverse=True), dtype=object)
-    prefix = np.concatenate(([0], np.cumsum(c))).astype(object)
-    asc = np.concatenate(([0], np.cumsum(c[::-1]))).astype(object)
+    c, prefix, asc = _sorted_costs(inst.costs)
     o, pp, vpp, dp = inst.overhead, inst.pp, inst.vpp, inst.dp_size
     lat = model.p2p_latency * sc
     p_rank = _load_bounds(c, prefix, dp)

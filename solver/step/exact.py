@@ -355,9 +355,9 @@ def assemble(
     checked by the validator, and its times re-scored by the public
     :func:`~seqpart.solver.step.model.rank_times`, which must give ``step``."""
     k = inst.dp_size * m
-    by_mb = np.argsort(mb_of, kind="stable")  # sequences ascending within each micro-batch
-    cuts = np.cumsum(np.bincount(mb_of, minlength=k))[:-1]
-    members = [part.tolist() for part in np.split(by_mb, cuts)]
+    by_mb = np.argsort(mb_of, kind="stable").tolist()  # sequences ascending in each micro-batch
+    ends = np.cumsum(np.bincount(mb_of, minlength=k)).tolist()
+    members = [by_mb[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
     rows = rank_time_rows(inst, mb_of, m)
     ranks = []
     for r in range(inst.dp_size):

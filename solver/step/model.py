@@ -94,6 +94,14 @@ def _bad_index(schedule: Schedule, n: int) -> str:
     return "schedule holds an entry that is not an index: pass indices into lengths"
 
 
+def _sums_by_run(values: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Sums of consecutive runs of ``values`` of the given sizes (a run may be empty): prefix
+    sums differenced, exact in the values' dtype (int64 only when the total fits)."""
+    prefix = np.concatenate((np.zeros(1, dtype=values.dtype), np.cumsum(values)))
+    ends = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    return prefix[ends] - prefix[ends - np.asarray(sizes, dtype=np.int64)]
+
+
 def _micro_batch_times(
     schedule: Schedule, lengths: Any, cost: Any, overhead: Any
 ) -> list[list[int]]:
@@ -107,17 +115,16 @@ def _micro_batch_times(
     sizes = [len(mb) for rank in schedule for mb in rank]
     flat = [i for rank in schedule for mb in rank for i in mb]
     index = np.asarray(flat) if flat else np.zeros(0, dtype=np.int64)
-    if (index.dtype.kind not in "iu" or any(type(i) in (bool, np.bool_) for i in flat)
+    kinds = set(map(type, flat))
+    if (index.dtype.kind not in "iu" or bool in kinds or np.bool_ in kinds
             or (len(index) and (index.min() < 0 or index.max() >= n))):
         raise ValueError(_bad_index(schedule, n))
-    which = np.repeat(np.arange(len(sizes)), sizes)
     costs = cost.exact(tokens)  # int64 when every sum fits, else exact Python ints
-    totals = np.zeros(len(sizes), dtype=costs.dtype)
-    np.add.at(totals, which, costs[index])
+    # Sums stay below 2**62 in int64 only over at most n entries (a bad schedule may repeat one).
+    totals = _sums_by_run(costs[index] if len(index) <= n else costs[index].astype(object), sizes)
     flat_times = [over + int(t) for t in totals.tolist()]
     if size is not None:
-        mb_tokens = np.zeros(len(sizes), dtype=np.int64)
-        np.add.at(mb_tokens, which, tokens[index].astype(np.int64))
+        mb_tokens = _sums_by_run(tokens[index].astype(np.int64), sizes)
         flat_times = [t + size.size(x) for t, x in zip(flat_times, mb_tokens.tolist(), strict=True)]
     out, start = [], 0
     for rank in schedule:

@@ -51,7 +51,7 @@ from seqpart.solver.step.pipeline import (
 )
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, Row, from_schedule, micro_first
-from seqpart.solver.step.trainer_starts import (
+from seqpart.solver.step.starts.trainers import (
     OpenEnded,
     as_start,
     finish_open_ended,
@@ -70,6 +70,11 @@ _TRAINER_SHARE = 0.25
 #: The wall time of one count's constructions per sequence (measured on an idle machine:
 #: 2.9 us at n=65,536, dp=1,024, 3.8 us at n=262,144): the trainers' starts leave it on the clock.
 _OWN_BUILD_SECONDS_PER_SEQUENCE = 4e-6
+#: The wall time of the first construction that usually gives a valid start (the room-keeping
+#: balance at pp = 1: 1.9 us per sequence at n=262,144 on an idle machine), per sequence: until
+#: one of seqpart's constructions gave a start, a count is begun when this much time is left
+#: (its later constructions each check the clock).
+_FIRST_BUILD_SECONDS_PER_SEQUENCE = 2.2e-6
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 #: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
@@ -97,9 +102,10 @@ class StepSearch:
                  engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
-        # Kept back from the clock for checking and assembling the plan (0.065 s at n=262,144
-        # under a load of 5, since the check and the times run in numpy: 4x that is kept).
-        reserve = 0.008 + 1e-6 * inst.n
+        # Kept back from the clock for checking and assembling the plan, and for freeing the
+        # search's state on return (together 0.08-0.15 s at n=262,144 on an idle machine, the
+        # more micro-batches the longer: about 1.5-2.5x that is kept).
+        reserve = 0.008 + 0.8e-6 * inst.n
         if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
             reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
         self.deadline = None if options.deterministic else t0 + seconds - reserve
@@ -234,6 +240,10 @@ class StepSearch:
         return min(values) if values else None
 
     def build_seconds(self) -> float:
+        """The clock a count needs before it is begun: a whole count's constructions, or only
+        the first's while none of seqpart's has given a start yet."""
+        if not self.constructed:
+            return _FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n
         return max(self.nominal_build, self.walls["count"])
 
     def build_next(self) -> None:

@@ -88,7 +88,7 @@ def plan_step(
             invalid ones are skipped (noted). The plan is never worse than a valid start.
         trainer_starts: also start from the trainers' schedulers
             (``seqpart.heuristics.trainer_baselines``, computed by
-            :mod:`~seqpart.solver.step.trainer_starts`: the same schedules, faster). None
+            :mod:`~seqpart.solver.step.starts.trainers`: the same schedules, faster). None
             (default): all of them first, cheapest first, each run to its end while the budget
             and the clock allow (prime-rl's swap refinement and verl's retry take at most a
             quarter of the budget before the search and resume with what it leaves; ``notes``

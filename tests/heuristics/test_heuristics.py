@@ -185,3 +185,31 @@ def test_best_fit_places_each_sequence_once_when_some_fit_nowhere() -> None:
         bins, room = best_fit_with_room(np.asarray(lengths), k, cap)
         assert sorted(i for b in bins for i in b) == list(range(len(lengths)))
         assert room == [cap - sum(lengths[i] for i in b) for b in bins]
+
+
+def _capped_lpt_by_definition(tokens: list[int], costs: list[int], k: int, cap: int) -> list[list[int]]:
+    """Costliest first (ties by index), each to the least-loaded bin whose tokens stay under
+    the cap (ties by bin index), else to the least-loaded bin of all: O(n k), plainly."""
+    bins: list[list[int]] = [[] for _ in range(k)]
+    load, tok = [0] * k, [0] * k
+    for i in sorted(range(len(costs)), key=lambda j: (-costs[j], j)):
+        room = [b for b in range(k) if tok[b] + tokens[i] <= cap] or list(range(k))
+        b = min(room, key=lambda q: (load[q], q))
+        bins[b].append(i)
+        load[b] += costs[i]
+        tok[b] += tokens[i]
+    return bins
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 8),
+       st.integers(30, 200), st.integers(0, 3))
+def test_capped_lpt_with_a_separate_cost_is_lpt_by_definition(
+    tokens: list[int], k: int, cap: int, noise: int
+) -> None:
+    # The heap's fast step (the least-loaded bin has room) and its parked bins choose what the
+    # definition chooses, bin for bin and in the same order.
+    k = min(k, len(tokens))
+    costs = [t * t + (i * noise) % 7 for i, t in enumerate(tokens)]
+    got = heuristics.lpt(tokens, k, cap, costs=costs)
+    assert got == _capped_lpt_by_definition(tokens, costs, k, cap)

@@ -8,7 +8,7 @@ from seqpart.heuristics.kernels import lpt_lists
 from seqpart.solver import SolverOptions
 from seqpart.solver.step import plan_step, step_lower_bound
 from seqpart.solver.step.model import find_schedule_violations, make_instance
-from seqpart.solver.step.starts import rank_first, rank_first_room, split_ranks
+from seqpart.solver.step.starts import CONSTRUCTIONS, rank_first, rank_first_room, split_ranks
 from seqpart.solver.study.datasets import load_dataset, sample_batch
 
 COST, OVERHEAD = (24576, 1), 24576 * 512
@@ -41,19 +41,20 @@ def test_room_keeping_balance_where_equal_counts_cannot() -> None:
     # leave ranks far apart; LPT within each rank's token room does not.
     dp, m = 64, 2
     inst = make_instance(_reasoning_batch(4096, dp, 1), dp, 65536, cost=COST, overhead=OVERHEAD)
-    starts = dict(rank_first(inst, m, seconds=0.0))
-    assert set(starts) == {"rank_first", "rank_first_room"}
-    assert _rank_spread(inst, starts["rank_first"], m) > 1.2
-    room = starts["rank_first_room"]
+    (method, kk), = rank_first(inst, m, seconds=0.0)
+    assert method == "rank_first"
+    assert _rank_spread(inst, kk, m) > 1.2
+    (method, room), = rank_first_room(inst, m)
+    assert method == "rank_first_room"
     assert _rank_spread(inst, room, m) < 1.005
     tokens = inst.tokens.tolist()
     assert find_schedule_violations(_schedule(room, dp, m), tokens, dp, m, 65536, 1) == []
-    assert dict(rank_first_room(inst, m)).keys() == {"rank_first_room"}
+    assert CONSTRUCTIONS.index(rank_first_room) < CONSTRUCTIONS.index(rank_first)
 
 
 def test_room_shrinks_until_every_rank_splits() -> None:
-    # Filled to 2 caps each, LPT leaves a rank that no 2 micro-batches of 20 can hold; a
-    # slightly smaller room gives a schedule under the cap.
+    # Filled to 2 caps each, LPT leaves a rank with one sequence, which no 2 non-empty
+    # micro-batches can hold; a smaller room gives a schedule under the cap.
     lengths, dp, m, cap = [8, 10, 1, 6, 10, 4, 19], 2, 2, 20
     inst = make_instance(lengths, dp, cap, cost=(1, 1))
     full = lpt_lists(lengths, inst.costs, [1] * len(lengths), dp, m * cap, None)
@@ -61,6 +62,45 @@ def test_room_shrinks_until_every_rank_splits() -> None:
     (method, mb_of), = rank_first_room(inst, m)
     assert method == "rank_first_room"
     assert find_schedule_violations(_schedule(mb_of, dp, m), lengths, dp, m, cap, 1) == []
+
+
+def test_a_rank_that_cannot_split_sheds_its_shortest_sequences() -> None:
+    # Rank 0 holds 14, 14, 7, 4 (39 tokens), which no 2 micro-batches of 20 hold; without
+    # the 4 it still cannot split, without the 4 and the 7 it can. Rank 1 (1, 1) has the room
+    # for both: {1, 4} {1, 7}.
+    lengths, dp, m, cap = [14, 14, 7, 4, 1, 1], 2, 2, 20
+    inst = make_instance(lengths, dp, cap, cost=(1, 1))
+    ranks = [[0, 1, 2, 3], [4, 5]]
+    mb_of = split_ranks(inst, ranks, m)
+    assert mb_of is not None
+    assert find_schedule_violations(_schedule(mb_of, dp, m), lengths, dp, m, cap, 1) == []
+    assert sorted(ranks[0]) == [0, 1] and sorted(ranks[1]) == [2, 3, 4, 5]
+    assert sorted(mb_of[[0, 1]] // m) == [0, 0] and sorted(mb_of[[2, 3, 4, 5]] // m) == [1] * 4
+
+
+def test_a_rank_nothing_can_leave_still_fails() -> None:
+    # One rank: nowhere to shed to, and 14, 14, 7, 4 fit no 2 micro-batches of 20.
+    lengths, cap = [14, 14, 7, 4], 20
+    inst = make_instance(lengths, 1, cap, cost=(1, 1))
+    assert split_ranks(inst, [[0, 1, 2, 3]], 2) is None
+
+
+def test_near_full_ranks_split_by_best_fit_at_pp1() -> None:
+    # 40 ranks (the vectorised split), each 10, 10, 7, 7, 7, 7, 6, 6 (60 tokens) in 3 caps of
+    # 20: LPT on cost gives {10, 7} {10, 7} {7, 7} and then finds no room for a 7; best fit on
+    # tokens gives {10, 10} {7, 7, 6} {7, 7, 6} on every rank, with no sequence moved.
+    dp, m, cap = 40, 3, 20
+    lengths = [10, 10, 7, 7, 7, 7, 6, 6] * dp
+    inst = make_instance(lengths, dp, cap, cost=(1, 1))
+    ranks = [list(range(8 * r, 8 * r + 8)) for r in range(dp)]
+    mb_of = split_ranks(inst, ranks, m)
+    assert mb_of is not None
+    assert find_schedule_violations(_schedule(mb_of, dp, m), lengths, dp, m, cap, 1) == []
+    assert ranks == [list(range(8 * r, 8 * r + 8)) for r in range(dp)]
+    # With pp > 1 the split's balance counts: the near-full ranks go to the capped balancer,
+    # which takes at most a few of them.
+    inst_pp = make_instance(lengths, dp, cap, cost=(1, 1), pp=2)
+    assert split_ranks(inst_pp, ranks, m) is None
 
 
 def test_no_room_keeping_without_a_cap() -> None:
@@ -78,4 +118,3 @@ def test_plan_step_near_its_bound_on_long_tail_lengths() -> None:
     bound = step_lower_bound(lengths, dp, 65536, cost=COST, overhead=OVERHEAD)
     assert plan.step_time >= bound
     assert plan.step_time <= bound * 1.003
-

@@ -374,7 +374,7 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
     from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.starts import from_schedule
-    from seqpart.solver.step.trainer_starts import trainer_starts
+    from seqpart.solver.step.starts.trainers import trainer_starts
 
     def canon(sched: list) -> list:
         return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in sched)
@@ -401,7 +401,7 @@ def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
 
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import (
+    from seqpart.solver.step.starts.trainers import (
         finish_open_ended,
         run_trainer_starts,
         trainer_starts,
@@ -450,7 +450,7 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
     a time, ends on the trainer's own schedule, having split no rank twice at a count."""
     from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.trainer_starts import _kk_work, verl, verl_retry
+    from seqpart.solver.step.starts.trainers import _kk_work, verl, verl_retry
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))

@@ -68,7 +68,7 @@ def test_as_start_agrees_with_the_validator() -> None:
     and rejects the same schedules as ``from_schedule`` (the validator), oversize included."""
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.starts import from_schedule
-    from seqpart.solver.step.trainer_starts import as_start, trainer_starts
+    from seqpart.solver.step.starts.trainers import as_start, trainer_starts
 
     rng = np.random.default_rng(2)
     seen = {True: 0, False: 0}

@@ -1,97 +1,24 @@
-"""Starting schedules for step planning: constructions at a given count per rank, and the
-trainers' own schedules. Each returns ``mb_of`` (the micro-batch of every sequence, micro-batch
-``b`` on rank ``b // m``) only when it is valid: non-empty micro-batches under the cap.
+"""Starting schedules for step planning: seqpart's constructions at a given count per rank.
+Each returns ``mb_of`` (the micro-batch of every sequence, micro-batch ``b`` on rank ``b // m``)
+only when it is valid: non-empty micro-batches under the cap.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists, order_desc
+from seqpart.heuristics.kernels import karmarkar_karp_lists, lpt_lists, order_desc
 from seqpart.solver.step.model import StepInstance, find_schedule_violations
+from seqpart.solver.step.starts.split import from_bins, split_into, split_ranks
 
 #: A start in plan_step's pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]
-
-#: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
-#: position) rather than by one LPT per rank.
-_VECTOR_SPLIT_RANKS = 32
 #: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
 _KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
-#: Ranks whose LPT split breaks the cap are re-split by the capped balancer (slow) up to this
-#: many; beyond, the construction gives up at this count.
-_MAX_REPAIRED_RANKS = 4
-#: Karmarkar-Karp splits a rank only up to this many items x micro-batches (~2 ms loaded).
-_KK_SPLIT_WORK = 5_000
-#: Past this many items x bins a split balances tokens, not cost (see split_into).
-_LPT_SPLIT_WORK = 50_000
-
-
-def valid_start(mb_of: np.ndarray, inst: StepInstance, k: int) -> bool:
-    """Every micro-batch non-empty and under the cap (an over-cap sequence only alone)."""
-    if len(mb_of) != inst.n or mb_of.min() < 0 or mb_of.max() >= k:
-        return False
-    cnt = np.bincount(mb_of, minlength=k)
-    if (cnt == 0).any():
-        return False
-    if inst.cap is None:
-        return True
-    tok = np.bincount(mb_of, weights=inst.tokens, minlength=k)  # exact: tokens < 2**53 summed
-    over = tok > inst.cap
-    return bool(not over.any() or (cnt[over] == 1).all())
-
-
-def from_bins(bins: Sequence[Sequence[int]], by_rank: Sequence[Sequence[int]], n: int) -> np.ndarray:
-    """mb_of from micro-batches (local lists) dealt to ranks (lists of micro-batch positions)."""
-    mb_of = np.full(n, -1, dtype=np.int64)
-    b = 0
-    for rank in by_rank:
-        for pos in rank:
-            mb_of[list(bins[pos])] = b
-            b += 1
-    return mb_of
-
-
-def split_into(
-    tokens: list[int], costs: list[int], k: int, cap: int | None, *, balanced: bool,
-    repair: bool, force: bool = False,
-) -> list[list[int]] | None:
-    """Positions ``0..len(tokens)-1`` into ``k`` non-empty bins under the cap, every over-cap
-    item alone in a bin of its own: Karmarkar-Karp when ``balanced`` and it respects the cap,
-    else capped LPT, else (when ``repair``, and for a large split only when ``force``) the
-    capped balancer, slow on large tight splits. None when none works."""
-    over = [] if cap is None else [i for i, t in enumerate(tokens) if t > cap]
-    rest = [i for i, t in enumerate(tokens) if cap is None or t <= cap]
-    k_rest = k - len(over)
-    if k_rest < (1 if rest else 0) or len(rest) < k_rest:
-        return None
-    if not rest:
-        return [[i] for i in over]
-    rt, rc, ones = [tokens[i] for i in rest], [costs[i] for i in rest], [1] * len(rest)
-
-    def fits(bins: list[list[int]]) -> bool:
-        return all(bins) and (cap is None or all(sum(rt[i] for i in b) <= cap for b in bins))
-
-    # Karmarkar-Karp costs about items x bins; past that, LPT balances nearly as well.
-    kk = balanced and len(rest) * k_rest <= _KK_SPLIT_WORK
-    local = karmarkar_karp_lists(rc, ones, k_rest, None) if kk else None
-    big = len(rest) * k_rest > _LPT_SPLIT_WORK
-    if local is None or not fits(local):
-        # LPT on cost looks past full bins for room, items x bins when the cap is tight; LPT on
-        # tokens needs only the least-loaded bin (it has the most room), so large splits use it.
-        local = lpt_lists(rt, rt if big else rc, ones, k_rest, cap, None)
-    if not fits(local):
-        if not repair or (big and not force):
-            return None
-        local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
-        if not fits(local):
-            return None
-    return [[rest[i] for i in b] for b in local] + [[i] for i in over]
 
 
 def micro_first(
@@ -179,76 +106,6 @@ def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
     return ranks
 
 
-def split_ranks(
-    inst: StepInstance, ranks: list[list[int]], m: int, *, balanced: bool = False
-) -> np.ndarray | None:
-    """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
-    (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
-    to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
-    dp, n = inst.dp_size, inst.n
-    if any(len(members) < m for members in ranks):
-        return None
-    if dp < _VECTOR_SPLIT_RANKS:  # few long ranks: one LPT per rank is cheaper than numpy rounds
-        mb_of = np.full(n, -1, dtype=np.int64)
-        repaired = 0
-        for r, members in enumerate(ranks):
-            rt = [int(inst.tokens[i]) for i in members]
-            rc = [inst.costs[i] for i in members]
-            local = split_into(rt, rc, m, inst.cap, balanced=balanced, repair=False)
-            if local is None:
-                repaired += 1
-                if repaired > _MAX_REPAIRED_RANKS:
-                    return None
-                local = split_into(rt, rc, m, inst.cap, balanced=False, repair=True)
-                if local is None:
-                    return None
-            for j, b in enumerate(local):
-                mb_of[[members[i] for i in b]] = r * m + j
-        return mb_of if valid_start(mb_of, inst, dp * m) else None
-    cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
-    tok_arr = inst.tokens
-    width = max(len(members) for members in ranks)
-    idx = np.full((dp, width), -1, dtype=np.int64)
-    for r, members in enumerate(ranks):
-        mem = np.asarray(members, dtype=np.int64)
-        order = np.lexsort((mem, -cost_arr[mem].astype(np.float64)))  # costliest first
-        idx[r, : len(mem)] = mem[order]
-    load = np.zeros((dp, m), dtype=cost_arr.dtype)
-    tok = np.zeros((dp, m), dtype=np.int64)
-    cap = np.iinfo(np.int64).max if inst.cap is None else inst.cap
-    mb_of = np.full(n, -1, dtype=np.int64)
-    failed = np.zeros(dp, dtype=bool)
-    rows = np.arange(dp)
-    big = sum(inst.costs) + 1
-    for col in range(width):
-        items = idx[:, col]
-        active = items >= 0
-        safe = np.where(active, items, 0)
-        fits = tok + tok_arr[safe][:, None] <= cap
-        fits[:, :] |= ~active[:, None]
-        none_fit = ~fits.any(axis=1)
-        # An over-cap sequence (oversize="alone") may open an empty micro-batch of its own.
-        alone = none_fit & (tok == 0).any(axis=1) & (tok_arr[safe] > cap)
-        score = np.where(fits | (alone[:, None] & (tok == 0)), load, big)
-        b = np.argmin(score, axis=1)
-        failed |= active & none_fit & ~alone
-        put = active & ~failed
-        load[rows[put], b[put]] += cost_arr[items[put]]
-        tok[rows[put], b[put]] += tok_arr[items[put]]
-        mb_of[items[put]] = rows[put] * m + b[put]
-    if failed.sum() > _MAX_REPAIRED_RANKS:  # the rank split is far off: leave it to the others
-        return None
-    for r in np.flatnonzero(failed).tolist():
-        members = ranks[r]
-        local = split_into([int(tok_arr[i]) for i in members], [inst.costs[i] for i in members],
-                           m, inst.cap, balanced=False, repair=True)
-        if local is None:
-            return None
-        for j, bin_ in enumerate(local):
-            mb_of[[members[i] for i in bin_]] = r * m + j
-    return mb_of if valid_start(mb_of, inst, dp * m) else None
-
-
 def rank_first(
     inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
     deadline: float | None = None,
@@ -259,8 +116,9 @@ def rank_first(
     equal-count Karmarkar-Karp (verl's balance, much cheaper); this balances the totals that
     decide at ``pp = 1``. The split: with ``pp > 1`` and few ranks, Karmarkar-Karp within the
     rank when it respects the cap (it balances the micro-batches, which sets the bubble: verl's
-    shape), else capped LPT. Under a cap, also :func:`rank_first_room` (with ``pp > 1`` only
-    when the balance broke some rank's token room). Empty when no split can be made."""
+    shape), else capped LPT. With ``pp > 1``, when the balance broke some rank's token room,
+    also the room-keeping balance of :func:`rank_first_room` (at ``pp = 1`` a construction of
+    its own, run first). Empty when no split can be made."""
     n, dp = inst.n, inst.dp_size
     ones = [1] * n
     if _KK_SECONDS_PER_SEQUENCE_RANK * n * dp <= 0.2 * seconds:
@@ -273,30 +131,46 @@ def rank_first(
         ranks = [[i for i in r if i < n] for r in padded]
     mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
     out = [] if mb_of is None else [("rank_first", mb_of)]
-    if inst.cap is not None and (inst.pp == 1 or mb_of is None):
-        out += rank_first_room(inst, m, deadline)
+    if inst.pp > 1 and mb_of is None:
+        out += _room_balanced(inst, m, deadline)
     return out
 
 
 def rank_first_room(
+    inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
+    deadline: float | None = None,
+) -> list[tuple[str, np.ndarray]]:
+    """At ``pp = 1`` under a cap: LPT on cost over the ranks, each rank taking tokens only up
+    to a room, then the split of :func:`rank_first` (see :func:`_room_balanced`). Empty with
+    ``pp > 1`` (:func:`rank_first` runs it there when its own balance breaks a rank's room),
+    without a cap, or when no room splits."""
+    return _room_balanced(inst, m, deadline) if inst.pp == 1 else []
+
+
+def _room_balanced(
     inst: StepInstance, m: int, deadline: float | None = None
 ) -> list[tuple[str, np.ndarray]]:
-    """Under a cap: LPT on cost over the ranks, each rank taking tokens only up to a room
-    (``m`` caps, then a little less, :data:`_ROOM_FILLS`, until every rank splits into ``m``
-    micro-batches under the cap), then the split of :func:`rank_first`.
+    """LPT on cost over the ranks, each rank taking tokens only up to a room: ``m`` caps less
+    one median sequence, then a little less (:data:`_ROOM_FILLS`), until every rank splits
+    into ``m`` micro-batches under the cap.
 
     Why: Karmarkar-Karp balances cost and ignores tokens, and its equal-count form also gives
     every rank as many sequences. When the micro-batches must be nearly full, a rank with one
     sequence longer than half the cap needs far more tokens of the others to reach the mean
     cost than one with two, which equal counts cannot give (measured: 3.3% over the mean on
     262,144 reasoning lengths, dp = 1,024, m = 5 at 95% fill, against 0.16% here). A rank
-    filled to its last token rarely splits into ``m`` micro-batches; a little less room does."""
+    filled to its last token rarely splits into ``m`` micro-batches; one median sequence of
+    slack usually lets it (each try is one LPT and one split, ~0.5 s at n = 262,144)."""
     if inst.cap is None:
         return []
     tokens, ones = inst.tokens.tolist(), [1] * inst.n
+    full = m * inst.cap
+    slack = int(np.partition(inst.tokens, inst.n // 2)[inst.n // 2])
+    smaller = [full * num // den for num, den in _ROOM_FILLS]
+    rooms = [full - slack] + [room for room in smaller if room < full - slack]
     began = time.perf_counter()
-    for num, den in _ROOM_FILLS:
-        ranks = lpt_lists(tokens, inst.costs, ones, inst.dp_size, m * inst.cap * num // den, None)
+    for room in rooms:
+        ranks = lpt_lists(tokens, inst.costs, ones, inst.dp_size, room, None)
         mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
         if mb_of is not None:
             return [("rank_first_room", mb_of)]
@@ -307,9 +181,8 @@ def rank_first_room(
     return []
 
 
-#: The rooms :func:`rank_first_room` tries, as shares of a rank's ``m`` caps: the first that
-#: splits wins (each try is one LPT and one split, ~0.6 s at n = 262,144, dp = 1,024).
-_ROOM_FILLS = ((1, 1), (199, 200), (49, 50), (19, 20), (7, 8))
+#: The smaller rooms :func:`_room_balanced` tries after the first, as shares of ``m`` caps.
+_ROOM_FILLS = ((199, 200), (49, 50), (19, 20), (7, 8))
 
 
 def rank_first_bubble(
@@ -417,7 +290,7 @@ _PACK_SECONDS_PER_SEQUENCE = 4e-6
 #: The constructions tried at each count, in this order (the cheapest good one first); each is
 #: ``fn(inst, m, seconds, bound, deadline) -> [(method, mb_of)]``, ``bound`` the count's step
 #: bound, ``deadline`` when a construction that refines (the packing) stops refining.
-CONSTRUCTIONS = (rank_first_bubble, rank_first, rank_first_packed, micro_first)
+CONSTRUCTIONS = (rank_first_bubble, rank_first_room, rank_first, rank_first_packed, micro_first)
 
 
 def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] | None:
@@ -433,3 +306,4 @@ def from_schedule(schedule: Any, inst: StepInstance) -> tuple[int, np.ndarray] |
         return None  # not a schedule: skipped, as documented
     flat = [[int(i) for i in mb] for rank in schedule for mb in rank]
     return m, from_bins(flat, [list(range(len(flat)))], inst.n)
+
