@@ -148,7 +148,7 @@ class StepSearch:
         # where each rank's split is long) the last count's wall time says more: the larger
         # guards the clock (a safety net only: it decides nothing on an unloaded machine).
         self.nominal_build = self.build / CANDIDATES_PER_SECOND
-        self.walls = {"count": self.nominal_build, "make": self.nominal_build / 2}
+        self.count_wall = self.nominal_build
         self.pending = sorted(self.bounds,
                               key=lambda m: (self.bounds[m] * count_penalty(inst, model, m), m))
         self.tried = 0
@@ -244,7 +244,7 @@ class StepSearch:
         the first's while none of seqpart's has given a start yet."""
         if not self.constructed:
             return _FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n
-        return max(self.nominal_build, self.walls["count"])
+        return max(self.nominal_build, self.count_wall)
 
     def build_next(self) -> None:
         m = self.pending.pop(0)
@@ -252,17 +252,19 @@ class StepSearch:
             return
         self.tried += 1
         began_count = time.perf_counter()
+        longest = 0.0  # this count's longest construction so far
         for make in CONSTRUCTIONS:
-            # Once a construction gave a valid start, the next only while the clock allows (the
-            # given and trainers' starts do not count: ours are usually far better).
-            if self.constructed and self.out_of_clock(max(self.nominal_build / 2, self.walls["make"])):
+            # Once a construction gave a valid start, the next only while twice the longest so
+            # far fits the clock (the given and trainers' starts do not count: ours are usually
+            # far better; the constructions' costs differ by about 2x at most).
+            if self.constructed and self.out_of_clock(2 * longest):
                 break
             began = time.perf_counter()
             for method, mb_of in make(self.inst, m, self.seconds, self.bounds[m], self.deadline):
                 self.add(method, m, mb_of)
-            self.walls["make"] = max(self.walls["make"], time.perf_counter() - began)
+            longest = max(longest, time.perf_counter() - began)
             self.spent += self.build // len(CONSTRUCTIONS)
-        self.walls["count"] = max(self.walls["count"], time.perf_counter() - began_count)
+        self.count_wall = max(self.count_wall, time.perf_counter() - began_count)
 
     def drop_hopeless(self) -> None:
         # Both sides weighed by what the schedule makes of the count (1 when pp == 1).

@@ -36,7 +36,7 @@ from seqpart.solver.batch_cost import MicroBatchCost
 CANDIDATES_PER_SECOND = 15_000_000
 #: Moves are scored from at most this many sequences of the slowest rank per step...
 _MOVE_SOURCES = 256
-#: ...to every micro-batch, or, past this many, to those of the lightest ranks (this many in all).
+#: ...to every micro-batch, or at pp = 1, past this many, to those of the lightest ranks.
 _MOVE_DESTINATIONS = 4096
 #: Swaps are scored against at most this many sequences of the least loaded ranks per step...
 _SWAP_PARTNERS = 512
@@ -152,7 +152,7 @@ class _Search:
         stopped = "local optimum"
         balanced = False  # ranks balanced internally since the last change
         # The last step's wall time, at first an estimate from the moves a step scores.
-        last = min(_MOVE_SOURCES, len(self.where)) * min(self.k, _MOVE_DESTINATIONS) * _SECONDS_PER_MOVE
+        last = min(_MOVE_SOURCES, len(self.where)) * len(self.move_destinations()) * _SECONDS_PER_MOVE
         while True:
             r = int(np.argmax(self.big_r))
             target = int(self.big_r[r])
@@ -218,10 +218,11 @@ class _Search:
         self.refresh()
 
     def move_destinations(self) -> np.ndarray:
-        """Every micro-batch, or past _MOVE_DESTINATIONS of them those of the ranks with the
-        lowest times (a move's best destination is on a light rank; scoring 256 sources
-        against all 26,624 micro-batches took 0.14-0.3 s a step)."""
-        if self.k <= _MOVE_DESTINATIONS:
+        """Every micro-batch; at pp = 1, past _MOVE_DESTINATIONS of them, those of the ranks
+        with the lowest times (there a rank's time is its sum, so the best destination is on
+        the lightest rank with room; scoring 256 sources against all 26,624 micro-batches took
+        0.14-0.3 s a step). With pp > 1 a light rank's bubble may still rule a move out."""
+        if self.k <= _MOVE_DESTINATIONS or self.beta:
             return np.arange(self.k)
         light = np.argsort(self.big_r, kind="stable")[: max(1, _MOVE_DESTINATIONS // self.m)]
         return (np.sort(light)[:, None] * self.m + np.arange(self.m)[None, :]).reshape(-1)
