@@ -41,3 +41,19 @@ def test_the_front_door_does_not_import_torch() -> None:
     code = "import sys, seqpart.solver; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_one_module_imported_alone_loads_only_what_it_uses() -> None:
+    """The front door's names load on first use: a worker importing the errors alone does not
+    pay for OR-Tools and the whole solver."""
+    code = ("import sys, seqpart.solver.errors; "
+            "print('ortools' in sys.modules, 'seqpart.solver.partition' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False False", out.stderr
+
+
+def test_the_partition_module_does_not_shadow_the_partition_function() -> None:
+    code = ("import seqpart.solver.partition, seqpart.solver as s; "
+            "print(callable(s.partition), s.partition.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True seqpart.solver.partition", out.stderr
