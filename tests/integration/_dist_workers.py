@@ -283,7 +283,7 @@ def _run_absent(rank: int, world: int, init_file: str, out_dir: str, call: str) 
     )
     record: dict[str, Any]
     if rank == world - 1:
-        time.sleep(2.5)  # alive past the others' 1.5 s timeout, but never joins the collective
+        time.sleep(1.8)  # alive past the others' 1 s timeout, but never joins the collective
         record = {"absent": True}
     else:
         t0 = time.monotonic()
@@ -295,9 +295,9 @@ def _run_absent(rank: int, world: int, init_file: str, out_dir: str, call: str) 
 
                 batch = {"input_ids": torch.zeros(4, 50, dtype=torch.long),
                          "attention_mask": torch.ones(4, 50, dtype=torch.long)}
-                rearrange_micro_batches(batch, 100, timeout=1.5)
+                rearrange_micro_batches(batch, 100, timeout=1.0)
             else:
-                partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=1.5)
+                partition_across_ranks(SEED_LENGTHS[rank], CAP, timeout=1.0)
             record = {"ok": True}
         except Exception as err:
             record = _error_record(err)
