@@ -95,8 +95,11 @@ def split_ranks(
     inst: StepInstance, ranks: list[list[int]], m: int, *, balanced: bool = False
 ) -> np.ndarray | None:
     """Each rank's sequences into its ``m`` micro-batches by capped LPT, all ranks at once
-    (one numpy round per position, costliest first); a rank LPT cannot fit under the cap goes
-    to the capped balancer. None when a rank still has an empty or over-cap micro-batch."""
+    (one numpy round per position, costliest first). The ranks LPT cannot fit under the cap go,
+    at pp = 1 without a size term, to best fit decreasing on tokens, then (at most
+    :data:`_MAX_REPAIRED_RANKS` of them) to the capped balancer, shedding sequences to other
+    ranks when even that fails (:func:`_repair_ranks`; ``ranks`` is then updated). None when a
+    rank still has an empty or over-cap micro-batch."""
     dp, n = inst.dp_size, inst.n
     if any(len(members) < m for members in ranks):
         return None
