@@ -118,3 +118,29 @@ def test_plan_step_near_its_bound_on_long_tail_lengths() -> None:
     bound = step_lower_bound(lengths, dp, 65536, cost=COST, overhead=OVERHEAD)
     assert plan.step_time >= bound
     assert plan.step_time <= bound * 1.003
+
+
+def test_search_past_4096_micro_batches_moves_to_the_lightest_ranks() -> None:
+    # 1,100 ranks of 4 micro-batches (4,400 > 4,096): at pp = 1 a move is scored only against
+    # the lightest ranks' micro-batches. From a start that piles rank 0 with the longest
+    # sequences, the search still lowers the step, to every rank's share, and the schedule
+    # stays valid.
+    from seqpart.solver.step.search import _Search, improve_schedule, schedule_objective
+
+    dp, m, cap = 1100, 4, 64
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 16, dp * m * 3).tolist()
+    inst = make_instance(lengths, dp, cap, cost=(1, 0))
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    mb_of = np.empty(len(lengths), dtype=np.int64)
+    mb_of[order] = np.arange(len(lengths)) % (dp * m)  # dealt round robin, longest first
+    costs = np.asarray(inst.costs, dtype=object)
+    before = schedule_objective(mb_of, costs, dp * m, m, 0, 1, 1)
+    search = _Search(mb_of, lengths, inst.costs, dp, m, cap, 0, 1, 1)
+    assert len(search.move_destinations()) <= 4096
+    result = improve_schedule(mb_of, lengths, inst.costs, dp, m, cap, 0, 1, 1,
+                              work_budget=200_000_000)
+    assert result.objective < before
+    assert result.objective == schedule_objective(result.mb_of, costs, dp * m, m, 0, 1, 1)
+    assert result.objective <= -(-sum(lengths) // dp) + max(lengths)
+    assert find_schedule_violations(_schedule(result.mb_of, dp, m), lengths, dp, m, cap, 1) == []

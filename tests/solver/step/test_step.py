@@ -77,6 +77,13 @@ def test_step_time_is_exact_beyond_int64() -> None:
 def test_step_time_scores_raw_schedules_and_rejects_bad_indices() -> None:
     # A trainer's schedule may break the cap or leave a rank short: still scored.
     assert rank_times([[[0, 1]], []], [5, 6]) == [11, 0]
+    # An empty micro-batch pays its overhead only; an index given more times than there are
+    # sequences is summed as often, exactly (summed in Python ints past n entries).
+    assert rank_times([[[0, 1], [], [1, 1, 1]]], [5, 6], overhead=2) == [13 + 2 + 20]
+    huge = 2**40
+    assert rank_times([[[0] * 5]], [huge], cost=(huge, 0)) == [5 * huge * huge]
+    with pytest.raises(ValueError, match="not an index"):
+        step_time([[[0, True]]], [1, 2])
     with pytest.raises(ValueError, match="not an index"):
         step_time([[[0, 7]]], [1, 2])
     with pytest.raises(ValueError, match="not an index"):
