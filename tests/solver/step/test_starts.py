@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seqpart.heuristics.kernels import lpt_lists
-from seqpart.solver import SolverOptions
+from seqpart.solver import InfeasibleError, SolverOptions
 from seqpart.solver.step import plan_step, step_lower_bound
 from seqpart.solver.step.model import find_schedule_violations, make_instance
 from seqpart.solver.step.starts import CONSTRUCTIONS, rank_first, rank_first_room, split_ranks
@@ -144,3 +146,33 @@ def test_search_past_4096_micro_batches_moves_to_the_lightest_ranks() -> None:
     assert result.objective == schedule_objective(result.mb_of, costs, dp * m, m, 0, 1, 1)
     assert result.objective <= -(-sum(lengths) // dp) + max(lengths)
     assert find_schedule_violations(_schedule(result.mb_of, dp, m), lengths, dp, m, cap, 1) == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 4), st.integers(0, 10_000), st.sampled_from([1, 2]),
+       st.booleans())
+def test_split_ranks_gives_a_valid_schedule_or_none(dp: int, m: int, seed: int, pp: int,
+                                                    alone: bool) -> None:
+    # Any ranks, split (and repaired, sequences shed between ranks): what comes back passes the
+    # validator, and the updated ranks hold exactly the sequences the schedule puts there.
+    rng = np.random.default_rng(seed)
+    cap = int(rng.integers(20, 60))
+    n = dp * m + int(rng.integers(0, 3 * dp * m + 1))
+    lengths = rng.integers(1, cap + 1, n).tolist()
+    if alone:
+        lengths[0] = cap + 5  # over the cap: a micro-batch of its own
+    try:
+        inst = make_instance(lengths, dp, cap, cost=(1, 1), pp=pp,
+                             oversize="alone" if alone else "error")
+    except InfeasibleError:
+        return  # no count per rank can hold these under the cap: nothing to split
+    # Ranks about as full as a balance makes them (each sequence, in a random order, to the
+    # rank with the fewest tokens), so that some are too full to split and get repaired.
+    ranks = lpt_lists(lengths, lengths, [1] * n, dp, None, None, rng.permutation(n).tolist())
+    mb_of = split_ranks(inst, ranks, m)
+    if mb_of is None:
+        return
+    schedule = _schedule(mb_of, dp, m)
+    assert find_schedule_violations(schedule, lengths, dp, m, cap, 1,
+                                    oversize="alone" if alone else "error") == []
+    assert [sorted(i for mb in rank for i in mb) for rank in schedule] == [sorted(r) for r in ranks]
