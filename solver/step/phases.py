@@ -33,7 +33,7 @@ import numpy as np
 
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions
-from seqpart.solver.step.bound import scaled_bounds
+from seqpart.solver.step.bound import rank_maxima_seconds, scaled_bounds
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
 from seqpart.solver.step.exact import (
     OPS_PER_SECOND,
@@ -75,6 +75,14 @@ _OWN_BUILD_SECONDS_PER_SEQUENCE = 4e-6
 #: one of seqpart's constructions gave a start, a count is begun when this much time is left
 #: (its later constructions each check the clock).
 _FIRST_BUILD_SECONDS_PER_SEQUENCE = 2.2e-6
+#: With pp > 1, until one of seqpart's constructions gave a start, a count is begun when this
+#: much time per sequence is left before the exact makespan's own deadline: enough for
+#: Karmarkar-Karp on the ranks (1.1-1.6 us at n=65,536-262,144 on an idle machine), the
+#: cheapest; the bubble-aware one first checks its own time. A plan of seqpart's own is worth
+#: part of the exact phase's share (which then still scores the candidates' cheap orders).
+_FIRST_BUILD_SECONDS_PER_SEQUENCE_PP = 1.8e-6
+#: The most of the limit the count bounds' rank-maxima refinement may take (pp > 1).
+_RANK_MAXIMA_SHARE = 0.1
 #: Counts built whatever the clock says while no valid start exists yet.
 _COUNTS_BEFORE_CLOCK = 3
 #: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
@@ -115,7 +123,11 @@ class StepSearch:
             self.deadline = t0 + (seconds - reserve) * (1 - _EXACT_SHARE)
         self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
         self.notes: list[str] = []
-        self.bounds = scaled_bounds(inst)  # of the formula: the search's proxy (exact at pp = 1)
+        # Of the formula: the search's proxy (exact at pp = 1). With pp > 1 their rank-maxima
+        # refinement only orders the counts; it is left out when it would take a large share of
+        # the limit (0.42 s at n=262,144, dp=1,024): decided from the input, not the clock.
+        refine = rank_maxima_seconds(inst) <= _RANK_MAXIMA_SHARE * seconds
+        self.bounds = scaled_bounds(inst, rank_maxima=refine)
         self.exact_work = 0
         self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
         if inst.pp > 1:
@@ -239,12 +251,17 @@ class StepSearch:
             values.append(self.best.objective)
         return min(values) if values else None
 
-    def build_seconds(self) -> float:
-        """The clock a count needs before it is begun: a whole count's constructions, or only
-        the first's while none of seqpart's has given a start yet."""
-        if not self.constructed:
-            return _FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n
-        return max(self.nominal_build, self.count_wall)
+    def count_fits(self) -> bool:
+        """Whether the clock leaves a count the time it needs before it is begun: a whole
+        count's constructions, or only the first's while none of seqpart's has given a start
+        yet (with pp > 1, the cheapest's, before the exact makespan's deadline)."""
+        if self.constructed:
+            return not self.out_of_clock(max(self.nominal_build, self.count_wall))
+        if self.inst.pp == 1:
+            return not self.out_of_clock(_FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n)
+        return self.final_deadline is None or (
+            time.perf_counter() + _FIRST_BUILD_SECONDS_PER_SEQUENCE_PP * self.inst.n
+            <= self.final_deadline)
 
     def build_next(self) -> None:
         m = self.pending.pop(0)
@@ -347,7 +364,7 @@ class StepSearch:
         forced = not self.pool or self.nominal_build <= 2 * self.seconds
         while self.pending and (
             (forced and not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
-            or not self.out_of_clock(self.build_seconds())
+            or self.count_fits()
         ):
             self.drop_hopeless()
             if not self.pending or (self.constructed
@@ -377,7 +394,7 @@ class StepSearch:
                 progressed = True
             self.drop_hopeless()
             if self.pending and self.spent + self.build <= self.budget:
-                if self.out_of_clock(self.build_seconds()):
+                if not self.count_fits():
                     self.clock_cut = True  # the budget allowed another count, the clock did not
                 else:
                     self.build_next()
