@@ -272,6 +272,9 @@ class StepSearch:
         self.tried += 1
         began_count = time.perf_counter()
         longest = 0.0  # this count's longest construction so far
+        # Until one of seqpart's constructions gave a start, they may run into the exact phase's
+        # share (with pp > 1; see count_fits): a construction that checks its time sees that.
+        until = self.deadline if self.constructed else self.final_deadline
         for make in CONSTRUCTIONS:
             # Once a construction gave a valid start, the next only while twice the longest so
             # far fits the clock (the given and trainers' starts do not count: ours are usually
@@ -279,7 +282,7 @@ class StepSearch:
             if self.constructed and self.out_of_clock(2 * longest):
                 break
             began = time.perf_counter()
-            for method, mb_of in make(self.inst, m, self.seconds, self.bounds[m], self.deadline):
+            for method, mb_of in make(self.inst, m, self.seconds, self.bounds[m], until):
                 self.add(method, m, mb_of)
             longest = max(longest, time.perf_counter() - began)
             self.spent += self.build // len(CONSTRUCTIONS)
