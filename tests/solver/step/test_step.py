@@ -482,3 +482,24 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
                              verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1], 10**18,
                              never, None)
     assert total == whole  # resuming redid no split
+
+
+@FAST
+@given(st.lists(st.integers(1, 40), min_size=4, max_size=60), st.integers(2, 6),
+       st.integers(2, 4))
+def test_count_bounds_without_the_rank_maxima_refinement_are_weaker_only(
+    lengths: list[int], dp: int, pp: int
+) -> None:
+    # plan_step leaves the refinement out when it would take a large share of the limit: the
+    # bounds it then orders counts by are the refinement's starting point, never above it.
+    from seqpart.solver.step.bound import rank_maxima_seconds, scaled_bounds
+    from seqpart.solver.step.model import make_instance
+
+    if len(lengths) < dp:
+        return
+    inst = make_instance(lengths, dp, 60, cost=(3, 1), overhead=7, pp=pp)
+    plain, refined = scaled_bounds(inst, rank_maxima=False), scaled_bounds(inst)
+    assert plain.keys() == refined.keys()
+    assert all(plain[m] <= refined[m] for m in plain)
+    assert 0 < rank_maxima_seconds(inst) < 0.1
+    assert rank_maxima_seconds(make_instance(lengths, dp, 60, pp=1)) == 0.0
