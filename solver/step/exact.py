@@ -188,11 +188,12 @@ def order_ranks(
 def _cheap_orders(
     inst: StepInstance, candidates: Sequence[tuple[int, np.ndarray]], model: PipelineModel,
     deadline: float | None,
-) -> tuple[list[list[list[int]]], list[Ordered], bool]:
+) -> tuple[list[list[list[int]]], list[Ordered], float, bool]:
     """Each candidate's rank rows and cheap orders, in the order given (best proxy first), the
     first always; the others while the clock (a safety net) says one more fits before
     ``deadline``: many candidates of many micro-batches take long (29 of 80 micro-batches at
-    pp = vpp = 4 took 0.12 s). Returns (rows, orders, whether the clock cut the list)."""
+    pp = vpp = 4 took 0.12 s). Returns (rows, orders, seconds per candidate, whether the
+    clock cut the list)."""
     rows: list[list[list[int]]] = []
     cheap: list[Ordered] = []
     began = time.perf_counter()
@@ -200,10 +201,10 @@ def _cheap_orders(
         if cheap and deadline is not None:
             now = time.perf_counter()
             if now + (now - began) / len(cheap) > deadline:
-                return rows, cheap, True
+                return rows, cheap, (now - began) / len(cheap), True
         rows.append(rank_time_rows(inst, mb_of, m))
         cheap.append(order_ranks(rows[-1], inst.pp, inst.vpp, model))
-    return rows, cheap, False
+    return rows, cheap, (time.perf_counter() - began) / len(cheap), False
 
 
 @dataclass
@@ -235,10 +236,8 @@ def choose_exact(
     search. The search follows the same path whatever its budget, so a candidate searched here
     ends at least as fast as :func:`order_schedule` makes it with the default budget."""
     pp, vpp = inst.pp, inst.vpp
-    began = time.perf_counter()
-    rows, cheap, cut = _cheap_orders(inst, candidates, model, deadline)
     # A search starts only if its fixed part (as long as one candidate's cheap orders) ends in time.
-    one = (time.perf_counter() - began) / len(cheap)
+    rows, cheap, one, cut = _cheap_orders(inst, candidates, model, deadline)
     work = sum(c.work for c in cheap)
     best_i = min(range(len(cheap)), key=lambda i: (cheap[i].step, i))
     best = cheap[best_i]
