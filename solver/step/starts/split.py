@@ -141,7 +141,8 @@ def _split_by_rounds(
     best fit decreasing (longest first, to the fullest micro-batch that has room). Returns the
     ranks where a sequence found no room or a micro-batch stayed empty (their entries in
     ``mb_of`` are then partial or to be redone)."""
-    cost_arr = np.asarray(inst.costs, dtype=np.int64 if sum(inst.costs) < 2**62 else object)
+    total = sum(inst.costs)
+    cost_arr = np.asarray(inst.costs, dtype=np.int64 if total < 2**62 else object)
     tok_arr = inst.tokens
     key = tok_arr.astype(np.float64) if tightest else cost_arr.astype(np.float64)
     dp = len(which)
@@ -158,7 +159,7 @@ def _split_by_rounds(
     failed = np.zeros(dp, dtype=bool)
     rows = np.arange(dp)
     first_mb = np.asarray(which, dtype=np.int64) * m
-    big = sum(inst.costs) + 1
+    big = total + 1
     for col in range(width):
         items = idx[:, col]
         active = items >= 0
@@ -206,6 +207,7 @@ def _repair_ranks(
         return True
     tokens = inst.tokens
     held = None  # token total per rank, once a rank must shed
+    receives = ~np.isin(np.arange(len(ranks)), failed)  # the failed ranks take no sequence
     for r in failed:
         local = _resplit(inst, ranks[r], m)
         shed = 0
@@ -218,7 +220,7 @@ def _repair_ranks(
             if len(ranks[r]) <= m or not movable:
                 return False
             i = min(movable, key=lambda j: (int(tokens[j]), j))
-            room = np.where(np.isin(np.arange(len(ranks)), failed), -1, m * inst.cap - held)
+            room = np.where(receives, m * inst.cap - held, -1)
             for q in np.argsort(-room, kind="stable")[:_SHED_RECEIVERS].tolist():
                 local_q = _resplit(inst, ranks[q] + [i], m) if room[q] >= tokens[i] else None
                 if local_q is not None:
