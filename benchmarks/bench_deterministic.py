@@ -37,6 +37,7 @@ from common import (
     machine_header,
     percentile,
     real_instances,
+    run_at_once,
     table,
     verdict,
 )
@@ -94,19 +95,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Strict timing reads no clock, so the processes run at once (the harder case: they load
     # the machine for each other); with the safety net they run one after the other.
     if args.timing == "strict":
-        procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(args.processes)]
-        outs = []
-        for proc in procs:
-            stdout, stderr = proc.communicate()
-            outs.append(subprocess.CompletedProcess(command, proc.returncode, stdout, stderr))
+        stdouts = run_at_once(command, args.processes)
     else:
-        outs = [subprocess.run(command, capture_output=True, text=True)
-                for _ in range(args.processes)]
-    for out in outs:
-        if out.returncode:
-            raise SystemExit(f"worker failed:\n{out.stderr}")
-        lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        stdouts = []
+        for _ in range(args.processes):
+            out = subprocess.run(command, capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f"worker failed:\n{out.stderr}")
+            stdouts.append(out.stdout)
+    for stdout in stdouts:
+        lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
         # One "run" per (process, repeat): every run plans every batch once.
         runs.extend([r for r in lines if r["repeat"] == rep] for rep in range(args.repeats))
     limit = args.time_limit + 0.005

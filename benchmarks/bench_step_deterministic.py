@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
 from bench_step import COST, OVERHEAD, cases, fast_cases
-from common import machine_header, percentile, table, verdict
+from common import machine_header, percentile, run_at_once, table, verdict
 
 from seqpart.solver import SolverOptions
 from seqpart.solver.step import plan_step
@@ -55,14 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(machine_header(sys.argv))
     command = [sys.executable, __file__, "--worker", "--time-limit", str(args.time_limit)]
     command += ["--quick"] if args.quick else []
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(args.processes)]
-    runs = []
-    for proc in procs:
-        stdout, stderr = proc.communicate()
-        if proc.returncode:
-            raise SystemExit(f"worker failed:\n{stderr}")
-        runs.append({r["name"]: r for r in map(json.loads, stdout.splitlines())})
+    runs = [{r["name"]: r for r in map(json.loads, stdout.splitlines())}
+            for stdout in run_at_once(command, args.processes)]
     names = list(runs[0])
     differ = [name for name in names if len({run[name]["plan"] for run in runs}) > 1]
     rows = []

@@ -277,6 +277,18 @@ def _code_version() -> str:
     return f"commit {commit}{note}"
 
 
+def run_at_once(command: Sequence[str], processes: int) -> list[str]:
+    """``command`` in ``processes`` processes started together (they load the machine for each
+    other); their standard outputs, in start order. Exits naming a worker that failed."""
+    procs = [subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(processes)]
+    outs = [proc.communicate() for proc in procs]  # all waited for before any failure is raised
+    for proc, (_, stderr) in zip(procs, outs, strict=True):
+        if proc.returncode:
+            raise SystemExit(f"worker failed:\n{stderr}")
+    return [stdout for stdout, _ in outs]
+
+
 def fmt_ms(seconds: float) -> str:
     if math.isnan(seconds):
         return "-"
