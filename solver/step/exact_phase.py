@@ -272,7 +272,7 @@ def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
     work, searched = fixed_work, 0
     if cands:
         # The trainers' searches may take up to half of the exact share, past it (noted in
-        # phases._EXACT_SHARE): the searches' results keep the other half.
+        # budget.EXACT_SHARE): the searches' results keep the other half.
         choice = choose_exact(inst, [(row[3], row[4]) for row in cands], search.model,
                               max(search.exact_work - fixed_work, search.exact_work // 2),
                               search.final_deadline)

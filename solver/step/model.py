@@ -234,6 +234,9 @@ class StepInstance:
     oversize: tuple[int, ...]  # over-cap sequences, each alone (oversize="alone")
     k_min: int  # proven floor on the total micro-batch count (bin-packing bound)
     size: MicroBatchCost | None = None  # the size term, None when size costs nothing
+    # What one plan's phases compute once from this instance alone and share (e.g. the
+    # Karmarkar-Karp ranks: rank_first at every count and verl's schedule), by name.
+    shared: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n(self) -> int:

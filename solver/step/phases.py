@@ -1,22 +1,26 @@
 """plan_step's search, as a pipeline of named phases over one state.
 
 The phases, in the order :meth:`StepSearch.run` lists them, each with its share of the budget
-(work counted in candidate evaluations; the clock, unless ``deterministic``, as a guard):
+(work counted in candidate evaluations; the clock, unless ``deterministic``, as a guard; the
+shares and the measured times in :mod:`~seqpart.solver.step.budget`):
 
-1. ``given_and_trainer_starts``: the caller's schedules and every trainer's, each run to its
-   end, cheapest first, before anything else (so that a short budget goes to them first: the
-   plan is never behind a trainer that ran to its end, and ``notes`` name any that did not);
-   with pp > 1, ``order_given_starts`` then gives each of them its order search, in full, so
-   that the clock of the phases below sees its time;
-2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first, up to
-   ``_BUILD_SHARE`` of the budget;
+1. ``given_and_trainer_starts`` (:mod:`~seqpart.solver.step.trainer_phase`): the caller's
+   schedules and every trainer's, each run to its end, cheapest first, before anything else
+   (so that a short budget goes to them first: the plan is never behind a trainer that ran to
+   its end, and ``notes`` name any that did not); with pp > 1, ``order_given_starts`` then
+   gives each of them its order search, in full, so that the clock of the phases below sees
+   its time;
+2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first (with
+   pp > 1 at cluster scale, best estimate on shared ranks first), up to ``BUILD_SHARE`` of the
+   budget; then ``counts_on_shared_ranks``: at cluster scale with pp > 1, one construction's
+   cheap split at more counts;
 3. ``capped_balancer_when_no_start``: when every construction broke the cap;
 4. ``search_and_build``: local search from the best start not searched yet (half of what is
    left each time), one more count while the budget allows;
 5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
    small;
 6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`~seqpart.solver.step.exact_phase`):
-   ``_EXACT_SHARE`` of the time evaluates the best
+   ``EXACT_SHARE`` of the time evaluates the best
    candidates exactly and searches their orders; the trainers' and given schedules each get
    the order search :func:`~seqpart.solver.step.exact.order_schedule` gives them, in full.
 """
@@ -34,13 +38,26 @@ import numpy as np
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import SolverOptions
 from seqpart.solver.step.bound import rank_maxima_seconds, scaled_bounds
+from seqpart.solver.step.budget import (
+    BUILD_SHARE,
+    BUILD_WORK_PER_SEQUENCE,
+    CLOCK_ROUNDS,
+    COUNTS_BEFORE_CLOCK,
+    EXACT_SHARE,
+    FIRST_BUILD_SECONDS_PER_SEQUENCE,
+    FIRST_BUILD_SECONDS_PER_SEQUENCE_PP,
+    RANK_MAXIMA_SHARE,
+    SPLIT_SECONDS_PER_SEQUENCE,
+    SPLIT_WORK_PER_SEQUENCE,
+    assembly_reserve,
+    exact_reserve,
+)
 from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
 from seqpart.solver.step.exact import (
     OPS_PER_SECOND,
     Ordered,
     assemble,
     count_penalty,
-    order_given,
 )
 from seqpart.solver.step.exact_phase import choose_by_exact_makespan
 from seqpart.solver.step.model import StepInstance, StepPlan
@@ -50,50 +67,16 @@ from seqpart.solver.step.pipeline import (
     schedule_error,
 )
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from seqpart.solver.step.starts import CONSTRUCTIONS, Row, from_schedule, micro_first
+from seqpart.solver.step.starts import CONSTRUCTIONS, Row, micro_first, rank_first
+from seqpart.solver.step.starts.ranks import counts_by_ranks, full_kk_fits, kk_ranks
 from seqpart.solver.step.starts.trainers import (
     OpenEnded,
-    as_start,
-    finish_open_ended,
-    run_trainer_starts,
 )
-
-#: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
-#: per sequence for both at n=4096, dp=64 under loads of 3-5).
-_BUILD_WORK_PER_SEQUENCE = 400
-#: Share of the work budget spent on starts at several counts before the first search.
-_BUILD_SHARE = 0.4
-#: Share of the work budget the trainers' open-ended parts may take before the search: their set-ups
-#: are cheap; the open-ended parts (prime-rl's refinement, verl's retry) stop there and resume
-#: with what the search leaves.
-_TRAINER_SHARE = 0.25
-#: The wall time of one count's constructions per sequence (measured on an idle machine:
-#: 2.9 us at n=65,536, dp=1,024, 3.8 us at n=262,144): the trainers' starts leave it on the clock.
-_OWN_BUILD_SECONDS_PER_SEQUENCE = 4e-6
-#: The wall time of the first construction that usually gives a valid start (the room-keeping
-#: balance at pp = 1: 1.9 us per sequence at n=262,144 on an idle machine), per sequence: until
-#: one of seqpart's constructions gave a start, a count is begun when this much time is left
-#: (its later constructions each check the clock).
-_FIRST_BUILD_SECONDS_PER_SEQUENCE = 2.2e-6
-#: With pp > 1, until one of seqpart's constructions gave a start, a count is begun when this
-#: much time per sequence is left before the exact makespan's own deadline: enough for
-#: Karmarkar-Karp on the ranks (1.1-1.6 us at n=65,536-262,144 on an idle machine), the
-#: cheapest; the bubble-aware one first checks its own time. A plan of seqpart's own is worth
-#: part of the exact phase's share (which then still scores the candidates' cheap orders).
-_FIRST_BUILD_SECONDS_PER_SEQUENCE_PP = 1.8e-6
-#: The most of the limit the count bounds' rank-maxima refinement may take (pp > 1): it orders
-#: the counts well (left out at n=65,536, dp=1,024 in 1 s, the chat batch's plan at pp = 4 was
-#: 0.998x the best trainer instead of 0.961x), but at n=262,144 it takes 0.42-0.47 s.
-_RANK_MAXIMA_SHARE = 0.25
-#: Counts built whatever the clock says while no valid start exists yet.
-_COUNTS_BEFORE_CLOCK = 3
-#: With pp > 1, the share of the time for the exact makespan: evaluating the best schedules
-#: and the trainers' exactly, and the order search on the slowest rank (the trainers' and
-#: given schedules' searches run in full, even past it).
-_EXACT_SHARE = 0.25
-#: Default timing: at most this many more rounds of search and counts in the time left.
-_CLOCK_ROUNDS = 8
-
+from seqpart.solver.step.trainer_phase import (
+    finish_trainer_starts,
+    given_and_trainer_starts,
+    order_given_starts,
+)
 
 
 @dataclass
@@ -112,30 +95,27 @@ class StepSearch:
                  engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
-        # Kept back from the clock for checking and assembling the plan, and for freeing the
-        # search's state on return (together 0.08-0.15 s at n=262,144 on an idle machine, the
-        # more micro-batches the longer: about 1.5-2.5x that is kept).
-        reserve = 0.008 + 0.8e-6 * inst.n
-        if inst.pp > 1:  # the exact makespans of the plan and of its candidates' cheap orders
-            reserve += 8 * inst.n * inst.pp * inst.vpp / OPS_PER_SECOND
+        # Kept back from the clock: the plan's assembly, and with pp > 1 the exact makespans,
+        # sized for n micro-batches until the candidates' counts are known (fit_final_deadline).
+        reserve = assembly_reserve(inst) + exact_reserve(inst, inst.n)
         self.deadline = None if options.deterministic else t0 + seconds - reserve
         # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
         self.final_deadline = self.deadline
         if self.deadline is not None and inst.pp > 1:
-            self.deadline = t0 + (seconds - reserve) * (1 - _EXACT_SHARE)
+            self.deadline = t0 + (seconds - reserve) * (1 - EXACT_SHARE)
         self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
         self.notes: list[str] = []
         # Of the formula: the search's proxy (exact at pp = 1). With pp > 1 their rank-maxima
         # refinement only orders the counts; it is left out when it would take a large share of
         # the limit (0.42 s at n=262,144, dp=1,024): decided from the input, not the clock.
-        refine = rank_maxima_seconds(inst) <= _RANK_MAXIMA_SHARE * seconds
+        refine = rank_maxima_seconds(inst) <= RANK_MAXIMA_SHARE * seconds
         self.bounds = scaled_bounds(inst, rank_maxima=refine)
         self.exact_work = 0
         self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
         if inst.pp > 1:
             self._check_interleaving()
-            self.exact_work = int(_EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
-            self.budget -= int(_EXACT_SHARE * self.budget)
+            self.exact_work = int(EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
+            self.budget -= int(EXACT_SHARE * self.budget)
         # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
         # so that the split does not depend on the clock.
         self.use_exact = engine == "auto" and exact_fits(inst, list(self.bounds))
@@ -157,24 +137,32 @@ class StepSearch:
         self.fixed: dict[int, tuple[Row, Ordered]] = {}
         self.fixed_work = 0
         self.late: list[str] = []
-        self.build = _BUILD_WORK_PER_SEQUENCE * inst.n
+        self.build = BUILD_WORK_PER_SEQUENCE * inst.n
         # A count's constructions take about this long; on a loaded machine (or at small dp,
         # where each rank's split is long) the last count's wall time says more: the larger
         # guards the clock (a safety net only: it decides nothing on an unloaded machine).
         self.nominal_build = self.build / CANDIDATES_PER_SECOND
         self.count_wall = self.nominal_build
-        self.pending = sorted(self.bounds,
-                              key=lambda m: (self.bounds[m] * count_penalty(inst, model, m), m))
+        # pp > 1 without the refinement (cluster scale in a short limit): the counts in the
+        # order of their estimate on the Karmarkar-Karp ranks that rank_first splits at every
+        # count (see counts_by_ranks), built while one split fits (counts_on_shared_ranks).
+        self.shared_ranks = inst.pp > 1 and not refine and inst.size is None
+        order = self.bounds
+        if self.shared_ranks:
+            order = counts_by_ranks(inst, kk_ranks(inst, equal=not full_kk_fits(inst, seconds)),
+                                    list(self.bounds))
+        self.pending = sorted(self.bounds, key=lambda m: (order[m] * count_penalty(inst, model, m), m))
         self.tried = 0
         self.usable = functools.cache(self._usable)
 
     def run(self, starts: Sequence[Any]) -> StepPlan:
-        self.given_and_trainer_starts(starts)
+        given_and_trainer_starts(self, starts)
         self.order_given_starts()
         self.starts_at_counts()
+        self.counts_on_shared_ranks()
         self.capped_balancer_when_no_start()
         self.search_and_build()
-        self.finish_trainer_starts()
+        finish_trainer_starts(self)
         self.use_the_clock()
         self.take_the_best_unsearched_start()
         proven = self.cp_sat_on_tiny_instances()
@@ -184,6 +172,7 @@ class StepSearch:
             return assemble(inst, self.model, best.m, best.mb_of, best.method, None,
                             exact_time(best.objective, inst.vpp),
                             exact_time(min(proven.values()), inst.vpp), self.notes, self.t0)
+        self.fit_final_deadline()
         return choose_by_exact_makespan(self)
 
     # ----------------------------------------------------------------- shared steps
@@ -205,6 +194,16 @@ class StepSearch:
         if not ok:
             self.unusable.append(m)
         return ok
+
+    def fit_final_deadline(self) -> None:
+        """With pp > 1, the exact makespan's deadline set by the micro-batches of the schedules
+        in the pool (each evaluation is linear in them), not by n: at n = 262,144, dp = 2,048,
+        pp = 4 that frees 0.16 s of the 1 s limit."""
+        if self.final_deadline is None or self.inst.pp == 1 or not self.pool:
+            return
+        micro_batches = self.inst.dp_size * max(row[3] for row in self.pool + self.finals)
+        self.final_deadline = (self.t0 + self.seconds - assembly_reserve(self.inst)
+                               - exact_reserve(self.inst, min(micro_batches, self.inst.n)))
 
     def out_of_clock(self, margin: float = 0.0) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline - margin
@@ -260,10 +259,11 @@ class StepSearch:
         if self.constructed:
             return not self.out_of_clock(max(self.nominal_build, self.count_wall))
         if self.inst.pp == 1:
-            return not self.out_of_clock(_FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n)
+            return not self.out_of_clock(FIRST_BUILD_SECONDS_PER_SEQUENCE * self.inst.n)
+        # With shared ranks, rank_first's are made already: only its split is left to run.
+        first = SPLIT_SECONDS_PER_SEQUENCE if self.shared_ranks else FIRST_BUILD_SECONDS_PER_SEQUENCE_PP
         return self.final_deadline is None or (
-            time.perf_counter() + _FIRST_BUILD_SECONDS_PER_SEQUENCE_PP * self.inst.n
-            <= self.final_deadline)
+            time.perf_counter() + first * self.inst.n <= self.final_deadline)
 
     def build_next(self) -> None:
         m = self.pending.pop(0)
@@ -312,74 +312,65 @@ class StepSearch:
 
     # ----------------------------------------------------------------- phases
 
-    def take(self, method: str, sched: Any) -> None:
-        """A given or trainer's schedule into the pool when it keeps the contract."""
-        found = (as_start if method.startswith("trainer:") else from_schedule)(sched, self.inst)
-        if found is None or found[0] not in self.bounds:
-            self.broken.append(method)
-        else:
-            self.add(method, *found)
-
-    def given_and_trainer_starts(self, starts: Sequence[Any]) -> None:
-        """The caller's schedules, then every trainer's (with ``trainer_starts=None`` within
-        the budget and the clock, cheapest first, the open-ended parts within
-        ``_TRAINER_SHARE``), each in the pool as soon as it is made."""
-        for j, sched in enumerate(starts):
-            self.take(f"start {j}", sched)
-        if self.trainer_starts is not False:
-            full = self.trainer_starts is True
-            # The first count's constructions follow, and are usually far better: the clock
-            # leaves them the time they take before the last deadline (with pp > 1 the exact
-            # makespan's share lies between the two).
-            deadline = None if full or self.deadline is None else min(
-                self.deadline,
-                self.final_deadline - _OWN_BUILD_SECONDS_PER_SEQUENCE * self.inst.n)
-            notes, work, self.open_ended = run_trainer_starts(
-                self.inst, None if full else self.budget, deadline,
-                self.hopeless, self.take, None if full else int(_TRAINER_SHARE * self.budget))
-            self.spent += work
-            self.notes += notes
-        if self.broken:
-            self.notes.append(f"starts that break the contract, skipped: {', '.join(self.broken)}")
-            self.broken = []
-
     def order_given_starts(self) -> None:
-        """pp > 1: the given and trainers' schedules in the pool get their order search now,
-        not after the search: it runs in full (the plan is never behind one of them in the
-        order seqpart finds for it), so the later phases' clock must see its time (six such
-        searches took 0.14 s at n=1,024, dp=64, pp=2, vpp=4). Those that arrive later (the
-        trainers' open-ended parts) get theirs in the exact phase
-        (:mod:`~seqpart.solver.step.exact_phase`)."""
-        if self.inst.pp == 1:
-            return
-        rows = [row for row in self.pool
-                if row[2].startswith(("start ", "trainer:")) and row[1] not in self.fixed]
-        fixed, work, late = order_given(self.inst, self.model, rows, self.final_deadline)
-        self.fixed.update((row[1], (row, ordered)) for row, ordered in fixed)
-        self.fixed_work += work
-        self.late += late
+        order_given_starts(self)  # the exact phase calls it too, on the latecomers
 
     def starts_at_counts(self) -> None:
         """Starts at several counts before any search: with pp > 1 the bounds of neighbouring
         counts are close, and the constructions' own step times separate them better. Until a
         construction gave a valid start the clock is not looked at for the first
-        ``_COUNTS_BEFORE_CLOCK`` counts (ours are usually far better than the given and the
+        ``COUNTS_BEFORE_CLOCK`` counts (ours are usually far better than the given and the
         trainers' starts; a plan beats an error), unless a start is at hand and a count's
         nominal build takes more than twice the whole time (n=262,144 in 1 s)."""
         forced = not self.pool or self.nominal_build <= 2 * self.seconds
         while self.pending and (
-            (forced and not self.constructed and self.tried < _COUNTS_BEFORE_CLOCK)
+            (forced and not self.constructed and self.tried < COUNTS_BEFORE_CLOCK)
             or self.count_fits()
         ):
             self.drop_hopeless()
             if not self.pending or (self.constructed
-                                    and self.spent + self.build > _BUILD_SHARE * self.budget):
+                                    and self.spent + self.build > BUILD_SHARE * self.budget):
                 break
             if (self.constructed and self.deadline is not None
-                    and time.perf_counter() - self.t0 > _BUILD_SHARE * self.seconds):
+                    and time.perf_counter() - self.t0 > BUILD_SHARE * self.seconds):
                 self.clock_cut = True  # a slow machine: leave the rest of the time to the search
                 break
             self.build_next()
+
+    def counts_on_shared_ranks(self) -> None:
+        """pp > 1 at cluster scale (``shared_ranks``), once a construction gave a start:
+        rank_first's split of its shared ranks at the next counts, in their order, while one
+        more split (the longest so far, at least ``SPLIT_SECONDS_PER_SEQUENCE`` a sequence)
+        ends within the first half of the exact makespan's share (the other half evaluates
+        and orders the candidates; repeatable: ``SPLIT_WORK_PER_SEQUENCE`` within the work
+        budget). The exact makespan then weighs the best start of each count:
+        the formula that ranks the pool is neither exact nor a bound at pp > 1, and on
+        long-tail batches it prefers the smallest count."""
+        if not self.shared_ranks or not self.constructed:
+            return
+        inst = self.inst
+        longest = SPLIT_SECONDS_PER_SEQUENCE * inst.n
+        while self.pending:
+            self.fit_final_deadline()
+            if self.final_deadline is None:
+                if self.spent + SPLIT_WORK_PER_SEQUENCE * inst.n > self.budget:
+                    break
+            elif time.perf_counter() + longest > self._half_of_the_exact_share():
+                self.clock_cut = True
+                break
+            m = self.pending.pop(0)
+            if not self.usable(m):
+                continue
+            began = time.perf_counter()
+            self.tried += 1
+            for method, mb_of in rank_first(inst, m, self.seconds, shared_only=True):
+                self.add(method, m, mb_of)
+            self.spent += SPLIT_WORK_PER_SEQUENCE * inst.n
+            longest = max(longest, time.perf_counter() - began)
+
+    def _half_of_the_exact_share(self) -> float:
+        assert self.deadline is not None and self.final_deadline is not None
+        return self.deadline + max(0.0, self.final_deadline - self.deadline) / 2
 
     def capped_balancer_when_no_start(self) -> None:
         """No start yet (every construction broke the cap): the capped balancer, count by
@@ -413,7 +404,7 @@ class StepSearch:
         again, with a budget the size of that time: the search goes on from the best plan where
         the budget cut it, and more counts are built (repeatable mode: nothing)."""
         rounds = 0
-        while self.deadline is not None and rounds < _CLOCK_ROUNDS:
+        while self.deadline is not None and rounds < CLOCK_ROUNDS:
             left = self.deadline - time.perf_counter()
             if left < 0.002:
                 break
@@ -423,24 +414,13 @@ class StepSearch:
                 self.best_cut_by_budget = False  # go on from where the budget stopped it
                 self.add(self.best.method, self.best.m, self.best.mb_of)
             self.search_and_build()
-            self.finish_trainer_starts(note=False)
+            finish_trainer_starts(self, note=False)
             rounds += 1
             if (len(self.searched), self.tried, self.best.objective) == before:
                 break
         if rounds:
             self.notes.append(f"the clock's time left after the work budget: {rounds} more "
                               "rounds of search and counts")
-
-    def finish_trainer_starts(self, note: bool = True) -> None:
-        """The trainers' open-ended parts cut by their share resume with what the search left
-        (the incumbent now rules out more of them); ``notes`` name those still cut."""
-        state = self.open_ended
-        if (state.prime is not None or state.retry is not None) and self.spent < self.budget \
-                and not self.out_of_clock():
-            self.spent += finish_open_ended(self.inst, state, self.budget - self.spent,
-                                            self.deadline, self.hopeless, self.take)
-        if note:
-            self.notes += state.notes()
 
     def take_the_best_unsearched_start(self) -> None:
         """The best start may never have been searched (budget spent): it still counts."""

@@ -13,12 +13,11 @@ import numpy as np
 
 from seqpart.heuristics.kernels import karmarkar_karp_lists, lpt_lists, order_desc
 from seqpart.solver.step.model import StepInstance, find_schedule_violations
+from seqpart.solver.step.starts.ranks import full_kk_fits, kk_ranks
 from seqpart.solver.step.starts.split import from_bins, split_into, split_ranks
 
 #: A start in plan_step's pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]
-#: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
-_KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 
 
 def micro_first(
@@ -27,7 +26,10 @@ def micro_first(
 ) -> list[tuple[str, np.ndarray]]:
     """``dp*m`` micro-batches balanced on cost under the cap (capped LPT; with ``repair`` the
     capped balancer when LPT breaks the cap, slow when the cap is tight), then dealt to ranks
-    ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``."""
+    ``m`` each by equal-count Karmarkar-Karp on their costs: the shape of ``plan_global``.
+    Empty when its estimated time does not end before ``deadline`` (0.43 s at n = 262,144)."""
+    if deadline is not None and time.perf_counter() + _MICRO_FIRST_SECONDS_PER_SEQUENCE * inst.n > deadline:
+        return []
     k = inst.dp_size * m
     bins = split_into(inst.tokens.tolist(), inst.costs, k, inst.cap, balanced=False, repair=repair,
                       force=repair)
@@ -108,7 +110,7 @@ def ranks_by_step_time(inst: StepInstance, m: int) -> list[list[int]]:
 
 def rank_first(
     inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
-    deadline: float | None = None,
+    deadline: float | None = None, *, shared_only: bool = False,
 ) -> list[tuple[str, np.ndarray]]:
     """Rank totals balanced first, then each rank split into ``m`` micro-batches under the cap.
 
@@ -118,20 +120,14 @@ def rank_first(
     rank when it respects the cap (it balances the micro-batches, which sets the bubble: verl's
     shape), else capped LPT. With ``pp > 1``, when the balance broke some rank's token room,
     also the room-keeping balance of :func:`rank_first_room` (at ``pp = 1`` a construction of
-    its own, run first). Empty when no split can be made."""
-    n, dp = inst.n, inst.dp_size
-    ones = [1] * n
-    if _KK_SECONDS_PER_SEQUENCE_RANK * n * dp <= 0.2 * seconds:
-        ranks = karmarkar_karp_lists(inst.costs, ones, dp, None)
-    else:
-        # Equal-count Karmarkar-Karp merges dp-sized blocks, O(n log dp) instead of O(n dp);
-        # zero-cost placeholders (dropped after) make the count divide.
-        pad = -n % dp
-        padded = karmarkar_karp_lists(inst.costs + [0] * pad, ones + [1] * pad, dp, (n + pad) // dp)
-        ranks = [[i for i in r if i < n] for r in padded]
+    its own, run first; not with ``shared_only``: then only the split of the ranks
+    :func:`~seqpart.solver.step.starts.ranks.kk_ranks` shares between counts, which costs far
+    less). Empty when no split can be made."""
+    # Equal-count Karmarkar-Karp merges dp-sized blocks, O(n log dp) instead of O(n dp).
+    ranks = kk_ranks(inst, equal=not full_kk_fits(inst, seconds))
     mb_of = split_ranks(inst, ranks, m, balanced=inst.pp > 1)
     out = [] if mb_of is None else [("rank_first", mb_of)]
-    if inst.pp > 1 and mb_of is None:
+    if inst.pp > 1 and mb_of is None and not shared_only:
         out += _room_balanced(inst, m, deadline)
     return out
 
@@ -282,6 +278,9 @@ def rank_first_packed(
     return [] if best is None else [("rank_first_packed", best)]
 
 
+#: :func:`micro_first`'s wall time per sequence (measured 1.65 us at n = 262,144, dp = 1,024 on
+#: an idle machine).
+_MICRO_FIRST_SECONDS_PER_SEQUENCE = 2e-6
 #: :func:`rank_first_bubble`'s wall time per sequence (measured 2.5-3.0 us at n = 262,144 on an
 #: idle machine).
 _BUBBLE_SECONDS_PER_SEQUENCE = 3e-6

@@ -44,6 +44,7 @@ from seqpart.heuristics.kernels import karmarkar_karp_lists, order_desc
 from seqpart.heuristics.trainer_baselines import megatron_schedule, refine_by_swaps
 from seqpart.solver.step.model import StepInstance
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND
+from seqpart.solver.step.starts.ranks import kk_ranks
 
 Schedule = list[list[list[int]]]
 #: ``hopeless(m, onwards)``: no valid schedule with count m (or any count from m on) can beat
@@ -191,11 +192,15 @@ class VerlRetry:
 
 
 def _verl_ranks(
-    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    ranks: list[list[int]] | None = None,
 ) -> tuple[list[list[int]], int]:
-    """verl's sequences to ranks (equal-count Karmarkar-Karp on cost) and its first count, the
-    all-reduced MAX of ``min(sequences, ceil(tokens / cap))`` rounded up to ``multiple_of``."""
-    ranks = _equal_count(costs, dp, 0)
+    """verl's sequences to ranks (equal-count Karmarkar-Karp on cost, unless given: the same
+    ranks rank_first splits, :func:`~seqpart.solver.step.starts.ranks.kk_ranks`) and its first
+    count, the all-reduced MAX of ``min(sequences, ceil(tokens / cap))`` rounded up to
+    ``multiple_of``."""
+    if ranks is None:
+        ranks = _equal_count(costs, dp, 0)
     k0 = max(min(len(r), 1 if cap is None else -(-sum(tokens[i] for i in r) // cap)) for r in ranks)
     return ranks, _round_up(k0, multiple_of)
 
@@ -237,14 +242,15 @@ def _verl_count(
 
 
 def verl(
-    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int
+    tokens: list[int], costs: list[int], dp: int, cap: int | None, multiple_of: int,
+    ranks: list[list[int]] | None = None,
 ) -> tuple[list[tuple[str, Schedule]], VerlRetry | None, int]:
     """verl's schedule: each rank split by Karmarkar-Karp on cost into the first count. Returns
     ([("verl", s), ("verl_retry", s)], None, work) when no micro-batch of several sequences
     breaks the cap (the retry then ends there too), else ([], the retry's state, work): the
     retry must go on (verl's own schedule breaks the cap: no start). The count stops at the
     first rank that breaks the cap."""
-    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of)
+    ranks, k0 = _verl_ranks(tokens, costs, dp, cap, multiple_of, ranks)
     heavy = sorted(range(dp), key=lambda r: (-sum(tokens[i] for i in ranks[r]), r))
     state = VerlRetry(ranks, k0, heavy)
     first, work, how = _verl_count(state, tokens, costs, cap, 10**18, None)
@@ -372,7 +378,7 @@ def run_trainer_starts(
 
     equal = _kk_work(n, dp, True)
     if fits(["verl", "verl_retry"], equal + dp * _kk_work(-(-n // dp), -(-_k_estimate(inst) // dp))):
-        found, state.retry, work = verl(tokens, costs, dp, cap, mo)
+        found, state.retry, work = verl(tokens, costs, dp, cap, mo, kk_ranks(inst, equal=True))
         spent += equal + work
         for name, sched in found:
             take(f"trainer:{name}", sched)
