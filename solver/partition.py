@@ -37,6 +37,7 @@ from seqpart.solver.engines.heuristic_phase import (
 )
 from seqpart.solver.engines.perturb import keep_improving
 from seqpart.solver.engines.prove import prove_items
+from seqpart.solver.engines.resplit import improve_by_groups
 from seqpart.solver.errors import InfeasibleError
 from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
 from seqpart.solver.plan import Plan
@@ -136,6 +137,8 @@ def _fixed_k(
         else:
             # The LP bound, the dive and the exact search (few sequences per micro-batch).
             best = prove_items(items, k, cap, max_count, best, budget, time_limit)
+            if "+groups" not in best.method:  # a plan the proofs found: re-split it too
+                improve_by_groups(items, k, cap, max_count, best, budget, time_limit)
             if best.bins is None or best.max_load > best.lower_bound:
                 best = solve_items(
                     items, k, cap, max_count, best, budget, time_limit, options,

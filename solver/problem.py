@@ -407,3 +407,24 @@ def _with_work_costs(
     step = (1 << shift) - 1
     work = [(c + step) >> shift for c in costs]
     return Items(members, tokens, work, counts, exact_costs=costs, shift=shift)
+
+
+def measure_bins(
+    bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
+) -> int | None:
+    """The exact largest load when ``bins`` is valid, else None: a fast item-level check (the
+    full validator runs once on the final plan), the bins flattened once."""
+    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
+        return None
+    arrays = [items.cost_array]
+    if cap is not None:
+        arrays.append(items.token_array)
+    if max_count is not None:
+        arrays.append(items.count_array)
+    sums = items.bin_sums(bins, *arrays)
+    sums = sums if isinstance(sums, tuple) else (sums,)
+    if cap is not None and int(sums[1].max()) > cap:
+        return None
+    if max_count is not None and bool((sums[-1] != max_count).any()):
+        return None
+    return int(sums[0].max())

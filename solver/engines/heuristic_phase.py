@@ -45,36 +45,16 @@ from seqpart.solver.engines.resplit import (
     EXCHANGES_PER_SECOND,
     SUBSETS_PER_SECOND,
     exchange_items,
+    improve_by_groups,
     resplit_pairs,
 )
 from seqpart.solver.engines.resplit import work_for as resplit_work
 from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items
+from seqpart.solver.problem import Items, measure_bins
 
 #: Most of the time limit the exchanges may take (measured: ~0.25 s to converge on a
 #: 500-sequence attention batch at its smallest count).
 EXCHANGE_SHARE = 0.3
-
-
-def measure_bins(
-    bins: Sequence[Sequence[int]], k: int, items: Items, cap: int | None, max_count: int | None
-) -> int | None:
-    """The exact largest load when ``bins`` is valid, else None: a fast item-level check (the
-    full validator runs once on the final plan), the bins flattened once."""
-    if len(bins) != k or sum(map(len, bins)) != len(items) or not all(bins):
-        return None
-    arrays = [items.cost_array]
-    if cap is not None:
-        arrays.append(items.token_array)
-    if max_count is not None:
-        arrays.append(items.count_array)
-    sums = items.bin_sums(bins, *arrays)
-    sums = sums if isinstance(sums, tuple) else (sums,)
-    if cap is not None and int(sums[1].max()) > cap:
-        return None
-    if max_count is not None and bool((sums[-1] != max_count).any()):
-        return None
-    return int(sums[0].max())
 
 
 def valid_bins(
@@ -173,6 +153,7 @@ class _HeuristicPhase:
         self.tighten_bound()
         self.search_other_starts()  # 4. the other starts, least excess first; the fallback
         self.resplit()  # 5. optimal re-splits of the heaviest micro-batch with a partner
+        self.resplit_groups()  # 5b. and with two or three, by exact packing (few per bin)
         self.exchange()  # 6. one-for-two exchanges (non-token costs under a cap)
         best = self.best
         if best.bins is None and self.hints:
@@ -454,6 +435,11 @@ class _HeuristicPhase:
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
         if report.get("deadline"):
             budget.mark_cut()
+
+    def resplit_groups(self) -> None:
+        if not self.proven() and not self.out_of_time():
+            improve_by_groups(self.items, self.k, self.cap, self.max_count, self.best,
+                              self.budget, self.time_limit)
 
     def exchange(self) -> None:
         """Exchanges of one sequence for two between the heaviest micro-batch and another, when

@@ -15,9 +15,8 @@ import random
 import time
 
 from seqpart.heuristics.kernels import improve_lists
-from seqpart.solver.engines.heuristic_phase import measure_bins
 from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items
+from seqpart.solver.problem import Items, measure_bins
 
 #: Micro-batches emptied per round besides the heaviest: a few, so a round is cheap and local.
 RUINED_BINS = 3

@@ -44,6 +44,9 @@ from seqpart.solver.problem import Items
 #: charge per LP solve) and exact-search nodes per second.
 LP_WORK_PER_SECOND = 250_000_000
 EXACT_NODES_PER_SECOND = 250_000
+#: In clock timing the exact search's nodes are capped at the fastest rate measured (800-850k a
+#: second on few-per-bin batches of 24-32 sequences, idle): the clock, not the count, stops it.
+EXACT_NODES_PER_SECOND_FAST = 1_000_000
 #: Bitset words shifted per second by the dive, its Python counted in words too (exact.py):
 #: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over); 150M
 #: with the per-item stand-ins at 60 and 12 keeps its p90 near its charge (bench_budget.py).
@@ -206,8 +209,7 @@ def prove_items(
     best, searched = _load_search(items, k, max_count, best, budget, allowance(LOAD_SEARCH_SHARE))
     if searched or (best.bins is not None and best.max_load <= best.lower_bound):
         return best  # the load search's branch and price covers the exact search's ground
-    nodes = int(EXACT_NODES_PER_SECOND * allowance(EXACT_SHARE))
-    search = ExactBudget(nodes=nodes, deadline=wall)
+    search = exact_budget(budget, allowance(EXACT_SHARE))
     result = minimise_max_load(
         tokens, costs, counts, k, best.lower_bound,
         best.max_load if best.bins is not None else None, cap, max_count, search,
@@ -227,6 +229,18 @@ def prove_items(
             proven=True,
         )
     return best
+
+
+def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
+    """Search nodes for ``seconds`` of the call's budget: counted at the measured rate (the
+    same limit, the same nodes on every machine), or in clock timing capped at the fastest rate
+    measured and stopped by the clock ``seconds`` from now (or at the call's deadline)."""
+    wall = budget.wall_deadline
+    if not budget.by_clock:
+        return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND * seconds), deadline=wall)
+    until = time.perf_counter() + seconds
+    return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND_FAST * seconds),
+                       deadline=until if wall is None else min(wall, until))
 
 
 def _load_search(

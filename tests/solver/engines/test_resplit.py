@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqpart.solver import check_plan
-from seqpart.solver.engines.resplit import best_split, resplit_pairs
+from seqpart.heuristics.kernels import karmarkar_karp_lists
+from seqpart.solver import SolverOptions, check_plan, partition
+from seqpart.solver.engines.resplit import best_split, resplit_groups, resplit_pairs
+
+_RESPLIT = importlib.import_module("seqpart.solver.engines.resplit")
 
 
 def _brute_split(tokens: list[int], costs: list[int], counts: list[int], cap: int | None,
@@ -68,3 +73,74 @@ def test_resplit_never_raises_the_max_and_keeps_the_plan_valid(
     check_plan(out, tokens, k, cap)
     assert max(sum(tokens[i] for i in b) for b in out) <= before
     assert out == resplit_pairs(tokens, tokens, [1] * len(tokens), bins, cap=cap, max_union=10)
+
+
+# ------------------------------------------------------------------ groups of three or four
+
+_STUCK = [12201, 19325, 23884, 23144, 22513, 11033, 14179, 11931, 18117, 22467, 17364, 17737,
+          20675, 16219, 22922, 13439, 11537, 17993, 10464, 24636, 23693, 16386, 17090, 19952]
+
+
+def test_a_group_lowers_the_max_where_no_pair_can() -> None:
+    # 24 sequences in 8 micro-batches, 3 each: Karmarkar-Karp, then every pairwise re-split,
+    # leave the heaviest at 53,947; pooling it with two or three others lowers it.
+    n, k = len(_STUCK), 8
+    pairs = resplit_pairs(_STUCK, _STUCK, [1] * n, karmarkar_karp_lists(_STUCK, [1] * n, k, None))
+    assert max(sum(_STUCK[i] for i in b) for b in resplit_pairs(_STUCK, _STUCK, [1] * n, pairs)
+               ) == max(sum(_STUCK[i] for i in b) for b in pairs)  # no pair helps any more
+    stuck = max(sum(_STUCK[i] for i in b) for b in pairs)
+    assert stuck == 53947
+    found = resplit_groups(_STUCK, _STUCK, [1] * n, pairs, None, None, lower_bound=0,
+                           max_nodes=10**6)
+    check_plan(found.bins, _STUCK, k)
+    assert max(sum(_STUCK[i] for i in b) for b in found.bins) < stuck
+    assert not found.cut and found.nodes > 0
+
+
+def test_groups_stop_at_the_node_budget_and_at_the_bound() -> None:
+    n, k = len(_STUCK), 8
+    start = resplit_pairs(_STUCK, _STUCK, [1] * n, karmarkar_karp_lists(_STUCK, [1] * n, k, None))
+    none = resplit_groups(_STUCK, _STUCK, [1] * n, start, None, None, lower_bound=0, max_nodes=0)
+    assert none.bins == start and none.nodes == 0
+    at_bound = resplit_groups(_STUCK, _STUCK, [1] * n, start, None, None, lower_bound=10**9,
+                              max_nodes=10**6)
+    assert at_bound.bins == start and at_bound.nodes == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 60), min_size=6, max_size=18), st.data())
+def test_groups_keep_the_plan_valid_and_never_raise_a_load_above_the_max(
+    tokens: list[int], data: st.DataObject
+) -> None:
+    k = data.draw(st.integers(3, len(tokens) // 2))
+    costs = [t * t + 7 * t for t in tokens] if data.draw(st.booleans()) else list(tokens)
+    bins = [list(range(j, len(tokens), k)) for j in range(k)]
+    cap = data.draw(st.one_of(st.none(), st.just(max(sum(tokens[i] for i in b) for b in bins))))
+    before = sorted((sum(costs[i] for i in b) for b in bins), reverse=True)
+    found = resplit_groups(tokens, costs, [1] * len(tokens), bins, cap, None, lower_bound=0,
+                           max_nodes=20_000)
+    check_plan(found.bins, tokens, k, cap)
+    after = sorted((sum(costs[i] for i in b) for b in found.bins), reverse=True)
+    assert after <= before  # the sorted loads fall lexicographically, or stay
+    assert found.bins == resplit_groups(tokens, costs, [1] * len(tokens), bins, cap, None,
+                                        lower_bound=0, max_nodes=20_000).bins
+
+
+def test_equal_sizes_keep_their_counts() -> None:
+    tokens = [30, 29, 5, 4, 3, 2, 28, 1, 27, 6, 7, 8]
+    bins = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
+    found = resplit_groups(tokens, tokens, [1] * 12, bins, None, 3, lower_bound=0,
+                           max_nodes=10**6)
+    assert all(len(b) == 3 for b in found.bins)
+    assert max(sum(tokens[i] for i in b) for b in found.bins) < 64
+
+
+def test_partition_re_splits_groups_in_its_heuristic_phase(monkeypatch: pytest.MonkeyPatch,
+                                                           ) -> None:
+    options = SolverOptions(deterministic=True)  # work counted: the same plan on every run
+    plan = partition(_STUCK, 8, time_limit=0.02, options=options)
+    assert plan.method.endswith("+groups")
+    assert plan.bins == partition(_STUCK, 8, time_limit=0.02, options=options).bins
+    monkeypatch.setattr(_RESPLIT, "GROUP_SHARE", 0.0)
+    without = partition(_STUCK, 8, time_limit=0.02, options=options)
+    assert "+groups" not in without.method and plan.max_load < without.max_load
