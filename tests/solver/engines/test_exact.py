@@ -140,3 +140,30 @@ def test_dive_reports_the_work_it_did_and_stops_at_its_budget() -> None:
     cut: dict[str, int] = {}
     assert dive(lengths, k, z, 65536, max_work=report["work"] // 4, report=cut) is None
     assert cut["work"] <= report["work"]
+
+
+def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise() -> None:
+    import time
+
+    from seqpart.solver.engines import prove
+    from seqpart.solver.options import Budget
+
+    wall = time.perf_counter() + 5.0
+    counted = Budget(limit=1.0, wall_deadline=wall)
+    nodes = prove.exact_budget(counted, 0.2)
+    assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND * 0.2) and nodes.deadline == wall
+    lp = prove._lp_budget(counted, 0.2)
+    assert lp.work == int(prove.LP_WORK_PER_SECOND * 0.2) and lp.deadline == wall
+
+    clock = Budget(limit=1.0, wall_deadline=wall, by_clock=True)
+    before = time.perf_counter()
+    nodes = prove.exact_budget(clock, 0.2)
+    lp = prove._lp_budget(clock, 0.2)
+    after = time.perf_counter()
+    # The clock decides: a ceiling at the fastest rate measured, stopped 0.2 s from now.
+    assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND_FAST * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
+    assert lp.work == int(prove.LP_WORK_PER_SECOND_FAST * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
+    for deadline in (nodes.deadline, lp.deadline):
+        assert deadline is not None and before + 0.2 <= deadline <= after + 0.2
+    late = Budget(limit=1.0, wall_deadline=before + 0.05, by_clock=True)
+    assert prove.exact_budget(late, 0.2).deadline == before + 0.05  # never past the call's own
