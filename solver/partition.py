@@ -136,8 +136,9 @@ def _fixed_k(
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
         else:
             # The LP bound, the dive and the exact search (few sequences per micro-batch).
+            found_by = best.method
             best = prove_items(items, k, cap, max_count, best, budget, time_limit)
-            if "+groups" not in best.method:  # a plan the proofs found: re-split it too
+            if best.method != found_by:  # a plan the proofs found: re-split it too
                 improve_by_groups(items, k, cap, max_count, best, budget, time_limit)
             if best.bins is None or best.max_load > best.lower_bound:
                 best = solve_items(

@@ -33,13 +33,15 @@ class ExactBudget:
     used: int = 0
     #: Failed remaining sets kept (memory bound).
     memo_limit: int = 200_000
+    #: Nodes between readings of the clock: as a safety net, every 1024; where the clock is the
+    #: limit (clock timing), more often (a node at n = 1,024 can take tens of microseconds).
+    clock_every: int = 1024
 
     def spent(self) -> bool:
         if self.used >= self.nodes:
             return True
-        # The clock is read every 1024 nodes: it is a safety net, not the limit.
         return (
-            self.deadline is not None and self.used % 1024 == 0
+            self.deadline is not None and self.used % self.clock_every == 0
             and time.perf_counter() > self.deadline
         )
 
@@ -161,7 +163,8 @@ def _subset_enumerator(
             # Bitset work, in node-sized units, checked before it is done: at n=1024 it alone
             # was ten times the nodes left, and ran 10 ms past a 20 ms call.
             work = m * (room // 4096 + 1)
-            if budget.used + work > budget.nodes:
+            if budget.used + work > budget.nodes or (
+                    budget.deadline is not None and time.perf_counter() > budget.deadline):
                 raise _OutOfBudget
             mask = (1 << (room + 1)) - 1
             reach = [1] * (m + 1)

@@ -253,7 +253,7 @@ def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
         return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND * seconds), deadline=wall)
     until = time.perf_counter() + seconds
     return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND_FAST * seconds),
-                       deadline=until if wall is None else min(wall, until))
+                       deadline=until if wall is None else min(wall, until), clock_every=64)
 
 
 def _load_search(

@@ -346,8 +346,11 @@ NODES_PER_GROUP = 500
 GROUP_NODES = 10
 #: Largest pool packed (sequences).
 MAX_POOL = 20
-#: Partners pooled with the heaviest micro-batch, fewest first.
+#: Partners pooled with the heaviest micro-batch, fewest first, from this many of the lightest
+#: micro-batches (every one at k <= 13; at k = 500 a round over all pairs would spend the whole
+#: share on pools that cannot help).
 PARTNERS = (2, 3)
+PARTNER_POOL = 12
 
 
 @dataclass
@@ -369,10 +372,10 @@ def resplit_groups(
     max_nodes: int,
     deadline: float | None = None,
 ) -> GroupResult:
-    """Lower the heaviest micro-batch by packing it again with 2, then 3 partners (lightest
-    partners first; the first pool that packs at one below its load is taken, then the new
-    heaviest is tried). Stops at ``lower_bound``, when no pool helps, or when ``max_nodes`` are
-    spent. Returns new lists; ``bins`` is not changed."""
+    """Lower the heaviest micro-batch by packing it again with 2, then 3 partners (of the
+    ``PARTNER_POOL`` lightest, lightest first; the first pool that packs at one below its load
+    is taken, then the new heaviest is tried). Stops at ``lower_bound``, when no pool helps, or
+    when ``max_nodes`` are spent. Returns new lists; ``bins`` is not changed."""
     out = [list(b) for b in bins]
     k = len(out)
     load = [sum(costs[i] for i in b) for b in out]
@@ -384,6 +387,7 @@ def resplit_groups(
         if cap is not None and sum(tokens[i] for i in out[heavy]) > cap:
             break  # over the cap: a repair, not a balance
         others = sorted((j for j in range(k) if j != heavy), key=lambda j: (load[j], j))
+        others = others[:PARTNER_POOL]
         improved = False
         for width in PARTNERS:
             for group in itertools.combinations(others, min(width, k - 1)):
