@@ -234,26 +234,30 @@ def prove_items(
     return best
 
 
-def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
-    """The LP's work for ``seconds``, as :func:`exact_budget` counts search nodes."""
+def _work_for(budget: Budget, seconds: float, rate: int, fast_rate: int
+              ) -> tuple[int, float | None]:
+    """Work and deadline for ``seconds`` of the call's budget: counted at the measured ``rate``
+    (the same limit, the same work on every machine; the call's deadline a safety net), or in
+    clock timing capped at ``fast_rate``, the fastest measured, and stopped by the clock
+    ``seconds`` from now (or at the call's deadline)."""
     wall = budget.wall_deadline
     if not budget.by_clock:
-        return LPBudget(work=int(LP_WORK_PER_SECOND * seconds), deadline=wall)
+        return int(rate * seconds), wall
     until = time.perf_counter() + seconds
-    return LPBudget(work=int(LP_WORK_PER_SECOND_FAST * seconds),
-                    deadline=until if wall is None else min(wall, until))
+    return int(fast_rate * seconds), until if wall is None else min(wall, until)
+
+
+def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
+    work, deadline = _work_for(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
+    return LPBudget(work=work, deadline=deadline)
 
 
 def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
-    """Search nodes for ``seconds`` of the call's budget: counted at the measured rate (the
-    same limit, the same nodes on every machine), or in clock timing capped at the fastest rate
-    measured and stopped by the clock ``seconds`` from now (or at the call's deadline)."""
-    wall = budget.wall_deadline
-    if not budget.by_clock:
-        return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND * seconds), deadline=wall)
-    until = time.perf_counter() + seconds
-    return ExactBudget(nodes=int(EXACT_NODES_PER_SECOND_FAST * seconds),
-                       deadline=until if wall is None else min(wall, until), clock_every=64)
+    """Search nodes for ``seconds`` of the call's budget (see :func:`_work_for`); with the clock
+    deciding, it is read every 64 nodes."""
+    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND,
+                                EXACT_NODES_PER_SECOND_FAST)
+    return ExactBudget(nodes=nodes, deadline=deadline, clock_every=64 if budget.by_clock else 1024)
 
 
 def _load_search(

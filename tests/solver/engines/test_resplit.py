@@ -107,7 +107,7 @@ def test_groups_stop_at_the_node_budget_and_at_the_bound() -> None:
     assert at_bound.bins == start and at_bound.nodes == 0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(1, 60), min_size=6, max_size=18), st.data())
 def test_groups_keep_the_plan_valid_and_never_raise_a_load_above_the_max(
     tokens: list[int], data: st.DataObject
