@@ -43,9 +43,11 @@ from seqpart.solver.problem import Items
 #: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
 #: charge per LP solve) and exact-search nodes per second.
 LP_WORK_PER_SECOND = 250_000_000
-#: In clock timing the LP's work is capped at the fastest rate measured (165 million units in
-#: 166 ms on a 32-sequence adversarial batch, idle): the clock, not the count, stops it.
-LP_WORK_PER_SECOND_FAST = 1_000_000_000
+#: In clock timing the LP's work is capped at twice the counted rate, the clock deciding within
+#: that (the fastest measured is about 1e9 a second: 165 million units in 166 ms on a
+#: 32-sequence adversarial batch, idle). At 1e9 an LP that cannot converge in its share took
+#: all of it from CP-SAT: a 64-sequence study batch at 1 s ended at 22,394, not 22,246.
+LP_WORK_PER_SECOND_FAST = 500_000_000
 EXACT_NODES_PER_SECOND = 250_000
 #: In clock timing the exact search's nodes are capped at the fastest rate measured (800-850k a
 #: second on few-per-bin batches of 24-32 sequences, idle): the clock, not the count, stops it.
@@ -252,11 +254,11 @@ def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
     return LPBudget(work=work, deadline=deadline)
 
 
-def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
+def exact_budget(budget: Budget, seconds: float,
+                 fast_rate: int = EXACT_NODES_PER_SECOND_FAST) -> ExactBudget:
     """Search nodes for ``seconds`` of the call's budget (see :func:`_work_for`); with the clock
     deciding, it is read every 64 nodes."""
-    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND,
-                                EXACT_NODES_PER_SECOND_FAST)
+    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND, fast_rate)
     return ExactBudget(nodes=nodes, deadline=deadline, clock_every=64 if budget.by_clock else 1024)
 
 
