@@ -251,7 +251,7 @@ def _work_for(budget: Budget, seconds: float, rate: int, fast_rate: int
 
 def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
     work, deadline = _work_for(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
-    return LPBudget(work=work, deadline=deadline)
+    return LPBudget(work=work, deadline=deadline, by_clock=budget.by_clock)
 
 
 def exact_budget(budget: Budget, seconds: float,
