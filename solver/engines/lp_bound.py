@@ -47,10 +47,7 @@ class LPBudget:
     #: Safety net only: perf_counter() value to stop at, or None.
     deadline: float | None = None
     used: int = 0
-    #: Clock timing: the deadline is the limit, so a pricing call gets no more nodes than the
-    #: time left holds at the counted rate (a call is not interrupted: one ran 70 ms past a
-    #: 10 s limit on an attention batch).
-    by_clock: bool = False
+    by_clock: bool = False  # the deadline is the limit: a pricing call's nodes fit the time left
 
     def spent(self) -> bool:
         if self.used >= self.work:
@@ -60,8 +57,6 @@ class LPBudget:
 
 NODE_WORK = 1_000
 SOLVE_WORK = 200_000
-#: Pricing branch-and-bound nodes per second at the counted rate (~4 ns a unit).
-PRICING_NODES_PER_SECOND = 250_000
 
 
 @dataclass
@@ -165,9 +160,8 @@ def _knapsack(
 
     # Never more nodes than the work budget has left (a pricing call is not interrupted).
     node_limit = max(1, min(budget.knapsack_nodes, (budget.work - budget.used) // NODE_WORK))
-    if budget.by_clock and budget.deadline is not None:
-        left = budget.deadline - time.perf_counter()
-        node_limit = max(1, min(node_limit, int(left * PRICING_NODES_PER_SECOND)))
+    if budget.by_clock and budget.deadline is not None:  # at 4 us a node (one ran 70 ms over)
+        node_limit = max(1, min(node_limit, int((budget.deadline - time.perf_counter()) * 250_000)))
     finished = dfs(0, cap_t, cap_c, 0)
     dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
     budget.used += NODE_WORK * nodes
