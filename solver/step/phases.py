@@ -199,7 +199,9 @@ class StepSearch:
         """With pp > 1, the exact makespan's deadline set by the micro-batches of the schedules
         in the pool (each evaluation is linear in them), not by n: at n = 262,144, dp = 2,048,
         pp = 4 that frees 0.16 s of the 1 s limit."""
-        if self.final_deadline is None or self.inst.pp == 1 or not self.pool:
+        # Only at cluster scale (shared ranks): at n <= 4,096 the assembly after the deadline
+        # needs that slack (bench_step's longest call went from 501.6 to 505.5 ms at 0.5 s).
+        if self.final_deadline is None or not self.shared_ranks or not self.pool:
             return
         micro_batches = self.inst.dp_size * max(row[3] for row in self.pool + self.finals)
         self.final_deadline = (self.t0 + self.seconds - assembly_reserve(self.inst)
