@@ -68,7 +68,7 @@ from seqpart.solver.step.pipeline import (
 )
 from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from seqpart.solver.step.starts import CONSTRUCTIONS, Row, micro_first, rank_first
-from seqpart.solver.step.starts.ranks import counts_by_ranks, full_kk_fits, kk_ranks
+from seqpart.solver.step.starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
 from seqpart.solver.step.starts.trainers import (
     OpenEnded,
 )
@@ -149,7 +149,7 @@ class StepSearch:
         self.shared_ranks = inst.pp > 1 and not refine and inst.size is None
         order = self.bounds
         if self.shared_ranks:
-            order = counts_by_ranks(inst, kk_ranks(inst, equal=not full_kk_fits(inst, seconds)),
+            order = counts_by_ranks(inst, shared_kk_ranks(inst, not full_kk_fits(inst, seconds)),
                                     list(self.bounds))
         self.pending = sorted(self.bounds, key=lambda m: (order[m] * count_penalty(inst, model, m), m))
         self.tried = 0

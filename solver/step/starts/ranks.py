@@ -28,6 +28,12 @@ def kk_ranks(inst: StepInstance, equal: bool) -> list[list[int]]:
     equal-count form, where zero-cost placeholders (dropped after) make the count divide.
     Computed once per instance; each call returns a fresh copy (a split may move sequences
     between ranks)."""
+    return [list(r) for r in shared_kk_ranks(inst, equal)]
+
+
+def shared_kk_ranks(inst: StepInstance, equal: bool) -> list[list[int]]:
+    """The shared ranks of :func:`kk_ranks` themselves, for readers that change nothing (no
+    copy: 262,144 indices at cluster scale)."""
     key = "kk_ranks_equal" if equal else "kk_ranks"
     ranks = inst.shared.get(key)
     if ranks is None:
@@ -40,7 +46,7 @@ def kk_ranks(inst: StepInstance, equal: bool) -> list[list[int]]:
         else:
             ranks = karmarkar_karp_lists(inst.costs, [1] * n, dp, None)
         inst.shared[key] = ranks
-    return [list(r) for r in ranks]
+    return ranks
 
 
 def counts_by_ranks(inst: StepInstance, ranks: list[list[int]], counts: list[int]) -> dict[int, int]:
