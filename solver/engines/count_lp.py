@@ -19,11 +19,10 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
-
-from seqpart.solver.engines.lp_bound import knapsack_pass
 
 #: Duals are scaled to integers with this factor (~1e-6 relative resolution).
 SCALE = 1 << 20
@@ -49,6 +48,22 @@ INFEASIBLE = 1 << 62
 _UNREACHABLE = -(1 << 62)
 
 Pattern = tuple[tuple[int, int], ...]  # ((type, copies), ...)
+
+
+def knapsack_pass(
+    dp: np.ndarray, chunks: list[tuple[int, int, int]], w: Any, cap: int
+) -> list[np.ndarray]:
+    """One bounded-knapsack pass over the capacity table ``dp`` (updated in place): each chunk
+    (item type i, copies, size) may be taken once at weight ``w[i] * copies``. Returns, per
+    chunk, where taking it improved the table (to walk the choice back)."""
+    taken: list[np.ndarray] = []
+    cand = np.empty(cap + 1, dtype=np.int64)  # one buffer, written in place: 2x faster
+    for i, copies, size in chunks:
+        room = cap + 1 - size
+        np.add(dp[:room], w[i] * copies, out=cand[:room])
+        taken.append(np.greater(cand[:room], dp[size:]))
+        np.maximum(dp[size:], cand[:room], out=dp[size:])
+    return taken
 
 
 @dataclass

@@ -53,12 +53,18 @@ SHARE_PER_LOAD = 3 / 4
 #: search is skipped (measured: ~130 on 48 long sequences at k=12 and 16; 100 keeps batches
 #: of 24 at time limits from ~2 s).
 ROOT_ITERATIONS = 100
-#: The share of the search's allowance the root-LP bisection may use.
-BISECT_SHARE = 0.3
+#: The share of the search's allowance the root-LP bisection may use. Past it, loads are
+#: decided one at a time from the bound up. adversarial/16's proof is the bisection (12 root
+#: LPs from 46,962 to 47,017, 0.45 s): at 0.3 of 0.85 s it stopped at 46,998, at 0.6 it proved
+#: the optimum in 0.51 s (adversarial/20 and /23 alike at both).
+BISECT_SHARE = 0.6
 #: The share of a load's work the LP dive gets before the exhaustive search takes over.
 DIVE_SHARE = 0.3
 #: In clock timing the work limit is this multiple of the counted estimate (the clock decides).
 CLOCK_WORK_FACTOR = 1000
+#: In clock timing, the rate that decides whether a root LP fits (idle, 2 cores: 1.2-1.3e9
+#: work units a second on adversarial/16's root LPs; the counted rate is 220M).
+CLOCK_WORK_PER_SECOND = 800_000_000
 NOTE = "bound: waste-limited LP at the load (load search)"
 FOUND, REFUTED, UNKNOWN = "found", "refuted", "unknown"
 
@@ -132,15 +138,17 @@ def decide(
     return status, None
 
 
-def _affordable(tokens: Sequence[int], z: int, seconds: float) -> bool:
+def affordable(tokens: Sequence[int], z: int, seconds: float, by_clock: bool = False) -> bool:
     """Whether ``seconds`` pay for a root LP at load z from scratch: ``ROOT_ITERATIONS``
     column-generation rounds over the pricing table (the count search's own test asks for
-    10, which a waste-limited root LP on long sequences needs ~130 of)."""
+    10, which a waste-limited root LP on long sequences needs ~130 of). Counted at the
+    repeatable rate, or in clock timing at :data:`CLOCK_WORK_PER_SECOND`."""
     sizes = set(tokens)
     cells = len(sizes) * (z // math.gcd(z, *sizes) + 1)
     if cells > DP_CELLS:
         return False  # the branch-and-bound pricing (huge caps): untried here, left out
-    return WORK_PER_SECOND * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
+    rate = CLOCK_WORK_PER_SECOND if by_clock else WORK_PER_SECOND
+    return rate * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
 
 
 def _work(seconds: float, by_clock: bool, deadline: float | None) -> Work:
@@ -235,7 +243,7 @@ def search_loads(
     """
     out = LoadResult(None, None, lower)
     hi = upper - 1  # the loads still worth a decision
-    if lower > hi or not _affordable(tokens, hi, seconds):
+    if lower > hi or not affordable(tokens, hi, seconds, by_clock):
         return out  # the root LP would not finish: nothing would be decided
     out.searched = True
     end = time.perf_counter() + seconds

@@ -23,10 +23,11 @@ import time
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
+
+from seqpart.solver.engines.count_lp import knapsack_pass
 
 #: Duals are scaled to integers with this factor (2**20: ~1e-6 relative resolution).
 _SCALE = 1 << 20
@@ -327,21 +328,6 @@ def lp_load_bound(
         else:
             hi = mid
     return lo
-
-
-def knapsack_pass(
-    dp: np.ndarray, chunks: list[tuple[int, int, int]], w: Any, cap: int
-) -> list[np.ndarray]:
-    """One bounded-knapsack pass over the capacity table ``dp`` (updated in place): each chunk
-    (item type i, copies, size) may be taken once at weight ``w[i] * copies``. Returns, per
-    chunk, where taking it improved the table (to walk the choice back)."""
-    taken: list[np.ndarray] = []
-    for i, copies, size in chunks:
-        cand = dp[: cap + 1 - size] + w[i] * copies
-        better = cand > dp[size:]
-        dp[size:] = np.where(better, cand, dp[size:])
-        taken.append(better)
-    return taken
 
 
 # --------------------------------------------------------------------------- the fluid bound

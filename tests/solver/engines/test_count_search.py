@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.heuristics import first_fit_decreasing, min_bins_lower_bound
 from seqpart.solver import SolverOptions, partition
 from seqpart.solver.dropins.balance import _count_with_path, get_minimum_num_micro_batch_size
-from seqpart.solver.engines.count_lp import PatternLP, Work
+from seqpart.solver.engines.count_lp import PatternLP, Work, knapsack_pass
 from seqpart.solver.engines.count_search import NOTE_COUNT_LP, search_count
 
 from _brute import brute_force_min_max
@@ -106,3 +107,33 @@ def test_dropin_counter_uses_the_count_search() -> None:
     count, path = _count_with_path(sizes, CAP)
     assert (count, path) == (12, "count-search")
     assert get_minimum_num_micro_batch_size(sizes, CAP) == 12  # repeatable
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 9), st.integers(1, 3), st.integers(-5, 20)),
+                min_size=1, max_size=6), st.integers(1, 30))
+def test_the_knapsack_pass_finds_the_best_value_at_every_exact_load(
+        chunks_in: list[tuple[int, int, int]], cap: int) -> None:
+    """The in-place pass against every subset of the chunks: dp[c] is the best value of a
+    subset of load exactly c, and its ``taken`` marks walk back to such a subset."""
+    weights = [w for _, _, w in chunks_in]
+    chunks = [(i, copies, size * copies) for i, (size, copies, _) in enumerate(chunks_in)]
+    chunks = [c for c in chunks if c[2] <= cap]
+    dp = np.full(cap + 1, -(1 << 62), dtype=np.int64)
+    dp[0] = 0
+    taken = knapsack_pass(dp, chunks, weights, cap)
+    best: dict[int, int] = {}
+    for mask in range(1 << len(chunks)):
+        picked = [c for j, c in enumerate(chunks) if mask >> j & 1]
+        load = sum(size for _, _, size in picked)
+        if load <= cap:
+            value = sum(weights[i] * copies for i, copies, _ in picked)
+            best[load] = max(best.get(load, value), value)
+    for load in range(cap + 1):
+        assert (int(dp[load]) if dp[load] > -(1 << 61) else None) == best.get(load)
+    for load, value in best.items():  # walk the choice back from each reachable load
+        c, total = load, 0
+        for (i, copies, size), better in zip(reversed(chunks), reversed(taken), strict=True):
+            if c >= size and better[c - size]:
+                total, c = total + weights[i] * copies, c - size
+        assert c == 0 and total == value

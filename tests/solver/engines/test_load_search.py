@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import gc
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.solver import check_plan, partition
+from seqpart.solver.engines import prove
 from seqpart.solver.engines.count_lp import Work
-from seqpart.solver.engines.load_search import FOUND, REFUTED, Exhaust, decide, search_loads
+from seqpart.solver.engines.load_search import (
+    FOUND,
+    REFUTED,
+    Exhaust,
+    affordable,
+    decide,
+    search_loads,
+)
 from seqpart.solver.options import SolverOptions
 
 from _brute import brute_force_min_max
@@ -105,3 +115,48 @@ def test_the_exhaustive_search_leaves_no_garbage_for_the_paused_collector() -> N
             gc.enable()
     assert statuses == [FOUND, FOUND]
     assert left == 0
+
+
+def _spy_on_the_proofs(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
+    """Record the plain LP's calls and the load search's allowances, calling through."""
+    seen: dict[str, list[float]] = {"plain_lp": [], "load_search": []}
+    plain, loads = prove.lp_load_bound, prove.search_loads
+
+    def plain_spy(*args: Any, **kwargs: Any) -> int:
+        seen["plain_lp"].append(1.0)
+        return plain(*args, **kwargs)
+
+    def loads_spy(tokens: list[int], k: int, lower: int, upper: int, seconds: float,
+                  *args: Any) -> Any:
+        seen["load_search"].append(seconds)
+        return loads(tokens, k, lower, upper, seconds, *args)
+
+    monkeypatch.setattr(prove, "lp_load_bound", plain_spy)
+    monkeypatch.setattr(prove, "search_loads", loads_spy)
+    return seen
+
+
+def test_the_load_search_takes_the_plain_lps_turn_where_it_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """In clock timing a 0.4 s call pays for the hard batch's root LP: the load search's
+    stronger LP bisects the loads, so the plain LP is left out and its share is added."""
+    seen = _spy_on_the_proofs(monkeypatch)
+    limit = 0.4
+    plan = partition(HARD, HARD_K, HARD_CAP, time_limit=limit)
+    assert seen["plain_lp"] == []
+    assert len(seen["load_search"]) == 1
+    assert seen["load_search"][0] > prove.LOAD_SEARCH_SHARE * limit  # the LP's share added
+    assert plan.lower_bound <= HARD_OPT <= max(plan.tokens)
+
+
+def test_counted_work_keeps_the_plain_lp_where_the_root_lp_does_not_fit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the counted rate 0.6 s does not pay for the root LP: the plain LP runs (its share
+    holds 20 iterations), and the load search skips."""
+    assert affordable(HARD, 47094, 0.35, by_clock=True)
+    assert not affordable(HARD, 47094, 0.35, by_clock=False)
+    seen = _spy_on_the_proofs(monkeypatch)
+    plan = partition(HARD, HARD_K, HARD_CAP, time_limit=0.6,
+                     options=SolverOptions(deterministic=True))
+    assert seen["plain_lp"] == [1.0]
+    assert plan.lower_bound <= HARD_OPT <= max(plan.tokens)
