@@ -58,8 +58,10 @@ ROOT_ITERATIONS = 100
 #: LPs from 46,962 to 47,017, 0.45 s): at 0.3 of 0.85 s it stopped at 46,998, at 0.6 it proved
 #: the optimum in 0.51 s (adversarial/20 and /23 alike at both).
 BISECT_SHARE = 0.6
-#: The share of a load's work the LP dive gets before the exhaustive search takes over.
+#: The share of a load's work the LP dive gets before the exhaustive search takes over ...
 DIVE_SHARE = 0.3
+#: ... and at most this much work: the dive spends what it is given and seldom finds late.
+DIVE_MOST_WORK = 250_000_000
 #: In clock timing the work limit is this multiple of the counted estimate (the clock decides).
 CLOCK_WORK_FACTOR = 1000
 #: In clock timing, the rate that decides whether a root LP fits (idle, 2 cores: 1.2-1.3e9
@@ -113,7 +115,7 @@ def decide(
     # The dive first, on part of the work: it finds plans fast and its root LP refutes
     # most loads below the optimum; the exhaustive search decides what it leaves.
     full, deadline = work.limit, work.deadline
-    work.limit = work.used + int((full - work.used) * DIVE_SHARE)
+    work.limit = work.used + min(int((full - work.used) * DIVE_SHARE), DIVE_MOST_WORK)
     if deadline is not None:  # the clock's share too (in clock timing the clock decides)
         now = time.perf_counter()
         work.deadline = now + max(0.0, deadline - now) * DIVE_SHARE

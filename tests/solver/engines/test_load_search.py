@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqpart.solver import check_plan, partition
-from seqpart.solver.engines import prove
+from seqpart.solver.engines import load_search, prove
 from seqpart.solver.engines.count_lp import Work
 from seqpart.solver.engines.load_search import (
     FOUND,
@@ -160,3 +160,22 @@ def test_counted_work_keeps_the_plain_lp_where_the_root_lp_does_not_fit(
                      options=SolverOptions(deterministic=True))
     assert seen["plain_lp"] == [1.0]
     assert plan.lower_bound <= HARD_OPT <= max(plan.tokens)
+
+
+def test_the_dive_before_the_exhaustive_search_gets_at_most_its_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a large allowance the dive's share is capped (it spends what it is given, and a
+    60 s call had spent 11 s of dives on loads the exhaustive search refuted in 0.5 s)."""
+    given: list[int] = []
+    real = load_search.search_count
+
+    def spy(tokens: list[int], z: int, k: int, start: Any, work: Work, **kwargs: Any) -> Any:
+        given.append(work.limit - work.used)
+        return real(tokens, z, k, start, work, **kwargs)
+
+    monkeypatch.setattr(load_search, "search_count", spy)
+    work = Work(100 * load_search.DIVE_MOST_WORK)
+    status, bins = decide(HARD, HARD_K, HARD_OPT, work)
+    assert status == FOUND and bins is not None
+    check_plan(bins, HARD, HARD_K, HARD_OPT)
+    assert given and given[0] <= load_search.DIVE_MOST_WORK
