@@ -117,7 +117,8 @@ def _spy_on_the_solve(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     def spy(solver: cp_model.CpSolver, seconds: float, deadline: float | None = None) -> Any:
         params = solver.parameters
         seen.append({"deadline": deadline, "batch": params.feasibility_jump_batch_dtime,
-                     "det": params.max_deterministic_time})
+                     "det": params.max_deterministic_time, "workers": params.num_workers,
+                     "interleave": params.interleave_search})
         return real(solver, seconds, deadline)
 
     monkeypatch.setattr(cpsat_module, "guard_solve", spy)
@@ -137,6 +138,24 @@ def test_a_clock_call_stops_cp_sat_at_its_deadline_and_says_so(
     assert solve_notes, plan.notes
     if plan.status != "optimal":  # an unproven plan: the clock ended CP-SAT, and the note says
         assert all("stopped by the clock" in n for n in solve_notes), plan.notes
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_clock_solve_interleaves_its_workers(monkeypatch: pytest.MonkeyPatch,
+                                               workers: int) -> None:
+    """Two workers run interleaved in clock timing too (the portfolio answered 14-16 ms late
+    at 1 s on one attention batch); one worker is left as CP-SAT runs it."""
+    seen = _spy_on_the_solve(monkeypatch)
+    lengths = _hard_batch()
+    partition(lengths, 8, None, time_limit=0.3, cost="attention",
+              options=SolverOptions(workers=workers))
+    assert seen and all(s["workers"] == workers for s in seen)
+    assert all(s["interleave"] == (workers > 1) for s in seen)
+    seen.clear()  # the caller's own parameters come last and win
+    partition(lengths, 8, None, time_limit=0.3, cost="attention",
+              options=SolverOptions(workers=workers,
+                                    cp_sat_parameters={"interleave_search": False}))
+    assert seen and not any(s["interleave"] for s in seen)
 
 
 def test_the_repeatable_timing_has_no_watchdog_and_repeats_its_plan(
