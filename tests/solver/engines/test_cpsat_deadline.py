@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 from seqpart.solver import SolverOptions, check_plan, partition
 from seqpart.solver.engines import cpsat as cpsat_module
 from seqpart.solver.engines.interrupt import guard_solve, stop_at_deadline
+from seqpart.solver.options import Budget
 
 #: CP-SAT's own limit in the stop tests: far beyond the loose bound, so only the watchdog stops them.
 LONG = 60.0
@@ -140,21 +141,28 @@ def test_a_clock_call_stops_cp_sat_at_its_deadline_and_says_so(
         assert all("stopped by the clock" in n for n in solve_notes), plan.notes
 
 
+@pytest.mark.parametrize("by_clock", [True, False])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_clock_solve_interleaves_its_workers(monkeypatch: pytest.MonkeyPatch,
-                                               workers: int) -> None:
-    """Two workers run interleaved in clock timing too (the portfolio answered 14-16 ms late
-    at 1 s on one attention batch); one worker is left as CP-SAT runs it."""
+def test_two_workers_run_interleaved_in_both_timings(by_clock: bool, workers: int) -> None:
+    """Two workers interleave their subsolvers (the clock's portfolio answered 14-16 ms late at
+    1 s on one attention batch); one worker is left as CP-SAT runs it."""
+    params = cp_model.CpSolver().parameters
+    params.num_workers = workers
+    budget = Budget(limit=1.0, wall_deadline=time.perf_counter() + 1.0, by_clock=by_clock)
+    cpsat_module._set_limits(params, budget, 1.0, 0.9, 100)
+    assert params.interleave_search == (workers > 1)
+
+
+def test_the_callers_parameters_win_over_the_interleaving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     seen = _spy_on_the_solve(monkeypatch)
     lengths = _hard_batch()
-    partition(lengths, 8, None, time_limit=0.3, cost="attention",
-              options=SolverOptions(workers=workers))
-    assert seen and all(s["workers"] == workers for s in seen)
-    assert all(s["interleave"] == (workers > 1) for s in seen)
-    seen.clear()  # the caller's own parameters come last and win
-    partition(lengths, 8, None, time_limit=0.3, cost="attention",
-              options=SolverOptions(workers=workers,
-                                    cp_sat_parameters={"interleave_search": False}))
+    partition(lengths, 8, None, time_limit=0.1, cost="attention")
+    assert seen and all(s["interleave"] == (s["workers"] > 1) for s in seen)
+    seen.clear()
+    partition(lengths, 8, None, time_limit=0.1, cost="attention",
+              options=SolverOptions(cp_sat_parameters={"interleave_search": False}))
     assert seen and not any(s["interleave"] for s in seen)
 
 
