@@ -154,24 +154,20 @@ def prove_items(
     """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
     :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch.
 
-    Each phase gets its share of ``time_limit`` (at most what ``budget`` has left) as counted
-    work, and is charged the work it did; the budget's wall deadline is a safety net only.
+    The phases in order, each stopping the proof once the plan meets its bound: the fluid LP,
+    the Gilmore-Gomory LP, the subset-sum dive, then (few sequences per micro-batch) the load
+    search or else the exact search. Each gets its share of ``time_limit`` (at most what
+    ``budget`` has left) as counted work, and is charged the work it did; the budget's wall
+    deadline is a safety net only.
     """
-    n = len(items)
     if not budget.fits(MIN_SECONDS_LEFT):
         return best
-    wall = budget.wall_deadline
 
     def allowance(share: float) -> float:
         return max(0.0, min(share * time_limit, budget.left()))
 
-    def note_cut() -> None:
-        if budget.wall_left() <= 0:
-            budget.mark_cut()
-
-    tokens, costs, counts = items.tokens, items.costs, items.counts
     _fluid(items, k, cap, best, budget, allowance(FLUID_SHARE))
-    if best.bins is not None and best.max_load <= best.lower_bound:
+    if _proven(best):
         return best
     # Where the load search will run, its waste-limited LP bisects the loads with a stronger
     # relaxation than the plain one, so the plain LP is left out and its share goes to the
@@ -180,60 +176,93 @@ def prove_items(
     loads_next = _loads_will_run(items, k, max_count, best, budget.by_clock,
                                  allowance(LP_SHARE + LOAD_SEARCH_SHARE))
     left_before_lp = budget.left()
-    lp_budget = _lp_budget(budget, allowance(LP_SHARE))
-    lp_work = lp_budget.work
+    if not loads_next:
+        _lp_bound(items, k, cap, best, budget, allowance(LP_SHARE))
+    if _proven(best):
+        return best
+    _dive(items, k, cap, max_count, best, budget, allowance(DIVE_PROOF_SHARE))
+    if _proven(best) or len(items) > MAX_ITEMS_PER_BIN * k:
+        return best
+    # The load search's share, and what the LP's left (the LP and the dive spent the rest).
+    spent = (left_before_lp - budget.left()) / time_limit
+    load_seconds = allowance(LOAD_SEARCH_SHARE + max(0.0, LP_SHARE - spent))
+    best, searched = _load_search(items, k, max_count, best, budget, load_seconds)
+    if searched or _proven(best):
+        return best  # the load search's branch and price covers the exact search's ground
+    _exact(items, k, cap, max_count, best, budget, allowance(EXACT_SHARE))
+    return best
+
+
+def _proven(best: BestPlan) -> bool:
+    """A plan that meets the proven lower bound: optimal, nothing left to prove."""
+    return best.bins is not None and best.max_load <= best.lower_bound
+
+
+def _note_cut(budget: Budget) -> None:
+    """The wall clock ended the last step (see :meth:`Budget.mark_cut`)."""
+    if budget.wall_left() <= 0:
+        budget.mark_cut()
+
+
+def _lp_bound(items: Items, k: int, cap: int | None, best: BestPlan, budget: Budget,
+              seconds: float) -> None:
+    """The Gilmore-Gomory LP: with no plan it may prove the batch infeasible (raises
+    :class:`InfeasibleError`), with one it raises ``best.lower_bound``. Skipped with many
+    items per micro-batch (there it is the counting bound) and when ``seconds`` do not pay
+    for ``LP_MIN_ITERATIONS`` iterations."""
+    tokens = items.tokens
+    lp_budget = _lp_budget(budget, seconds)
     lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
-    if n > MAX_ITEMS_PER_BIN * k:
-        pass  # the LP bound is the counting bound there: many items per bin
-    elif LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_work:
-        pass  # too little budget for the LP to converge
-    elif best.bins is None and cap is not None:
+    if len(items) > MAX_ITEMS_PER_BIN * k:
+        return
+    if LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_budget.work:
+        return
+    if best.bins is None and cap is not None:
         infeasible = lp_infeasible(tokens, k, cap, lp_budget)
         budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
-        note_cut()
+        _note_cut(budget)
         if infeasible:
             raise InfeasibleError(
                 f"the LP relaxation (Gilmore-Gomory) needs more than k={k} micro-batches of "
                 f"{cap} tokens for these lengths: raise k or the cap",
                 proven=True,
             )
-    elif loads_next:
-        pass  # the load search bisects the loads with the stronger LP
     elif best.bins is not None and best.max_load > best.lower_bound:
-        bound = lp_load_bound(tokens, costs, k, cap, best.lower_bound, best.max_load, lp_budget)
+        bound = lp_load_bound(tokens, items.costs, k, cap, best.lower_bound, best.max_load,
+                              lp_budget)
         budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
-        note_cut()
+        _note_cut(budget)
         if bound > best.lower_bound:
             best.lower_bound = bound
             best.notes.append(NOTE_LP)
-    if best.bins is not None and best.max_load <= best.lower_bound:
-        return best
+
+
+def _dive(items: Items, k: int, cap: int | None, max_count: int | None, best: BestPlan,
+          budget: Budget, seconds: float) -> None:
+    """The subset-sum dive from the bound up (8 loads at most): a better plan it finds
+    replaces ``best``'s."""
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None,
-                       allowance(DIVE_PROOF_SHARE), attempts=8, deadline=wall,
+                       seconds, attempts=8, deadline=budget.wall_deadline,
                        few_per_bin_only=False, charge=budget.charge, on_cut=budget.mark_cut)
-    note_cut()
+    _note_cut(budget)
     if dived is not None:
-        load = max(sum(costs[i] for i in b) for b in dived)
+        load = max(sum(items.costs[i] for i in b) for b in dived)
         if best.bins is None or load < best.max_load:
             best.bins, best.max_load, best.method = dived, load, "dive"
-        if best.max_load <= best.lower_bound:
-            return best
-    if n > MAX_ITEMS_PER_BIN * k:
-        return best
-    # The load search's share, and what the LP's left (the LP and the dive spent the rest).
-    spent = (left_before_lp - budget.left()) / time_limit
-    load_seconds = allowance(LOAD_SEARCH_SHARE + max(0.0, LP_SHARE - spent))
-    best, searched = _load_search(items, k, max_count, best, budget, load_seconds)
-    if searched or (best.bins is not None and best.max_load <= best.lower_bound):
-        return best  # the load search's branch and price covers the exact search's ground
-    search = exact_budget(budget, allowance(EXACT_SHARE))
+
+
+def _exact(items: Items, k: int, cap: int | None, max_count: int | None, best: BestPlan,
+           budget: Budget, seconds: float) -> None:
+    """The exact search between the bound and the plan: a better plan, a raised bound, or
+    (exhausted with no plan) a proof that none exists, raised as :class:`InfeasibleError`."""
+    search = exact_budget(budget, seconds)
     result = minimise_max_load(
-        tokens, costs, counts, k, best.lower_bound,
+        items.tokens, items.costs, items.counts, k, best.lower_bound,
         best.max_load if best.bins is not None else None, cap, max_count, search,
     )
     budget.charge(search.used / EXACT_NODES_PER_SECOND)
-    note_cut()
+    _note_cut(budget)
     if result.bins is not None and (best.bins is None or result.max_load < best.max_load):
         best.bins, best.max_load, best.method = result.bins, result.max_load, "exact"
     if result.lower_bound > best.lower_bound:
@@ -246,7 +275,6 @@ def prove_items(
             + ": raise k or the cap",
             proven=True,
         )
-    return best
 
 
 def _work_for(budget: Budget, seconds: float, rate: int, fast_rate: int
@@ -275,12 +303,18 @@ def exact_budget(budget: Budget, seconds: float,
     return ExactBudget(nodes=nodes, deadline=deadline, clock_every=64 if budget.by_clock else 1024)
 
 
+def _loads_fit(items: Items, k: int, max_count: int | None, best: BestPlan) -> bool:
+    """Whether the load search fits the batch: it needs a plan (its loads stay below it, so
+    under the cap), still unproven, and token costs without equal sizes, few per bin."""
+    if best.bins is None or _proven(best):
+        return False
+    return loads_apply(len(items), k, items.tokens == items.costs, max_count)
+
+
 def _loads_will_run(items: Items, k: int, max_count: int | None, best: BestPlan, by_clock: bool,
                     seconds: float) -> bool:
     """Whether the load search fits the batch and ``seconds`` pay for its root LP."""
-    if best.bins is None or best.max_load <= best.lower_bound:
-        return False
-    if not loads_apply(len(items), k, items.tokens == items.costs, max_count):
+    if not _loads_fit(items, k, max_count, best):
         return False
     return loads_affordable(items.tokens, best.max_load - 1, seconds, by_clock)
 
@@ -289,11 +323,8 @@ def _load_search(
     items: Items, k: int, max_count: int | None, best: BestPlan, budget: Budget, seconds: float
 ) -> tuple[BestPlan, bool]:
     """The load search (``load_search``) between the bound and the best plan, when it fits the
-    batch: it needs a plan (its loads stay below it, so under the cap) and token costs. Also
-    whether it ran (its allowance paid for the root LP)."""
-    if best.bins is None or best.max_load <= best.lower_bound or seconds <= 0:
-        return best, False
-    if not loads_apply(len(items), k, items.tokens == items.costs, max_count):
+    batch (:func:`_loads_fit`). Also whether it ran (its allowance paid for the root LP)."""
+    if seconds <= 0 or not _loads_fit(items, k, max_count, best):
         return best, False
     found = search_loads(items.tokens, k, best.lower_bound, best.max_load, seconds,
                          budget.wall_deadline, budget.by_clock, budget.charge)
