@@ -295,11 +295,11 @@ def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
     return LPBudget(work=work, deadline=deadline, by_clock=budget.by_clock)
 
 
-def exact_budget(budget: Budget, seconds: float,
-                 fast_rate: int = EXACT_NODES_PER_SECOND_FAST) -> ExactBudget:
+def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
     """Search nodes for ``seconds`` of the call's budget (see :func:`_work_for`); with the clock
-    deciding, it is read every 64 nodes."""
-    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND, fast_rate)
+    deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
+    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND,
+                                EXACT_NODES_PER_SECOND_FAST)
     return ExactBudget(nodes=nodes, deadline=deadline, clock_every=64 if budget.by_clock else 1024)
 
 

@@ -340,9 +340,6 @@ def exchange_items(
 #: Most of the time limit one call of :func:`improve_by_groups` may take (3-8 ms on the
 #: adversarial batches of 24-32 sequences, where it ends within 0.03% of the optimum).
 GROUP_SHARE = 0.25
-#: In clock timing the pools' nodes are capped at this rate (the fastest measured, 800-850k a
-#: second), the clock deciding: small pools, each checked against the clock before it starts.
-GROUP_NODES_PER_SECOND_FAST = 1_000_000
 #: Search nodes one pool's decision may take; a pool not decided within them is skipped.
 NODES_PER_GROUP = 500
 #: Nodes charged per pool beyond its search (gathering it and the call: ~12 us measured).
@@ -389,8 +386,8 @@ def resplit_groups(
             break
         if cap is not None and sum(tokens[i] for i in out[heavy]) > cap:
             break  # over the cap: a repair, not a balance
-        others = sorted((j for j in range(k) if j != heavy), key=lambda j: (load[j], j))
-        others = others[:PARTNER_POOL]
+        others = sorted((j for j in range(k) if j != heavy),
+                        key=lambda j: (load[j], j))[:PARTNER_POOL]
         improved = False
         for width in PARTNERS:
             for group in itertools.combinations(others, min(width, k - 1)):
@@ -430,8 +427,9 @@ def improve_by_groups(
     if (best.bins is None or best.max_load <= best.lower_bound or items.shift
             or len(items) > MAX_ITEMS_PER_BIN * k or not budget.fits(0.0)):
         return
-    search = exact_budget(budget, min(GROUP_SHARE * time_limit, max(budget.left(), 0.0)),
-                          fast_rate=GROUP_NODES_PER_SECOND_FAST)
+    # The exact search's node rates: in clock timing the clock decides, small pools each
+    # checked against it before they start.
+    search = exact_budget(budget, min(GROUP_SHARE * time_limit, max(budget.left(), 0.0)))
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
                            lower_bound=best.lower_bound, max_nodes=search.nodes,
                            deadline=search.deadline)
