@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from seqpart.heuristics.bounds import (
+from .bounds import (
     load_lower_bound,
     load_lower_bound_packing,
     min_bins_l1,
     min_bins_l2,
     min_bins_lower_bound,
 )
-from seqpart.heuristics.capped_balance import capped_balance
-from seqpart.heuristics.first_fit import first_fit
-from seqpart.heuristics.first_fit_decreasing import first_fit_decreasing
-from seqpart.heuristics.karmarkar_karp import karmarkar_karp
-from seqpart.heuristics.local_search import improve, local_search
-from seqpart.heuristics.lpt import lpt
-from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS, get_trainer_scheduler
+from .capped_balance import capped_balance
+from .first_fit import first_fit
+from .first_fit_decreasing import first_fit_decreasing
+from .karmarkar_karp import karmarkar_karp
+from .local_search import improve, local_search
+from .lpt import lpt
+from .trainer_baselines import TRAINER_SCHEDULERS, get_trainer_scheduler
 
 Heuristic = Callable[..., list[list[int]]]
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from seqpart.heuristics.inputs import Bins, argsort_desc, order_desc
+from .inputs import Bins, argsort_desc, order_desc
 
 #: Up to this many bins best fit keeps residuals in one flat sorted list; above, in chunks
 #: of _CHUNK_LOAD to 2 * _CHUNK_LOAD keys.

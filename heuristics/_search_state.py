@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seqpart.heuristics.inputs import Bins, apply_move_or_swap
+from .inputs import Bins, apply_move_or_swap
 
 #: Upper limit on (heavy item, partner) pairs scored at once in a full scan: ~1 ms of numpy.
 _MAX_PAIRS = 60_000

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from .inputs import as_lengths, as_positive_int
 
 
 def load_lower_bound(

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._best_fit import (
+from ._best_fit import (
     _best_fit_lists,
 )
-from seqpart.heuristics.first_fit import _first_fit_lists
-from seqpart.heuristics.inputs import Bins, apply_move_or_swap, order_desc, prepare
-from seqpart.heuristics.lpt import _lpt_lists
+from .first_fit import _first_fit_lists
+from .inputs import Bins, apply_move_or_swap, order_desc, prepare
+from .lpt import _lpt_lists
 
 __all__ = ["capped_balance"]
 

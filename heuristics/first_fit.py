@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import Bins, prepare
+from .inputs import Bins, prepare
 
 __all__ = ["first_fit"]
 

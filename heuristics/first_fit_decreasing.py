@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from seqpart.heuristics.first_fit import _first_fit_lists
-from seqpart.heuristics.inputs import Bins, order_desc, prepare
+from .first_fit import _first_fit_lists
+from .inputs import Bins, order_desc, prepare
 
 __all__ = ["first_fit_decreasing"]
 

@@ -21,7 +21,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from seqpart.heuristics.inputs import Bins, order_desc, prepare
+from .inputs import Bins, order_desc, prepare
 
 __all__ = ["karmarkar_karp"]
 

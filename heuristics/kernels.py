@@ -10,19 +10,19 @@ and return raw bins; nothing here checks a cap or a count for the caller.
 
 from __future__ import annotations
 
-from seqpart.heuristics._best_fit import _best_fit_lists as best_fit_lists
-from seqpart.heuristics._best_fit import _best_fit_with_room as best_fit_with_room
-from seqpart.heuristics._search_state import _WORK_SECONDS as WORK_SECONDS
-from seqpart.heuristics.capped_balance import _capped_balance_lists as capped_balance_lists
-from seqpart.heuristics.capped_balance import _fill_empty as fill_empty
-from seqpart.heuristics.capped_balance import _repair_lists as repair_lists
-from seqpart.heuristics.capped_balance import _repair_step_seconds as repair_step_seconds
-from seqpart.heuristics.first_fit import _first_fit_lists as first_fit_lists
-from seqpart.heuristics.first_fit import _first_fit_tree as first_fit_tree
-from seqpart.heuristics.inputs import argsort_desc, order_desc, prepare
-from seqpart.heuristics.karmarkar_karp import _karmarkar_karp_lists as karmarkar_karp_lists
-from seqpart.heuristics.local_search import _improve_lists as improve_lists
-from seqpart.heuristics.lpt import _lpt_lists as lpt_lists
+from ._best_fit import _best_fit_lists as best_fit_lists
+from ._best_fit import _best_fit_with_room as best_fit_with_room
+from ._search_state import _WORK_SECONDS as WORK_SECONDS
+from .capped_balance import _capped_balance_lists as capped_balance_lists
+from .capped_balance import _fill_empty as fill_empty
+from .capped_balance import _repair_lists as repair_lists
+from .capped_balance import _repair_step_seconds as repair_step_seconds
+from .first_fit import _first_fit_lists as first_fit_lists
+from .first_fit import _first_fit_tree as first_fit_tree
+from .inputs import argsort_desc, order_desc, prepare
+from .karmarkar_karp import _karmarkar_karp_lists as karmarkar_karp_lists
+from .local_search import _improve_lists as improve_lists
+from .lpt import _lpt_lists as lpt_lists
 
 __all__ = [
     "WORK_SECONDS",

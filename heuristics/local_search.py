@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics._search_state import (
+from ._search_state import (
     _BATCH,
     _SETUP_WORK_PER_ITEM,
     _STEP_WORK,
@@ -45,9 +45,9 @@ from seqpart.heuristics._search_state import (
     _single_step,
     _State,
 )
-from seqpart.heuristics.capped_balance import _capped_balance_lists
-from seqpart.heuristics.inputs import Bins, check_bins, prepare
-from seqpart.heuristics.lpt import _lpt_lists
+from .capped_balance import _capped_balance_lists
+from .inputs import Bins, check_bins, prepare
+from .lpt import _lpt_lists
 
 __all__ = ["local_search", "improve"]
 

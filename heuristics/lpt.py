@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import Bins, argsort_desc, bins_from_labels, order_desc, prepare
+from .inputs import Bins, argsort_desc, bins_from_labels, order_desc, prepare
 
 __all__ = ["lpt"]
 

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int, order_desc
-from seqpart.heuristics.karmarkar_karp import _karmarkar_karp_lists
+from .inputs import as_lengths, as_positive_int, order_desc
+from .karmarkar_karp import _karmarkar_karp_lists
 
 __all__ = [
     "TRAINER_SCHEDULERS",

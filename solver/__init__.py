@@ -68,13 +68,13 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads them
-    from seqpart.solver.batch_cost import MicroBatchCost
-    from seqpart.solver.distributed import (
+    from .batch_cost import MicroBatchCost
+    from .distributed import (
         partition_across_ranks,
         plan_global_across_ranks,
         plan_step_across_ranks,
     )
-    from seqpart.solver.errors import (
+    from .errors import (
         DistributedPlanError,
         InfeasibleError,
         InvalidPlanError,
@@ -82,12 +82,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
         TrainerInputError,
         UsageError,
     )
-    from seqpart.solver.measure.profile import CostProfile, load_cost_profile
-    from seqpart.solver.options import ENGINES, SolverOptions
-    from seqpart.solver.partition import partition
-    from seqpart.solver.plan import Plan, Violations, check_plan, find_violations
-    from seqpart.solver.problem import Cost
-    from seqpart.solver.step import (
+    from .measure.profile import CostProfile, load_cost_profile
+    from .options import ENGINES, SolverOptions
+    from .partition import partition
+    from .plan import Plan, Violations, check_plan, find_violations
+    from .problem import Cost
+    from .step import (
         PipelineModel,
         StepPlan,
         check_schedule,

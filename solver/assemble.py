@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import InvalidPlanError
-from seqpart.solver.options import BestPlan
-from seqpart.solver.plan import Plan, check_plan
-from seqpart.solver.problem import Items, Problem, bin_sums
+from .errors import InvalidPlanError
+from .options import BestPlan
+from .plan import Plan, check_plan
+from .problem import Items, Problem, bin_sums
 
 
 def finish_plan(

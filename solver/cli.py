@@ -25,9 +25,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.measure_cli import add_measure_parsers
-from seqpart.solver.study.methods import (
+from .errors import UsageError
+from .study.measure_cli import add_measure_parsers
+from .study.methods import (
     DEFAULT_CAPS,
     DEFAULT_K,
     DEFAULT_METHODS,
@@ -37,10 +37,10 @@ from seqpart.solver.study.methods import (
     StudyConfig,
     run_study,
 )
-from seqpart.solver.study.methods_report import format_summary
-from seqpart.solver.study.readers import load_lengths
-from seqpart.solver.study.runner import add_executor_arguments
-from seqpart.solver.study.step_cli import add_step_parser, profile_from_flags
+from .study.methods_report import format_summary
+from .study.readers import load_lengths
+from .study.runner import add_executor_arguments
+from .study.step_cli import add_step_parser, profile_from_flags
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -159,8 +159,8 @@ def _as_flags(message: str) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.partition import partition
+    from .errors import InfeasibleError
+    from .partition import partition
 
     if args.file is not None and args.data is not None:
         raise UsageError("give the file once: as FILE or as --data FILE")
@@ -201,8 +201,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
-    from seqpart.solver.study.datasets import list_datasets, load_dataset
-    from seqpart.solver.study.repro import run_all
+    from .study.datasets import list_datasets, load_dataset
+    from .study.repro import run_all
 
     datasets = {} if args.no_data else {n: load_dataset(n).lengths for n in list_datasets()}
     print(run_all(datasets))
@@ -365,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from seqpart.solver.errors import InfeasibleError
+    from .errors import InfeasibleError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -11,16 +11,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
-from seqpart.heuristics.bounds import load_lower_bound_full_pair, load_lower_bound_token_room
-from seqpart.heuristics.kernels import (
+from ..heuristics import load_lower_bound, min_bins_lower_bound
+from ..heuristics.bounds import load_lower_bound_full_pair, load_lower_bound_token_room
+from ..heuristics.kernels import (
     argsort_desc,
     best_fit_with_room,
     fill_empty,
     first_fit_tree,
 )
-from seqpart.solver.assemble import finish_plan
-from seqpart.solver.engines.budget_costs import (
+from .assemble import finish_plan
+from .engines.budget_costs import (
     CAPPED_BALANCE_UP_TO,
     FFD_SECONDS_PER_ITEM,
     FIXED_SECONDS_PER_ITEM,
@@ -30,18 +30,18 @@ from seqpart.solver.engines.budget_costs import (
     SEARCH_SETUP_SECONDS_PER_ITEM,
     fallback_cost_seconds,
 )
-from seqpart.solver.engines.count_search import count_items, count_share
-from seqpart.solver.engines.cpsat import solve_items
-from seqpart.solver.engines.heuristic_phase import (
+from .engines.count_search import count_items, count_share
+from .engines.cpsat import solve_items
+from .engines.heuristic_phase import (
     heuristic_plan,
 )
-from seqpart.solver.engines.perturb import keep_improving
-from seqpart.solver.engines.prove import prove_items
-from seqpart.solver.engines.resplit import improve_by_groups
-from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
-from seqpart.solver.plan import Plan
-from seqpart.solver.problem import Cost, Items, Problem, make_items, make_problem
+from .engines.perturb import keep_improving
+from .engines.prove import prove_items
+from .engines.resplit import improve_by_groups
+from .errors import InfeasibleError
+from .options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
+from .plan import Plan
+from .problem import Cost, Items, Problem, make_items, make_problem
 
 
 def _load_bound(items: Items, k: int, max_count: int | None) -> int:

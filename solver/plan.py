@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int, check_nesting
-from seqpart.solver.errors import InvalidPlanError
-from seqpart.solver.problem import Cost
+from ..heuristics.inputs import as_lengths, as_positive_int, check_nesting
+from .errors import InvalidPlanError
+from .problem import Cost
 
 
 @dataclass(frozen=True)

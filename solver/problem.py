@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
+from ..heuristics.inputs import as_lengths, as_positive_int
 
 #: Hidden size behind the default attention-aware cost: per-token linear-layer work is about
 #: 24*h^2 FLOPs and each attended pair about 4*h, so cost = 6*h*l + l*l in the same unit.
@@ -62,7 +62,7 @@ class Cost:
         the formula); ``shape`` takes ModelShape's names or Hugging Face's (``intermediate_size``,
         ``num_hidden_layers``, ``num_key_value_heads``, ...). ``unit=None`` scales to
         ``quadratic == 1``; a unit that would round a term to 0 is refused."""
-        from seqpart.solver.flops import cost_coefficients, model_shape
+        from .flops import cost_coefficients, model_shape
 
         return cls(*cost_coefficients(model_shape(
             hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, **shape), unit))
@@ -70,7 +70,7 @@ class Cost:
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], *, unit: int | None = None) -> Cost:
         """:meth:`from_model` from a Hugging Face style ``config.json`` dict."""
-        from seqpart.solver.flops import cost_coefficients, shape_from_hf_config
+        from .flops import cost_coefficients, shape_from_hf_config
 
         return cls(*cost_coefficients(shape_from_hf_config(config), unit))
 

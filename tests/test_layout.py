@@ -76,6 +76,33 @@ def test_import_graph_has_no_cycle() -> None:
             visit(name)
 
 
+
+def test_the_package_imports_itself_relatively() -> None:
+    """Inside the package every import of seqpart is relative (``from ..heuristics import``), so
+    that static tools (IDEs, type checkers, structure viewers), which do not run the editable
+    install's import hook, map each import to its file. Strings given to importlib are exempt."""
+    for name, path in MODULES.items():
+        if name == "seqpart.solver._toplevel":  # installed as the top-level seqpart itself
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                absolute = [a.name for a in node.names if a.name.split(".")[0] == "seqpart"]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                absolute = [node.module] if (node.module or "").split(".")[0] == "seqpart" else []
+            else:
+                continue
+            assert not absolute, f"{name}:{node.lineno} imports {absolute[0]} absolutely: make it relative"
+
+
+def test_no_module_imports_the_front_door() -> None:
+    """The front door (``seqpart.solver``'s ``__init__``) only hands names on: a module of its
+    layer or below (measurement included) imports each name from its home, so no arrow runs back
+    up through it. The study and the command line, above it, may use it."""
+    door = _layer("seqpart.solver")
+    for name, path in MODULES.items():
+        if _layer(name) <= door + 1:
+            assert "seqpart.solver" not in _imports(name, path), f"{name} imports the front door"
+
 #: The layers, lowest first: a module may import its own layer and the ones below it only.
 #: Matched by the longest prefix; the front door ``seqpart.solver`` re-exports the layers below it.
 LAYERS: list[tuple[str, ...]] = [

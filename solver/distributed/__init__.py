@@ -9,14 +9,14 @@
 
 from __future__ import annotations
 
-from seqpart.solver.distributed.planners import (
+from ..errors import DistributedPlanError
+from .planners import (
     GlobalPlan,
     StepSchedule,
     partition_across_ranks,
     plan_global_across_ranks,
     plan_step_across_ranks,
 )
-from seqpart.solver.errors import DistributedPlanError
 
 __all__ = [
     "DistributedPlanError",

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import DistributedPlanError, InfeasibleError
-from seqpart.solver.options import as_seconds
+from ..errors import DistributedPlanError, InfeasibleError
+from ..options import as_seconds
 
 # Status codes exchanged between ranks (ints, so they travel in an int64 tensor).
 _OK = 0

@@ -32,8 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
-from seqpart.solver.distributed.collective import (
+from ...heuristics.inputs import as_lengths, as_positive_int
+from ..errors import DistributedPlanError
+from ..partition import partition
+from ..plan import Plan
+from ..step import order_for_pipeline, plan_global
+from .collective import (
     _N,
     _OK,
     _OP_GLOBAL,
@@ -57,10 +61,6 @@ from seqpart.solver.distributed.collective import (
     _raise_same,
     _row,
 )
-from seqpart.solver.errors import DistributedPlanError
-from seqpart.solver.partition import partition
-from seqpart.solver.plan import Plan
-from seqpart.solver.step import order_for_pipeline, plan_global
 
 __all__ = [
     "DistributedPlanError",
@@ -395,7 +395,7 @@ def plan_step_across_ranks(
     ``time_limit`` is used; ``step_kwargs`` (cost, pp, vpp, overhead, ...) must match on every
     rank (checked in the status exchange: "mismatched_args" otherwise).
     """
-    from seqpart.solver.step import plan_step
+    from ..step import plan_step
 
     def planner(lengths: np.ndarray, dp_size: int) -> Any:
         return plan_step(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,

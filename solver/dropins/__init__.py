@@ -23,14 +23,15 @@ no wall clock decides a plan (see :mod:`.balance`).
 
 from __future__ import annotations
 
-from seqpart.solver.dropins.balance import (
+from ..errors import TrainerInputError
+from .balance import (
     OPTIONS,
     TIME_LIMIT,
     get_capped_seqlen_balanced_partitions,
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
-from seqpart.solver.dropins.patch import (
+from .patch import (
     Patched,
     patch,
     patch_areal,
@@ -39,9 +40,8 @@ from seqpart.solver.dropins.patch import (
     patch_verl,
     setup_worker,
 )
-from seqpart.solver.dropins.slime import build_dp_schedule, workload_cost
-from seqpart.solver.dropins.verl import rearrange_micro_batches
-from seqpart.solver.errors import TrainerInputError
+from .slime import build_dp_schedule, workload_cost
+from .verl import rearrange_micro_batches
 
 __all__ = [
     "OPTIONS",

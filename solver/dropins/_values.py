@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import refuse_unordered
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.errors import TrainerInputError
-from seqpart.solver.measure.profile import CostProfile, load_cost_profile
-from seqpart.solver.problem import Cost
+from ...heuristics.inputs import refuse_unordered
+from ..batch_cost import MicroBatchCost
+from ..errors import TrainerInputError
+from ..measure.profile import CostProfile, load_cost_profile
+from ..problem import Cost
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: Scaled totals stay below this, so sums (and CP-SAT's linear expressions) never near int64.

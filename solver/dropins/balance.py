@@ -19,15 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics import (
+from ...heuristics import (
     first_fit_decreasing,
     improve,
     karmarkar_karp,
     min_bins_lower_bound,
 )
-from seqpart.heuristics.bounds import min_bins_fekete_schepers
-from seqpart.solver.dropins._original_kk import original_karmarkar_karp
-from seqpart.solver.dropins._values import (
+from ...heuristics.bounds import min_bins_fekete_schepers
+from ..engines.count_lp import Work
+from ..engines.count_search import count_allowance, search_count
+from ..errors import InfeasibleError, TrainerInputError
+from ..options import SolverOptions
+from ..partition import partition
+from ..plan import find_violations
+from ..problem import Cost
+from ._original_kk import original_karmarkar_karp
+from ._values import (
     Weights,
     as_count,
     as_flag,
@@ -35,13 +42,6 @@ from seqpart.solver.dropins._values import (
     as_weights,
     choose_cost,
 )
-from seqpart.solver.engines.count_lp import Work
-from seqpart.solver.engines.count_search import count_allowance, search_count
-from seqpart.solver.errors import InfeasibleError, TrainerInputError
-from seqpart.solver.options import SolverOptions
-from seqpart.solver.partition import partition
-from seqpart.solver.plan import find_violations
-from seqpart.solver.problem import Cost
 
 __all__ = [
     "OPTIONS",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from seqpart.solver.dropins import balance
-from seqpart.solver.dropins._values import as_count
-from seqpart.solver.dropins.balance import get_seqlen_balanced_partitions
+from . import balance
+from ._values import as_count
+from .balance import get_seqlen_balanced_partitions
 
 __all__ = ["get_minimum_num_micro_batch_size", "get_seqlen_balanced_partitions"]
 

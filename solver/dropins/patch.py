@@ -33,9 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqpart.solver.dropins import balance, openrlhf, slime, verl
-from seqpart.solver.dropins._values import as_profile
-from seqpart.solver.measure.profile import CostProfile
+from ..measure.profile import CostProfile
+from . import balance, openrlhf, slime, verl
+from ._values import as_profile
 
 __all__ = [
     "KNOWN_IMPORTERS",

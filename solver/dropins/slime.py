@@ -81,14 +81,14 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.dropins._values import CostChoice, as_count, as_flag, as_tokens, choose_cost
-from seqpart.solver.dropins.balance import ENGINE, OPTIONS, TIME_LIMIT, capped_fallback
-from seqpart.solver.errors import InfeasibleError, TrainerInputError
-from seqpart.solver.partition import partition
-from seqpart.solver.plan import find_violations
-from seqpart.solver.problem import Cost
-from seqpart.solver.step import plan_step, round_up
+from ..batch_cost import MicroBatchCost
+from ..errors import InfeasibleError, TrainerInputError
+from ..partition import partition
+from ..plan import find_violations
+from ..problem import Cost
+from ..step import plan_step, round_up
+from ._values import CostChoice, as_count, as_flag, as_tokens, choose_cost
+from .balance import ENGINE, OPTIONS, TIME_LIMIT, capped_fallback
 
 __all__ = ["OVERHEAD_TOKENS", "STEP_TIME_LIMIT", "build_dp_schedule", "workload_cost"]
 

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.distributed.collective import OP_VERL_REARRANGE, agree_on_count
-from seqpart.solver.dropins._values import as_count, as_flag, as_tokens, choose_cost
-from seqpart.solver.dropins.balance import _balance, get_minimum_num_micro_batch_size
-from seqpart.solver.errors import TrainerInputError
-from seqpart.solver.problem import Cost
-from seqpart.solver.step import order_for_pipeline, round_up
+from ..distributed.collective import OP_VERL_REARRANGE, agree_on_count
+from ..errors import TrainerInputError
+from ..problem import Cost
+from ..step import order_for_pipeline, round_up
+from ._values import as_count, as_flag, as_tokens, choose_cost
+from .balance import _balance, get_minimum_num_micro_batch_size
 
 __all__ = ["WORKLOAD", "rearrange_micro_batches"]
 

@@ -36,8 +36,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from seqpart.heuristics import first_fit_decreasing
-from seqpart.solver.engines.count_lp import (
+from ...heuristics import first_fit_decreasing
+from .count_lp import (
     BB_TYPICAL_WORK,
     DP_CELLS,
     INFEASIBLE,
@@ -46,8 +46,8 @@ from seqpart.solver.engines.count_lp import (
     PatternLP,
     Work,
 )
-from seqpart.solver.engines.exact import FOUND, ExactBudget, pack
-from seqpart.solver.engines.exact import INFEASIBLE as PACK_INFEASIBLE
+from .exact import FOUND, ExactBudget, pack
+from .exact import INFEASIBLE as PACK_INFEASIBLE
 
 #: Items left at which the dive hands over to the exact bin completion.
 FINISH_AT = 45

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 from ortools.sat.python import cp_model
 
-from seqpart.solver.engines.interrupt import guard_solve
-from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import BestPlan, Budget, SolverOptions, new_cp_solver
-from seqpart.solver.problem import Items
+from ..errors import InfeasibleError
+from ..options import BestPlan, Budget, SolverOptions, new_cp_solver
+from ..problem import Items
+from .interrupt import guard_solve
 
 #: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
 #: constraints), 2.8 ms (one worker) to 5.3 ms (two) to start a solve. Used to decide whether a

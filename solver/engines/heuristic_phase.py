@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.bounds import load_lower_bound_packing
-from seqpart.heuristics.kernels import (
+from ...heuristics.bounds import load_lower_bound_packing
+from ...heuristics.kernels import (
     WORK_SECONDS,
     argsort_desc,
     best_fit_lists,
@@ -26,7 +26,9 @@ from seqpart.heuristics.kernels import (
     lpt_lists,
     repair_step_seconds,
 )
-from seqpart.solver.engines.budget_costs import (
+from ..options import BestPlan, Budget
+from ..problem import Items, measure_bins
+from .budget_costs import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
     CAPPED_BALANCE_UP_TO,
     FFD_SECONDS_PER_ITEM,
@@ -40,17 +42,15 @@ from seqpart.solver.engines.budget_costs import (
     packing_bound_seconds,
     packing_bound_steps,
 )
-from seqpart.solver.engines.prove import DIVE_SHARE, dive_items
-from seqpart.solver.engines.resplit import (
+from .prove import DIVE_SHARE, dive_items
+from .resplit import (
     EXCHANGES_PER_SECOND,
     SUBSETS_PER_SECOND,
     exchange_items,
     improve_by_groups,
     resplit_pairs,
 )
-from seqpart.solver.engines.resplit import work_for as resplit_work
-from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items, measure_bins
+from .resplit import work_for as resplit_work
 
 #: Most of the time limit the exchanges may take (measured: ~0.25 s to converge on a
 #: 500-sequence attention batch at its smallest count).

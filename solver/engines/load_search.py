@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from seqpart.heuristics import first_fit_decreasing
-from seqpart.solver.engines.count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP, Work
-from seqpart.solver.engines.count_search import (
+from ...heuristics import first_fit_decreasing
+from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP, Work
+from .count_search import (
     WORK_PER_SECOND,
     count_allowance,
     item_types,

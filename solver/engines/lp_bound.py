@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from seqpart.solver.engines.count_lp import knapsack_pass
+from .count_lp import knapsack_pass
 
 #: Duals are scaled to integers with this factor (2**20: ~1e-6 relative resolution).
 _SCALE = 1 << 20

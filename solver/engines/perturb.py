@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 import time
 
-from seqpart.heuristics.kernels import improve_lists
-from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items, measure_bins
+from ...heuristics.kernels import improve_lists
+from ..options import BestPlan, Budget
+from ..problem import Items, measure_bins
 
 #: Micro-batches emptied per round besides the heaviest: a few, so a round is cheap and local.
 RUINED_BINS = 3

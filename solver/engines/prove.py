@@ -17,7 +17,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from seqpart.solver.engines.exact import (
+from ..errors import InfeasibleError
+from ..options import BestPlan, Budget
+from ..problem import Items
+from .exact import (
     DIVE_POOL,
     DIVE_WORDS_PER_ITEM_LEFT,
     DIVE_WORDS_PER_POOL_ITEM,
@@ -25,11 +28,11 @@ from seqpart.solver.engines.exact import (
     dive,
     minimise_max_load,
 )
-from seqpart.solver.engines.load_search import NOTE as NOTE_LOADS
-from seqpart.solver.engines.load_search import affordable as loads_affordable
-from seqpart.solver.engines.load_search import applies as loads_apply
-from seqpart.solver.engines.load_search import search_loads
-from seqpart.solver.engines.lp_bound import (
+from .load_search import NOTE as NOTE_LOADS
+from .load_search import affordable as loads_affordable
+from .load_search import applies as loads_apply
+from .load_search import search_loads
+from .lp_bound import (
     FLUID_SECONDS_PER_VARIABLE,
     LPBudget,
     fluid_load_bound,
@@ -37,9 +40,6 @@ from seqpart.solver.engines.lp_bound import (
     lp_infeasible,
     lp_load_bound,
 )
-from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items
 
 #: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
 #: charge per LP solve) and exact-search nodes per second.

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seqpart.solver.engines.exact import FOUND, ExactBudget, pack
-from seqpart.solver.engines.prove import EXACT_NODES_PER_SECOND, MAX_ITEMS_PER_BIN, exact_budget
-from seqpart.solver.options import BestPlan, Budget
-from seqpart.solver.problem import Items, measure_bins
+from ..options import BestPlan, Budget
+from ..problem import Items, measure_bins
+from .exact import FOUND, ExactBudget, pack
+from .prove import EXACT_NODES_PER_SECOND, MAX_ITEMS_PER_BIN, exact_budget
 
 #: Largest pooled pair split exhaustively (2**(m-1) subsets: 32768 at 16).
 MAX_UNION = 16

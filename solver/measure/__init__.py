@@ -21,8 +21,7 @@ replaced by the module as soon as anything imports ``seqpart.solver.measure.cali
 
 from __future__ import annotations
 
-from seqpart.solver.errors import MeasureError
-
+from ..errors import MeasureError
 from .allocator import keep_freed_memory
 from .calibrate import calibrate, calibrate_in_steps
 from .design import Design, make_design

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seqpart.solver.errors import MeasureError
-
+from ..errors import MeasureError
 from .checks import positive_int
 from .design import Design, MicroBatch, make_design
 from .fit import Fit, Run, refit_in_steps, select_and_fit

@@ -22,11 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics import TRAINER_SCHEDULERS
-from seqpart.solver import Cost, plan_step, step_time
-from seqpart.solver.step import order_schedule
-from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel
-
+from ...heuristics import TRAINER_SCHEDULERS
+from ..problem import Cost
+from ..step import order_schedule, plan_step, step_time
+from ..step.pipeline import DEFAULT_MODEL, PipelineModel
 from .fit import Fit
 from .pipeline_replay import PipelineSetting
 from .profile import CostProfile

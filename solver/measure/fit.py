@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.measure.checks import lengths_list
-from seqpart.solver.measure.profile import CostProfile, feature
+from .checks import lengths_list
+from .profile import CostProfile, feature
 
 #: The planning model's terms; every fit has them.
 BASE_TERMS = ("overhead", "linear", "quadratic")

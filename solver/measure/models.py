@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqpart.solver.errors import MeasureError
+from ..errors import MeasureError
 
 Runner = Callable[[Sequence[int]], None]
 

@@ -21,8 +21,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel, makespan, schedule_error
-
+from ..step.pipeline import DEFAULT_MODEL, PipelineModel, makespan, schedule_error
 from .replay import Trial
 
 #: Units of the pipeline evaluator per second: integer nanoseconds.

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.problem import Cost
+from ..batch_cost import MicroBatchCost
+from ..problem import Cost
 
 
 def feature(mb: Sequence[int], term: str) -> float:

@@ -19,18 +19,18 @@
 
 from __future__ import annotations
 
-from seqpart.solver.step.bound import step_lower_bound
-from seqpart.solver.step.exact import order_for_pipeline, order_schedule
-from seqpart.solver.step.global_plan import plan_global, round_up
-from seqpart.solver.step.model import (
+from .bound import step_lower_bound
+from .exact import order_for_pipeline, order_schedule
+from .global_plan import plan_global, round_up
+from .model import (
     StepPlan,
     check_schedule,
     formula_step_time,
     rank_times,
     step_time,
 )
-from seqpart.solver.step.pipeline import PipelineModel
-from seqpart.solver.step.planner import plan_step
+from .pipeline import PipelineModel
+from .planner import plan_step
 
 __all__ = [
     "PipelineModel",

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.step.model import StepInstance, exact, make_instance
-from seqpart.solver.step.pipeline import (
+from ..batch_cost import MicroBatchCost
+from .model import StepInstance, exact, make_instance
+from .pipeline import (
     DEFAULT_MODEL,
     PipelineModel,
     scale,

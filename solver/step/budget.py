@@ -7,8 +7,8 @@ allows, never what a repeatable plan is.
 
 from __future__ import annotations
 
-from seqpart.solver.step.exact import OPS_PER_SECOND
-from seqpart.solver.step.model import StepInstance
+from .exact import OPS_PER_SECOND
+from .model import StepInstance
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us
 #: per sequence for both at n=4096, dp=64 under loads of 3-5).

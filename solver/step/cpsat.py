@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from seqpart.solver.engines.interrupt import guard_solve
-from seqpart.solver.options import SolverOptions, new_cp_solver
-from seqpart.solver.step.model import StepInstance
+from ..engines.interrupt import guard_solve
+from ..options import SolverOptions, new_cp_solver
+from .model import StepInstance
 
 #: Largest total model (booleans summed over the counts still to decide) tried: beyond it the
 #: build alone eats an online budget and proofs rarely finish.

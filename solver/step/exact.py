@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_positive_int
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.errors import InvalidPlanError
-from seqpart.solver.plan import Plan
-from seqpart.solver.step.model import (
+from ...heuristics.inputs import as_positive_int
+from ..batch_cost import MicroBatchCost
+from ..errors import InvalidPlanError
+from ..plan import Plan
+from .model import (
     StepInstance,
     StepPlan,
     _micro_batch_times,
@@ -33,8 +33,8 @@ from seqpart.solver.step.model import (
     scaled_rank_time,
     step_time,
 )
-from seqpart.solver.step.model import exact as unscale
-from seqpart.solver.step.pipeline import (
+from .model import exact as unscale
+from .pipeline import (
     DEFAULT_MODEL,
     ORDER_WORK,
     PipelineModel,

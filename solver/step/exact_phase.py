@@ -19,13 +19,13 @@ from typing import Protocol
 
 import numpy as np
 
-from seqpart.solver.options import SolverOptions
-from seqpart.solver.step.bound import exact_scaled_bounds
-from seqpart.solver.step.exact import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
-from seqpart.solver.step.model import StepInstance, StepPlan
-from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import PipelineModel, scale, scaled_makespans
-from seqpart.solver.step.starts import Row
+from ..options import SolverOptions
+from .bound import exact_scaled_bounds
+from .exact import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
+from .model import StepInstance, StepPlan
+from .model import exact as exact_time
+from .pipeline import PipelineModel, scale, scaled_makespans
+from .starts import Row
 
 __all__ = ["Refined", "choose_by_exact_makespan", "refine_assignment"]
 

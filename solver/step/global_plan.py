@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
-from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import as_seconds
-from seqpart.solver.partition import partition
-from seqpart.solver.plan import Plan, find_violations
+from ...heuristics.inputs import as_lengths, as_positive_int
+from ..errors import InfeasibleError
+from ..options import as_seconds
+from ..partition import partition
+from ..plan import Plan, find_violations
 
 
 def round_up(k: int, multiple_of: int) -> int:

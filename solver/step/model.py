@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.bounds import min_bins_lower_bound
-from seqpart.heuristics.inputs import as_lengths, as_positive_int
-from seqpart.solver.batch_cost import MicroBatchCost, split_overhead
-from seqpart.solver.errors import InfeasibleError, InvalidPlanError
-from seqpart.solver.plan import check_nesting, find_violations
-from seqpart.solver.problem import Cost
-from seqpart.solver.step.pipeline import (
+from ...heuristics.bounds import min_bins_lower_bound
+from ...heuristics.inputs import as_lengths, as_positive_int
+from ..batch_cost import MicroBatchCost, split_overhead
+from ..errors import InfeasibleError, InvalidPlanError
+from ..plan import check_nesting, find_violations
+from ..problem import Cost
+from .pipeline import (
     DEFAULT_MODEL,
     PipelineModel,
     scale,
@@ -270,7 +270,7 @@ def make_instance(
 ) -> StepInstance:
     """Validate every argument (the same messages as ``partition`` for what it shares) and
     raise :class:`InfeasibleError` when no count per rank can work."""
-    from seqpart.solver.problem import make_problem  # the shared validation of lengths, cap, cost, oversize
+    from ..problem import make_problem  # the shared validation of lengths, cap, cost, oversize
 
     problem = make_problem(lengths, None, cap, cost=cost, oversize=oversize)
     dp_size = as_positive_int(dp_size, "dp_size")

@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import InfeasibleError
-from seqpart.solver.options import SolverOptions
-from seqpart.solver.step.bound import rank_maxima_seconds, scaled_bounds
-from seqpart.solver.step.budget import (
+from ..errors import InfeasibleError
+from ..options import SolverOptions
+from .bound import rank_maxima_seconds, scaled_bounds
+from .budget import (
     BUILD_SHARE,
     BUILD_WORK_PER_SEQUENCE,
     CLOCK_ROUNDS,
@@ -52,27 +52,27 @@ from seqpart.solver.step.budget import (
     assembly_reserve,
     exact_reserve,
 )
-from seqpart.solver.step.cpsat import exact_fits, solve_step_exactly
-from seqpart.solver.step.exact import (
+from .cpsat import exact_fits, solve_step_exactly
+from .exact import (
     OPS_PER_SECOND,
     Ordered,
     assemble,
     count_penalty,
 )
-from seqpart.solver.step.exact_phase import choose_by_exact_makespan
-from seqpart.solver.step.model import StepInstance, StepPlan
-from seqpart.solver.step.model import exact as exact_time
-from seqpart.solver.step.pipeline import (
+from .exact_phase import choose_by_exact_makespan
+from .model import StepInstance, StepPlan
+from .model import exact as exact_time
+from .pipeline import (
     PipelineModel,
     schedule_error,
 )
-from seqpart.solver.step.search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from seqpart.solver.step.starts import CONSTRUCTIONS, Row, micro_first, rank_first
-from seqpart.solver.step.starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
-from seqpart.solver.step.starts.trainers import (
+from .search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
+from .starts import CONSTRUCTIONS, Row, micro_first, rank_first
+from .starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
+from .starts.trainers import (
     OpenEnded,
 )
-from seqpart.solver.step.trainer_phase import (
+from .trainer_phase import (
     finish_trainer_starts,
     given_and_trainer_starts,
     order_given_starts,

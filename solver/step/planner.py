@@ -17,13 +17,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from seqpart.solver.batch_cost import MicroBatchCost
-from seqpart.solver.options import SolverOptions, as_options, pauses_gc
-from seqpart.solver.problem import Cost
-from seqpart.solver.step.global_plan import positive_seconds
-from seqpart.solver.step.model import StepPlan, default_multiple_of, make_instance
-from seqpart.solver.step.phases import StepSearch
-from seqpart.solver.step.pipeline import DEFAULT_MODEL, PipelineModel
+from ..batch_cost import MicroBatchCost
+from ..options import SolverOptions, as_options, pauses_gc
+from ..problem import Cost
+from .global_plan import positive_seconds
+from .model import StepPlan, default_multiple_of, make_instance
+from .phases import StepSearch
+from .pipeline import DEFAULT_MODEL, PipelineModel
 
 __all__ = ["plan_step"]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from seqpart.solver.batch_cost import MicroBatchCost
+from ..batch_cost import MicroBatchCost
 
 #: Candidates scored per second on the 2-core machine (numpy, n=4096; measured 8-30 million
 #: under loads of 3-5, so a conservative figure): turns a time

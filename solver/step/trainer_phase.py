@@ -12,12 +12,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from seqpart.solver.step.budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
-from seqpart.solver.step.exact import order_given
-from seqpart.solver.step.model import StepInstance
-from seqpart.solver.step.pipeline import PipelineModel
-from seqpart.solver.step.starts import Row, from_schedule
-from seqpart.solver.step.starts.trainers import (
+from .budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
+from .exact import order_given
+from .model import StepInstance
+from .pipeline import PipelineModel
+from .starts import Row, from_schedule
+from .starts.trainers import (
     OpenEnded,
     as_start,
     finish_open_ended,

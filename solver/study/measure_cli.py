@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.problem import Cost
+from ..errors import UsageError
+from ..problem import Cost
 
 DEFAULT_PROFILE = "cost_profile.json"
 
@@ -107,9 +107,9 @@ def add_measure_parsers(sub: Any) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from seqpart.solver.measure.calibrate import calibrate
-    from seqpart.solver.measure.design import make_design
-    from seqpart.solver.measure.models import load_hf_config
+    from ..measure.calibrate import calibrate
+    from ..measure.design import make_design
+    from ..measure.models import load_hf_config
 
     t0 = time.perf_counter()
     try:
@@ -125,7 +125,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     p.save(args.out)
     print(format_profile(p, args.memory_budget))
     if args.plot:
-        from seqpart.solver.measure.plot import plot_profile
+        from ..measure.plot import plot_profile
 
         print(f"plot: {plot_profile(p, args.plot)}")
     print(f"profile: {args.out} ({time.perf_counter() - t0:.1f}s; load {os.getloadavg()[0]:.2f})")
@@ -159,7 +159,7 @@ def format_profile(p: Any, memory_budget_gib: float | None = None) -> str:
                                f"{mem['per_token_bytes'] / 2**10:.1f} KiB/token"
                                if mem.get("measured") else mem.get("reason", "not measured")))
     if memory_budget_gib is not None:
-        from seqpart.solver.measure.calibrate import largest_cap
+        from ..measure.calibrate import largest_cap
 
         cap = largest_cap(mem, memory_budget_gib * 2**30)
         lines.append(f"largest cap for {memory_budget_gib:g} GiB: " + (
@@ -171,7 +171,7 @@ def format_profile(p: Any, memory_budget_gib: float | None = None) -> str:
 
 def _target_cost(args: argparse.Namespace) -> Cost:
     if args.target_hf_config:
-        from seqpart.solver.measure.models import load_hf_config
+        from ..measure.models import load_hf_config
 
         return Cost.from_hf_config(load_hf_config(args.target_hf_config))
     if args.target_cost == "attention":
@@ -185,7 +185,7 @@ def _target_cost(args: argparse.Namespace) -> Cost:
 
 def _lengths(args: argparse.Namespace) -> list[int]:
     if args.dataset:
-        from seqpart.solver.study.datasets import load_dataset, sample_batch
+        from .datasets import load_dataset, sample_batch
 
         try:
             ds = load_dataset(args.dataset)
@@ -196,14 +196,14 @@ def _lengths(args: argparse.Namespace) -> list[int]:
         raise UsageError("give the file once: as FILE or as --data FILE")
     if not (args.file or args.data):
         raise UsageError("give a lengths FILE (or --data FILE) or --dataset NAME")
-    from seqpart.solver.study.readers import load_lengths
+    from .readers import load_lengths
 
     return [int(x) for x in load_lengths(args.data or args.file, args.fields)]
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from seqpart.solver.measure.compare import replay_batch, scale_factor, scale_lengths
-    from seqpart.solver.measure.profile import load_cost_profile
+    from ..measure.compare import replay_batch, scale_factor, scale_lengths
+    from ..measure.profile import load_cost_profile
 
     t0 = time.perf_counter()
     try:
@@ -231,7 +231,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def runner_spec(profile: Any) -> Any:
     """The model a profile was measured on, to replay on the same one."""
-    from seqpart.solver.measure.replay import RunnerSpec
+    from ..measure.replay import RunnerSpec
 
     kind = profile.model.get("kind")
     if kind == "transformers":
@@ -246,7 +246,7 @@ def runner_spec(profile: Any) -> Any:
 
 def format_replay(res: Any, factor: float, scaled: list[int], cap: int, dp: int, seconds: float,
                   as_json: bool) -> str:
-    from seqpart.solver.measure.compare import PLAN, min_repeats, slower_than_any
+    from ..measure.compare import PLAN, min_repeats, slower_than_any
 
     if as_json:
         return json.dumps({

@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.methods_report import (
+from ..errors import UsageError
+from .methods_report import (
     format_timing_note,
     summarize,
     write_summary_csv,
 )
-from seqpart.solver.study.readers import load_lengths
-from seqpart.solver.study.runner import (
+from .readers import load_lengths
+from .runner import (
     ResultStore,
     Task,
     TaskExecutor,
@@ -93,7 +93,7 @@ class Source:
     whole: bool = False  # a user's file taken as one batch
 
     def batch(self, n: int, rng: np.random.Generator) -> list[int]:
-        from seqpart.solver.study.datasets import rl_batch, sample_batch
+        from .datasets import rl_batch, sample_batch
 
         if self.lengths is None:
             return rl_batch(n, rng)
@@ -121,7 +121,7 @@ def split_list(text: str) -> list[str]:
 
 
 def parse_methods(text: str) -> list[str]:
-    from seqpart.heuristics import HEURISTICS
+    from ...heuristics import HEURISTICS
 
     methods = []
     for spec in split_list(text):
@@ -192,8 +192,8 @@ def parse_ns(text: str) -> list[int | None]:
 
 
 def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> list[Source]:
-    from seqpart.heuristics.inputs import as_lengths
-    from seqpart.solver.study.datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+    from ...heuristics.inputs import as_lengths
+    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
     sources = []
     names = config.datasets
@@ -233,8 +233,8 @@ def stable_seed(*parts: object) -> list[int]:
 def resolve_min_k(lengths: Sequence[int], cap: int, seconds: float) -> tuple[int, str]:
     """Smallest feasible k: the bin-packing bound when first-fit decreasing meets it, else
     partition(k=None). Returns (k, "optimal" | "upper_bound")."""
-    from seqpart.heuristics import first_fit_decreasing, min_bins_lower_bound
-    from seqpart.solver.partition import SolverOptions, partition
+    from ...heuristics import first_fit_decreasing, min_bins_lower_bound
+    from ..partition import SolverOptions, partition
 
     floor = min_bins_lower_bound(lengths, cap)
     if len(first_fit_decreasing(lengths, None, cap)) == floor:
@@ -312,11 +312,11 @@ def run_method(
     lengths: Sequence[int], k: int, cap: int, method: str, cost: Any, workers: int
 ) -> dict[str, Any]:
     """One method on one instance, measured; the raw bins are validated, not trusted."""
-    from seqpart.heuristics import HEURISTICS, load_lower_bound
-    from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.partition import SolverOptions, partition
-    from seqpart.solver.plan import find_violations
-    from seqpart.solver.problem import Cost
+    from ...heuristics import HEURISTICS, load_lower_bound
+    from ..errors import InfeasibleError
+    from ..partition import SolverOptions, partition
+    from ..plan import find_violations
+    from ..problem import Cost
 
     spec = Cost.parse(cost)
     costs = spec.of(np.asarray(lengths, dtype=np.int64))
@@ -474,7 +474,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     outcome.earlier = sum(1 for r in records if r["key"] not in wanted)
     if config.plots:
         try:
-            from seqpart.solver.study.plots import write_plots
+            from .plots import write_plots
 
             outcome.plots = write_plots(records, shown, out)
         except ImportError:

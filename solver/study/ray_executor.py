@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from seqpart.solver.errors import UsageError
+from ..errors import UsageError
 
 #: Ray's retries of a task whose worker process or node died, before it is recorded as failed.
 DEFAULT_RETRIES = 2

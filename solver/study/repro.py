@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from seqpart.heuristics import first_fit, karmarkar_karp
-from seqpart.solver.partition import partition
-from seqpart.solver.plan import find_violations
+from ...heuristics import first_fit, karmarkar_karp
+from ..partition import partition
+from ..plan import find_violations
 
 #: The issue's example.
 ISSUE_LENGTHS = (8, 7, 6, 5, 4)

@@ -52,7 +52,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from tqdm import tqdm
 
-from seqpart.solver.errors import UsageError
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,7 @@ def open_executor(kind: str = "local", jobs: int = 1, *, address: str | None = N
         with worker_pool(jobs) as pool:
             yield LocalExecutor(pool)
     elif kind == "ray":
-        from seqpart.solver.study.ray_executor import ray_executor
+        from .ray_executor import ray_executor
 
         with ray_executor(address=address, num_cpus=jobs) as executor:
             yield executor

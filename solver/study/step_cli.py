@@ -12,10 +12,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.runner import add_executor_arguments
-from seqpart.solver.study.step_report import format_summary
-from seqpart.solver.study.step_study import (
+from ..errors import UsageError
+from .runner import add_executor_arguments
+from .step_report import format_summary
+from .step_study import (
     DEFAULT_CAPS,
     DEFAULT_COSTS,
     DEFAULT_DP,
@@ -115,11 +115,13 @@ def add_step_parser(sub: Any) -> None:
 
 
 def _cost_profile_loader() -> Callable[[str], Any] | None:
-    """seqpart.solver.load_cost_profile when this install has it (the calibration), else None:
+    """The front door's ``load_cost_profile`` where this install has it (the calibration):
     ``--cost-profile`` is offered only then."""
-    import seqpart.solver
-
-    return getattr(seqpart.solver, "load_cost_profile", None)
+    try:
+        from .. import load_cost_profile
+    except ImportError:
+        return None
+    return load_cost_profile
 
 
 def profile_from_flags(path: str | None, *replaced: tuple[str, Any]) -> Any:
@@ -201,10 +203,10 @@ def _one_int(text: str | None, flag: str, default: int | None) -> int:
 
 def _data_config(args: argparse.Namespace, say: Callable[[str], None]) -> Any:
     """The user's step question from the flags; grid-only flags given with --data are refused."""
-    from seqpart.heuristics.inputs import as_lengths
-    from seqpart.solver.problem import Cost
-    from seqpart.solver.study.readers import load_lengths
-    from seqpart.solver.study.step_data import DATA_METHODS, DEFAULT_OUT, StepDataConfig
+    from ...heuristics.inputs import as_lengths
+    from ..problem import Cost
+    from .readers import load_lengths
+    from .step_data import DATA_METHODS, DEFAULT_OUT, StepDataConfig
 
     if args.datasets is not None:
         raise UsageError("--datasets with --data: the step on your data uses only your file "
@@ -247,8 +249,8 @@ def _data_config(args: argparse.Namespace, say: Callable[[str], None]) -> Any:
 
 def cmd_step_data(args: argparse.Namespace, say: Callable[[str], None]) -> int:
     """``seqpart step --data FILE``: print each scheduler's step time against plan_step's."""
-    from seqpart.solver.problem import Cost
-    from seqpart.solver.study.step_data import format_data_summary, run_step_data
+    from ..problem import Cost
+    from .step_data import format_data_summary, run_step_data
 
     config = _data_config(args, say)
     outcome = run_step_data(config, say)

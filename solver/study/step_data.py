@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.step.model import default_multiple_of
-from seqpart.solver.study.step_report import TRAINERS
-from seqpart.solver.study.step_study import Setting, run_step_task
+from ..errors import UsageError
+from ..step.model import default_multiple_of
+from .step_report import TRAINERS
+from .step_study import Setting, run_step_task
 
 #: The methods of ``step --data``: the trainers' schedulers, then seqpart's step planner.
 DATA_METHODS = (*TRAINERS, "plan_step")

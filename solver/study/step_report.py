@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.study.methods_report import (
+from .methods_report import (
     STARVED,
     cpu_contention,
 )

@@ -32,17 +32,17 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.methods import (
+from ..errors import UsageError
+from .methods import (
     Source,
     parse_caps,
     parse_ns,
     split_list,
     stable_seed,
 )
-from seqpart.solver.study.methods_report import format_timing_note
-from seqpart.solver.study.runner import ResultStore, Task, open_executor, run_tasks
-from seqpart.solver.study.step_report import (
+from .methods_report import format_timing_note
+from .runner import ResultStore, Task, open_executor, run_tasks
+from .step_report import (
     TRAINERS,
     summarize,
     write_plot,
@@ -152,7 +152,7 @@ def parse_costs(text: str) -> list[str]:
 
 
 def _sources(config: StepStudyConfig) -> list[Source]:
-    from seqpart.solver.study.datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
+    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
     known = list_datasets()
     names = [] if config.datasets == "none" else known if config.datasets == "all" else split_list(
@@ -174,7 +174,7 @@ def _sources(config: StepStudyConfig) -> list[Source]:
 def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
     """Every (source, n, rep, cap, cost, dp) of the grid, and how many were skipped (fewer
     sequences than ``2 * dp``, or a cap below the batch's longest sequence)."""
-    from seqpart.solver.problem import Cost
+    from ..problem import Cost
 
     ns = [n for n in parse_ns(config.n) if n is not None]
     if not ns:
@@ -238,7 +238,7 @@ def per_rank_agreement(
     (the dispatch order), plans ``partition(k=None)`` on it, the ranks agree on the MAX count
     (rounded up to ``multiple_of``: the all-reduce) and each re-plans its chunk with that count.
     Raises :class:`~seqpart.solver.plan.InfeasibleError` when a rank cannot fill the count."""
-    from seqpart.solver.partition import partition
+    from ..partition import partition
 
     chunks = np.array_split(np.arange(len(lengths)), dp)
     local = [[int(lengths[i]) for i in c] for c in chunks]
@@ -255,10 +255,10 @@ def per_rank_agreement(
 def _schedule(
     s: Setting, method: str, pp: int, time_limit: float, workers: int
 ) -> list[list[list[int]]]:
-    from seqpart.heuristics import TRAINER_SCHEDULERS
-    from seqpart.solver.options import SolverOptions
-    from seqpart.solver.problem import Cost
-    from seqpart.solver.step import plan_global, plan_step
+    from ...heuristics import TRAINER_SCHEDULERS
+    from ..options import SolverOptions
+    from ..problem import Cost
+    from ..step import plan_global, plan_step
 
     options = SolverOptions(workers=workers)
     lengths = list(s.lengths)
@@ -278,8 +278,8 @@ def _schedule(
 
 def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
     """The runner: one method on one setting, its schedule validated and scored for each pp."""
-    from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.step.model import find_schedule_violations
+    from ..errors import InfeasibleError
+    from ..step.model import find_schedule_violations
 
     s, method, pps, time_limit, workers = payload
     record: dict[str, Any] = {
@@ -311,8 +311,8 @@ def _score_pp(sched: list[list[list[int]]], s: Setting, pp: int) -> dict[str, An
     ("step") and in the order seqpart finds for it ("step_ordered"), the closed formula's figure
     ("formula") and the step lower bound ("lb"); steps are None when the schedule cannot run
     the count (interleaving needs at least pp micro-batches)."""
-    from seqpart.solver.errors import InfeasibleError
-    from seqpart.solver.step import formula_step_time, order_schedule, step_lower_bound, step_time
+    from ..errors import InfeasibleError
+    from ..step import formula_step_time, order_schedule, step_lower_bound, step_time
 
     kw = {"cost": s.cost, "overhead": s.overhead, "pp": pp, "vpp": s.vpp}
     try:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from seqpart.solver.step.starts.constructions import (
+from .constructions import (
     CONSTRUCTIONS,
     Row,
     from_schedule,
@@ -17,7 +17,7 @@ from seqpart.solver.step.starts.constructions import (
     rank_first,
     rank_first_room,
 )
-from seqpart.solver.step.starts.split import split_ranks
+from .split import split_ranks
 
 __all__ = ["CONSTRUCTIONS", "Row", "from_schedule", "micro_first", "rank_first",
            "rank_first_room", "split_ranks"]

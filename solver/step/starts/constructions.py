@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.heuristics.kernels import karmarkar_karp_lists, lpt_lists, order_desc
-from seqpart.solver.step.model import StepInstance, find_schedule_violations
-from seqpart.solver.step.starts.ranks import full_kk_fits, kk_ranks
-from seqpart.solver.step.starts.split import from_bins, split_into, split_ranks
+from ....heuristics.kernels import karmarkar_karp_lists, lpt_lists, order_desc
+from ..model import StepInstance, find_schedule_violations
+from .ranks import full_kk_fits, kk_ranks
+from .split import from_bins, split_into, split_ranks
 
 #: A start in plan_step's pool: (objective, arrival, method, m, mb_of); searched best first.
 Row = tuple[int, int, str, int, np.ndarray]

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from seqpart.heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists
-from seqpart.solver.step.model import StepInstance
+from ....heuristics.kernels import capped_balance_lists, karmarkar_karp_lists, lpt_lists
+from ..model import StepInstance
 
 #: From this many ranks on, the ranks are split into micro-batches together (one numpy round per
 #: position) rather than by one LPT per rank.

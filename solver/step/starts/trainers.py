@@ -39,12 +39,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from seqpart.heuristics.bounds import min_bins_lower_bound
-from seqpart.heuristics.kernels import karmarkar_karp_lists, order_desc
-from seqpart.heuristics.trainer_baselines import megatron_schedule, refine_by_swaps
-from seqpart.solver.step.model import StepInstance
-from seqpart.solver.step.search import CANDIDATES_PER_SECOND
-from seqpart.solver.step.starts.ranks import kk_ranks
+from ....heuristics.bounds import min_bins_lower_bound
+from ....heuristics.kernels import karmarkar_karp_lists, order_desc
+from ....heuristics.trainer_baselines import megatron_schedule, refine_by_swaps
+from ..model import StepInstance
+from ..search import CANDIDATES_PER_SECOND
+from .ranks import kk_ranks
 
 Schedule = list[list[list[int]]]
 #: ``hopeless(m, onwards)``: no valid schedule with count m (or any count from m on) can beat

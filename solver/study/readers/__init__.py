@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.readers.fields import Say, choose_fields, parse_fields, summed
-from seqpart.solver.study.readers.text import load_text_lengths
+from ...errors import UsageError
+from .fields import Say, choose_fields, parse_fields, summed
+from .text import load_text_lengths
 
 __all__ = ["PARQUET_SUFFIXES", "load_lengths"]
 

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from seqpart.solver.errors import UsageError
+from ...errors import UsageError
 
 Say = Callable[[str], None]
 

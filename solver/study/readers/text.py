@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from seqpart.solver.errors import UsageError
-from seqpart.solver.study.readers.fields import choose_fields, lengths_from_records, summed
+from ...errors import UsageError
+from .fields import choose_fields, lengths_from_records, summed
 
 
 def read_text(path: str | None) -> tuple[str, str]:
