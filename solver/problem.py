@@ -313,7 +313,7 @@ def make_problem(
         over = tuple(too_long.tolist())
     if equal_size and over:
         raise ValueError("equal_size=True cannot place over-cap sequences alone: drop them first")
-    norm_groups = _check_groups(groups, n, set(over))
+    norm_groups = check_groups(groups, n, set(over))
     if equal_size and k is not None and n % k:
         raise ValueError(
             f"equal_size=True needs len(lengths)={n} divisible by k={k}: "
@@ -324,8 +324,9 @@ def make_problem(
     return Problem(tokens, costs, k, cap, spec, bool(equal_size), norm_groups, over, given_cap)
 
 
-def _check_groups(groups: Any, n: int, over: set[int]) -> tuple[tuple[int, ...], ...]:
-    """Groups must be a list of lists of distinct indices; anything else is refused by name."""
+def check_groups(groups: Any, n: int, over: set[int]) -> tuple[tuple[int, ...], ...]:
+    """Groups must be a list of lists of distinct indices in ``range(n)``, none of them in
+    ``over``; anything else is refused by name."""
     if groups is None:
         return ()
     if isinstance(groups, (str, bytes, dict)) or not isinstance(groups, (Sequence, np.ndarray)):

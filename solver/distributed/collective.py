@@ -339,7 +339,13 @@ def _args_digest(kwargs: dict[str, Any]) -> int:
     return zlib.crc32(";".join(parts).encode("utf-8")) + 1  # 0 means "not checked"
 
 
-def _args_mismatch_error(rows: list[list[int]], what: str) -> DistributedPlanError | None:
+#: Why the arguments must match, by default: one plan is made for the whole group.
+ONE_PLAN = ("only one plan is made for the whole group, so every rank must pass the same values "
+            "(derive them from the shared config, not per rank)")
+
+
+def _args_mismatch_error(rows: list[list[int]], what: str, why: str = ONE_PLAN
+                         ) -> DistributedPlanError | None:
     digests = {r[_ARGS] for r in rows if r[_ARGS]}
     if len(digests) <= 1:
         return None
@@ -347,8 +353,7 @@ def _args_mismatch_error(rows: list[list[int]], what: str) -> DistributedPlanErr
     other = next(r for r in rows if r[_ARGS] != first)
     return DistributedPlanError(
         f"ranks passed different {what}: rank {rows[0][_RANK]} and rank {other[_RANK]} differ; "
-        "only one plan is made for the whole group, so every rank must pass the same values "
-        "(derive them from the shared config, not per rank)",
+        f"{why}",
         code="mismatched_args",
         rank=None,
         numbers={"ranks": [rows[0][_RANK], other[_RANK]]},

@@ -36,8 +36,10 @@ from ...heuristics.inputs import as_lengths, as_positive_int
 from ..errors import DistributedPlanError
 from ..partition import partition
 from ..plan import Plan
+from ..problem import check_groups
 from ..step import order_for_pipeline, plan_global
 from .collective import (
+    _K_NEEDED,
     _N,
     _OK,
     _OP_GLOBAL,
@@ -72,6 +74,35 @@ __all__ = [
     "plan_step_across_ranks",
     "StepSchedule",
 ]
+
+
+#: Arguments that index a rank's own sequences: each rank passes its own, so they are not
+#: compared across ranks (the collective planners offset them into the global indices).
+PER_RANK_ARGUMENTS = frozenset({"groups"})
+
+
+def _shared(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments that must match on every rank."""
+    return {key: value for key, value in kwargs.items() if key not in PER_RANK_ARGUMENTS}
+
+
+def _group_ids(groups: Any, n: int) -> np.ndarray:
+    """This rank's groups, checked, as one id per local sequence (0: in no group)."""
+    ids = np.zeros(n, dtype=np.int64)
+    for g, members in enumerate(check_groups(groups, n, set())):
+        ids[list(members)] = g + 1
+    return ids
+
+
+def _global_groups(ids: list[np.ndarray], offsets: list[int]) -> list[list[int]]:
+    """Every rank's groups in the global indices (rank r's sequence j is ``offsets[r] + j``)."""
+    out: list[list[int]] = []
+    for rank_ids, offset in zip(ids, offsets, strict=True):
+        by_id: dict[int, list[int]] = {}
+        for j in np.flatnonzero(rank_ids).tolist():
+            by_id.setdefault(int(rank_ids[j]), []).append(offset + j)
+        out.extend(by_id[g] for g in sorted(by_id))
+    return out
 
 
 def _owner(offsets: list[int], n: int, index: int) -> tuple[int, int]:
@@ -149,7 +180,10 @@ def partition_across_ranks(
             ``DistributedPlanError(code="timeout")``; None: the process group's own timeout
             (``init_process_group(timeout=...)``; NCCL may abort the process then).
         **partition_kwargs: passed to :func:`~seqpart.solver.partition` (cost, oversize,
-            equal_size, groups, engine, options); ``k`` is chosen here.
+            equal_size, groups, engine, options); ``k`` is chosen here. ``groups`` indexes this
+            rank's own ``local_lengths`` and may differ between ranks; every other argument
+            (``cap``, ``multiple_of``, ``min_k``, cost, oversize, equal_size, engine, options)
+            must match on every rank ("mismatched_args" otherwise).
 
     Returns:
         This rank's :class:`Plan` (indices into ``local_lengths``); ``k`` is the agreed count,
@@ -166,13 +200,17 @@ def partition_across_ranks(
     cap_code, mult_code, min_k_code = _cap_code(cap), _count_code(multiple_of), _count_code(min_k)
     local = _smallest_local_plan(comm, local_lengths, cap, multiple_of, min_k, time_limit, timeout,
                                  partition_kwargs)
-    args = _args_digest(partition_kwargs)
+    args = _args_digest(_shared(partition_kwargs))
     rows = comm.gather_rows(_row(comm, local.code, local.n, local.k_needed, cap_code, mult_code,
                                  min_k_code, local.text, args))
     agree_error = (
         _call_mismatch_error(rows)
         or _mismatch_error(rows)
-        or _args_mismatch_error(rows, "partition arguments (cost, oversize, groups, engine, ...)")
+        or _args_mismatch_error(
+            rows, "partition arguments (cost, oversize, equal_size, engine, options, ...)",
+            "each rank plans its own sequences at the agreed count, but these arguments shape "
+            "every rank's plan alike: derive them from the shared config (groups, which index a "
+            "rank's own sequences, may differ)")
         or _failure_error(rows, comm.size, "find its smallest micro-batch count")
     )
     _raise_same(agree_error, local.error)
@@ -263,7 +301,7 @@ def _plan_once_across_ranks(
     planner: Any,
     kwargs: dict[str, Any],
 ) -> tuple[Any, list[int], np.ndarray, int]:
-    """Gather every rank's lengths, run ``planner(lengths, dp_size)`` once on group rank 0 and
+    """Gather every rank's lengths, run ``planner(lengths, dp_size, per_rank)`` once on group rank 0 and
     hand its result to every rank: ``(result, offsets, lengths, group rank)``.
 
     Three bounded collectives: the shared status exchange (which also carries the sizes and
@@ -275,6 +313,9 @@ def _plan_once_across_ranks(
     name = _OPS[op]
     cap_code, mult_code = _cap_code(cap), _count_code(multiple_of)
     tokens = np.zeros(0, dtype=np.int64)
+    # plan_global takes per-rank groups (offset below); plan_step takes none, so all must match.
+    per_rank = op == _OP_GLOBAL
+    ids: np.ndarray | None = None
     local_error: Exception | None = None
     code, text = _OK, ""
     try:
@@ -284,10 +325,14 @@ def _plan_once_across_ranks(
         tokens = as_lengths(local_lengths, "local_lengths")
         as_positive_int(cap, "cap", allow_none=True)
         as_positive_int(multiple_of, "multiple_of", allow_none=op == _OP_STEP)
+        if per_rank and kwargs.get("groups") is not None:
+            ids = _group_ids(kwargs["groups"], len(tokens))
     except Exception as err:  # reported collectively
         local_error, code, text = err, _classify(err), str(err)
-    rows = comm.gather_rows(_row(comm, code, len(tokens), 0, cap_code, mult_code, 1, text,
-                                 _args_digest(kwargs)))
+    # The row's count field carries how many groups this rank has (its count is not needed).
+    n_groups = 0 if ids is None else int(ids.max(initial=0))
+    rows = comm.gather_rows(_row(comm, code, len(tokens), n_groups, cap_code, mult_code, 1, text,
+                                 _args_digest(_shared(kwargs) if per_rank else kwargs)))
     _raise_same(
         _call_mismatch_error(rows)
         or _mismatch_error(rows)
@@ -299,12 +344,16 @@ def _plan_once_across_ranks(
     sizes = [r[_N] for r in rows]
     lengths = np.concatenate(comm.gather_lengths(tokens, sizes))
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(int).tolist()
+    per_rank_kwargs: dict[str, Any] = {}
+    if any(r[_K_NEEDED] for r in rows):  # some rank has groups: every rank sends its ids
+        local_ids = ids if ids is not None else np.zeros(len(tokens), dtype=np.int64)
+        per_rank_kwargs["groups"] = _global_groups(comm.gather_lengths(local_ids, sizes), offsets)
 
     payload: tuple[str, Any] | None = None
     local_error = None
     if comm.rank == 0:
         try:
-            payload = ("ok", planner(lengths, comm.size))
+            payload = ("ok", planner(lengths, comm.size, per_rank_kwargs))
         except Exception as err:  # every rank must still reach the broadcast
             local_error = err
             payload = ("error", f"{type(err).__name__}: {err}")
@@ -338,7 +387,9 @@ def plan_global_across_ranks(
     :func:`plan_global` with ``dp_size`` = the group size and broadcasts the result, so every
     rank holds the identical :class:`GlobalPlan` (or raises the identical error). Only rank 0's
     ``time_limit`` is used; ``cap``, ``multiple_of`` and ``partition_kwargs`` must match on every
-    rank (checked in the status exchange: "mismatched_args" otherwise). ``timeout`` bounds each
+    rank (checked in the status exchange: "mismatched_args" otherwise), except ``groups``: each
+    rank's groups index its own ``local_lengths``, and are offset into the global indices
+    (rank r's sequence j is ``offsets[r] + j``) before the plan. ``timeout`` bounds each
     collective as in :func:`partition_across_ranks`.
 
     Raises:
@@ -347,9 +398,9 @@ def plan_global_across_ranks(
             collectives, or the global plan failed.
     """
 
-    def planner(lengths: np.ndarray, dp_size: int) -> list[Plan]:
+    def planner(lengths: np.ndarray, dp_size: int, per_rank: dict[str, Any]) -> list[Plan]:
         return plan_global(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
-                           **partition_kwargs)
+                           **{**_shared(partition_kwargs), **per_rank})
 
     plans, offsets, lengths, rank = _plan_once_across_ranks(
         _OP_GLOBAL, local_lengths, cap, group, multiple_of, timeout, planner, partition_kwargs
@@ -397,7 +448,7 @@ def plan_step_across_ranks(
     """
     from ..step import plan_step
 
-    def planner(lengths: np.ndarray, dp_size: int) -> Any:
+    def planner(lengths: np.ndarray, dp_size: int, per_rank: dict[str, Any]) -> Any:
         return plan_step(lengths, dp_size, cap, multiple_of=multiple_of, time_limit=time_limit,
                          **step_kwargs)
 

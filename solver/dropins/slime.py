@@ -86,7 +86,7 @@ from ..errors import InfeasibleError, TrainerInputError
 from ..partition import partition
 from ..plan import find_violations
 from ..problem import Cost
-from ..step import plan_step, round_up
+from ..step import PipelineModel, plan_step, round_up
 from ._values import CostChoice, as_count, as_flag, as_tokens, choose_cost
 from .balance import ENGINE, OPTIONS, TIME_LIMIT, capped_fallback
 
@@ -173,8 +173,10 @@ def _plan_dynamic(
     if overhead is None:
         overhead = OVERHEAD_TOKENS * int(cost.linear)
     try:
+        # Megatron-LM's interleaved groups are of m_multiple micro-batches per chunk.
+        pipeline = PipelineModel(group=m_multiple) if vpp > 1 and pp > 1 else None
         plan = plan_step(tokens, dp_size, cap, pp=pp, vpp=vpp, multiple_of=m_multiple, cost=cost,
-                         overhead=overhead, time_limit=STEP_TIME_LIMIT,
+                         overhead=overhead, time_limit=STEP_TIME_LIMIT, pipeline=pipeline,
                          oversize="alone", trainer_starts=None, engine=ENGINE, options=OPTIONS)
     except InfeasibleError as err:
         _assert(not err.proven, (
@@ -365,8 +367,15 @@ def _layout(args: Any, train_parallel_config: dict, chosen: CostChoice) -> _Layo
     dp_size = as_count(train_parallel_config["dp_size"], "dp_size")
     cp_size = as_count(train_parallel_config.get("cp_size", 1), "cp_size")
     vpp_size = as_count(train_parallel_config.get("vpp_size", 1) or 1, "vpp_size")
-    mb_group = as_count(train_parallel_config.get("microbatch_group_size_per_vp_stage", 1) or 1,
-                        "microbatch_group_size_per_vp_stage")
+    pp = as_count(train_parallel_config.get("pp_size") or
+                  getattr(args, "pipeline_model_parallel_size", None) or 1, "pp_size")
+    # Megatron-LM's default group per chunk is pp; its interleaved schedule refuses one below it.
+    mb_group = as_count(train_parallel_config.get("microbatch_group_size_per_vp_stage") or
+                        (pp if vpp_size > 1 else 1), "microbatch_group_size_per_vp_stage")
+    _assert(vpp_size == 1 or mb_group >= pp, (
+        f"microbatch_group_size_per_vp_stage={mb_group} is below pp_size={pp}: Megatron-LM's "
+        "interleaved schedule (vpp_size > 1) needs pp <= N; pass N >= pp (its default is pp)"
+    ))
     dynamic = as_flag(getattr(args, "use_dynamic_batch_size", False), "use_dynamic_batch_size")
     cap = None
     micro_batch_size = None
@@ -376,8 +385,6 @@ def _layout(args: Any, train_parallel_config: dict, chosen: CostChoice) -> _Layo
         cap = as_count(args.max_tokens_per_gpu, "max_tokens_per_gpu") * cp_size
     else:
         micro_batch_size = as_count(getattr(args, "micro_batch_size", None), "micro_batch_size")
-    pp = as_count(train_parallel_config.get("pp_size") or
-                  getattr(args, "pipeline_model_parallel_size", None) or 1, "pp_size")
     m_multiple = mb_group if vpp_size > 1 else 1
     workload = workload_cost(args)
     by_flops = as_flag(getattr(args, "balance_by_flops", False) or False, "balance_by_flops")

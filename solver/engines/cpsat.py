@@ -168,6 +168,9 @@ def solve_items(
     det_limit = _set_limits(solver.parameters, budget, left, solve_seconds, size)
     for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
         setattr(params, name, value)
+    if _drop_unsafe_hint(model, params, best):
+        best.notes.append("cp-sat: the least-violating plan is not given as a hint to interleaved "
+                          "workers (ortools aborts on an infeasible hint there)")
     # Clock timing: the solve must be over by then, whatever CP-SAT's own clock says.
     stop_by = None if wall is None or not budget.by_clock else (
         wall - size * FREE_SECONDS_PER_VAR - FINISH_MARGIN_SECONDS
@@ -358,14 +361,28 @@ def _build(
     model.minimize(z)
     check("objective")
     if best.bins is not None:
-        _add_hint(model, y, keys, best.bins, items, z, best.max_load)
+        if not _add_hint(model, y, keys, best.bins, items, z, best.max_load):
+            model.clear_hints()  # a plan the symmetry fixing cannot express: no hint at all
     elif best.hint is not None and all(best.hint):
         # No valid plan: the least-violating one still guides the search. (Not with
-        # repair_hint: ortools 9.15 aborts the process on it with one worker.)
+        # repair_hint: ortools 9.15 aborts the process on it with one worker; nor with
+        # interleaved workers, which ``solve_items`` checks once the parameters are final.)
         z_hint = min(max(_load_of(best.hint, items), best.lower_bound), sum(items.costs))
         _add_hint(model, y, keys, best.hint, items, z, z_hint)
     check("hint")
     return model, y, z
+
+
+def _drop_unsafe_hint(model: cp_model.CpModel, params: Any, best: BestPlan) -> bool:
+    """Clear the hint where ortools 9.15 would abort the process on it: an infeasible complete
+    hint (the least-violating plan, given when no valid plan is known) under interleaved search
+    fails ``CHECK heuristics.fixed_search != nullptr`` (SIGABRT, no Python exception; every
+    time, at any time limit, with 2 or more workers). One worker, or the portfolio without
+    interleaving, takes the same hint safely. True when the hint was dropped."""
+    if best.bins is None and params.interleave_search and model.proto.has_solution_hint():
+        model.clear_hints()
+        return True
+    return False
 
 
 def _add_hint(
@@ -376,8 +393,9 @@ def _add_hint(
     items: Items,
     z: object,
     z_value: int,
-) -> None:
-    """A complete hint: the heuristic plan, relabelled to satisfy the symmetry fixing."""
+) -> bool:
+    """A complete hint: the heuristic plan, relabelled to satisfy the symmetry fixing. False
+    when some item would land on a variable the fixing removed (then the hint is incomplete)."""
     index = {key: t for t, key in enumerate(keys)}
     type_of = [index[(items.costs[i], items.tokens[i], items.counts[i])] for i in range(len(items))]
     # Relabel bins by the heaviest type they hold: the r-th bin then holds a type whose last
@@ -387,11 +405,14 @@ def _add_hint(
     for new_b, old_b in enumerate(order):
         for i in bins[old_b]:
             counts[type_of[i]][new_b] += 1
+    if any(var is None and counts[t][b] for t, row in enumerate(y) for b, var in enumerate(row)):
+        return False
     for t, row in enumerate(y):
         for b, var in enumerate(row):
             if var is not None:
                 model.add_hint(var, counts[t][b])  # type: ignore[attr-defined]
     model.add_hint(z, z_value)  # type: ignore[attr-defined]
+    return True
 
 
 def _extract(solver: object, y: list[list[object]], members: list[list[int]], k: int) -> list[list[int]]:

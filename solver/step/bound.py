@@ -266,9 +266,9 @@ def step_lower_bound(
     (multiples of ``multiple_of``, ``dp_size*m`` at least the bin-packing floor on the count and
     at most ``n``) of :func:`exact_scaled_bounds`.
     """
-    model = pipeline or DEFAULT_MODEL
     inst = make_instance(
         lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
-        multiple_of=multiple_of, oversize=oversize,
+        multiple_of=multiple_of, oversize=oversize, pipeline=pipeline,
     )
+    model = inst.pipeline
     return exact(min(exact_scaled_bounds(inst, model).values()), scale(inst.vpp, model))

@@ -36,6 +36,8 @@ from ..problem import Cost
 from .pipeline import (
     DEFAULT_MODEL,
     PipelineModel,
+    count_error,
+    pipeline_sizes,
     scale,
     scaled_makespans,
     schedule_error,
@@ -54,7 +56,9 @@ Schedule = Sequence[Sequence[Sequence[int]]]
 
 
 def as_pipeline(pp: Any, vpp: Any) -> tuple[int, int]:
-    return as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp")
+    """``pp`` and ``vpp`` checked before any work: ints >= 1 of at most
+    :data:`~.pipeline.MAX_VIRTUAL_STAGES` virtual stages."""
+    return pipeline_sizes(as_positive_int(pp, "pp"), as_positive_int(vpp, "vpp"))
 
 
 
@@ -234,6 +238,7 @@ class StepInstance:
     oversize: tuple[int, ...]  # over-cap sequences, each alone (oversize="alone")
     k_min: int  # proven floor on the total micro-batch count (bin-packing bound)
     size: MicroBatchCost | None = None  # the size term, None when size costs nothing
+    pipeline: PipelineModel = DEFAULT_MODEL  # the schedule each rank runs under pp > 1
     # What one plan's phases compute once from this instance alone and share (e.g. the
     # Karmarkar-Karp ranks: rank_first at every count and verl's schedule), by name.
     shared: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -249,11 +254,13 @@ class StepInstance:
 
     def feasible_ms(self) -> list[int]:
         """Candidate counts per rank: multiples of ``multiple_of`` from the count floor up to
-        ``n / dp_size`` (each micro-batch needs a sequence)."""
+        ``n / dp_size`` (each micro-batch needs a sequence) that the pipeline schedule accepts
+        (:func:`~.pipeline.count_error`: Megatron-LM's interleaved rule)."""
         lo = -(-max(self.k_min, 1) // self.dp_size)
         lo = -(-lo // self.multiple_of) * self.multiple_of
         hi = self.n // self.dp_size
-        return list(range(lo, hi + 1, self.multiple_of))
+        return [m for m in range(lo, hi + 1, self.multiple_of)
+                if count_error(self.pp, self.vpp, m, self.pipeline) is None]
 
 
 def make_instance(
@@ -267,6 +274,7 @@ def make_instance(
     vpp: Any = 1,
     multiple_of: Any = 1,
     oversize: str = "error",
+    pipeline: PipelineModel | None = None,
 ) -> StepInstance:
     """Validate every argument (the same messages as ``partition`` for what it shares) and
     raise :class:`InfeasibleError` when no count per rank can work."""
@@ -276,6 +284,10 @@ def make_instance(
     dp_size = as_positive_int(dp_size, "dp_size")
     pp, vpp = as_pipeline(pp, vpp)
     multiple_of = as_positive_int(multiple_of, "multiple_of")
+    model = DEFAULT_MODEL if pipeline is None else pipeline
+    if not isinstance(model, PipelineModel):
+        raise TypeError(f"pipeline must be a PipelineModel or None, got {type(model).__name__}")
+    model.resolved(vpp)  # a schedule that cannot run vpp chunks is named here
     over, size = split_overhead(overhead)
     tokens = problem.tokens
     n = len(tokens)
@@ -300,10 +312,17 @@ def make_instance(
         oversize=problem.oversize,
         k_min=k_min,
         size=size,
+        pipeline=model,
     )
     if not inst.feasible_ms():
         m_need = -(-max(k_min, 1) // dp_size)
         m_need = -(-m_need // multiple_of) * multiple_of
+        why = count_error(pp, vpp, m_need, model) if m_need * dp_size <= n else None
+        if why is not None:
+            raise InfeasibleError(
+                f"no count per rank from {m_need} (the cap's floor, a multiple of multiple_of="
+                f"{multiple_of}) to {n // dp_size} ({n} sequences over {dp_size} ranks) can run: "
+                f"{why}", proven=True)
         raise InfeasibleError(
             f"{n} sequences cannot fill {dp_size} ranks x {m_need} non-empty micro-batches "
             f"(the cap needs at least {k_min} micro-batches in all, and m must be a multiple of "

@@ -113,7 +113,6 @@ class StepSearch:
         self.exact_work = 0
         self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
         if inst.pp > 1:
-            self._check_interleaving()
             self.exact_work = int(EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
             self.budget -= int(EXACT_SHARE * self.budget)
         # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
@@ -176,17 +175,6 @@ class StepSearch:
         return choose_by_exact_makespan(self)
 
     # ----------------------------------------------------------------- shared steps
-
-    def _check_interleaving(self) -> None:
-        inst, model = self.inst, self.model
-        group = model.group or inst.pp
-        if model.resolved(inst.vpp) == "interleaved" and max(self.bounds) < group:
-            raise InfeasibleError(
-                f"interleaving needs at least {group} micro-batches per rank (Megatron-LM's "
-                f"group per chunk), but {inst.n} sequences over {inst.dp_size} ranks give at most "
-                f"{max(self.bounds)}: use fewer ranks, vpp=1, or add samples",
-                proven=True,
-            )
 
     def _usable(self, m: int) -> bool:
         """Checked lazily (compiling a count's schedule is O(pp*vpp*m)): only the counts met."""

@@ -23,7 +23,7 @@ from ..problem import Cost
 from .global_plan import positive_seconds
 from .model import StepPlan, default_multiple_of, make_instance
 from .phases import StepSearch
-from .pipeline import DEFAULT_MODEL, PipelineModel
+from .pipeline import PipelineModel
 
 __all__ = ["plan_step"]
 
@@ -122,10 +122,8 @@ def plan_step(
     if multiple_of is None:
         multiple_of = default_multiple_of(pp, vpp)
     inst = make_instance(lengths, dp_size, cap, cost=cost, overhead=overhead, pp=pp, vpp=vpp,
-                         multiple_of=multiple_of, oversize=oversize)
+                         multiple_of=multiple_of, oversize=oversize, pipeline=pipeline)
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
-    model = pipeline or DEFAULT_MODEL
-    if not isinstance(model, PipelineModel):
-        raise TypeError(f"pipeline must be a PipelineModel or None, got {type(model).__name__}")
+    model = inst.pipeline
     return StepSearch(inst, seconds, t0, options, engine, trainer_starts, model).run(starts)

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..step.model import default_multiple_of
+from ..step.pipeline import pipeline_sizes
 from .step_report import TRAINERS
 from .step_study import Setting, run_step_task
 
@@ -85,6 +86,10 @@ def run_step_data(config: StepDataConfig, say: Callable[[str], None] = lambda _:
     """Schedule every step with every method; summarise per method over the steps."""
     t0 = time.perf_counter()
     lengths = config.lengths
+    try:
+        pipeline_sizes(config.pp, config.vpp)
+    except ValueError as err:
+        raise UsageError(f"--pp {config.pp} --vpp {config.vpp}: {err}") from None
     if config.global_batch is not None and config.global_batch > len(lengths):
         raise UsageError(f"--global-batch {config.global_batch} is more than the "
                          f"{len(lengths)} sequences in {config.source}")
@@ -146,17 +151,21 @@ def summarize_data(records: Sequence[dict[str, Any]], methods: Sequence[str], pp
     rows = []
     for m in methods:
         mine = [r for r in records if r["method"] == m]
-        scored = [r for r in mine if key in r["pp"]]
-        bad = [r for r in mine if not r["valid"]]
+        # A schedule whose count the pipeline cannot run has no step time (it is invalid).
+        scored = [r for r in mine if r["pp"].get(key, {}).get("step") is not None]
+        unrunnable = [r for r in mine if r["valid"] and r not in scored]
+        bad = [r for r in mine if not r["valid"]] + unrunnable
         why = []
         if bad:  # the first invalid step's first reason stands for them
             first = bad[0]
             reason = (f"error: {first['error'][:80]}" if first["error"] else
-                      (first.get("why") or ["invalid"])[0].split(" (")[0])
+                      (first.get("why") or ["the pipeline schedule refuses its count"])[0]
+                      .split(" (")[0])
             why = [f"step {first['step'] + 1}: {reason}"]
         total = sum(r["pp"][key]["step"] for r in scored) if len(scored) == len(mine) else None
         rows.append({
-            "method": m, "steps": len(mine), "valid_steps": sum(1 for r in mine if r["valid"]),
+            "method": m, "steps": len(mine),
+            "valid_steps": sum(1 for r in mine if r["valid"]) - len(unrunnable),
             "over_cap_steps": sum(1 for r in mine if r["over_cap"]),
             "unequal_steps": sum(1 for r in mine if r["unequal"]),
             "step_time": total,

@@ -260,6 +260,58 @@ def run_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
+#: Per-rank lengths and groups (index = rank, up to 4 ranks): each rank's groups index its own
+#: sequences, so they differ between ranks by nature.
+GROUPED_LENGTHS = [
+    [30, 20, 10, 5, 7, 9],
+    [90, 80, 70, 10, 5, 5],
+    [40, 40, 30, 20, 10, 5, 5],
+    [60, 30, 25, 25, 10, 10],
+]
+GROUPED_GROUPS = [
+    [[0, 1], [2, 3], [4, 5]],
+    [[0, 3], [1, 4], [2, 5]],
+    [[0, 6], [1, 5, 4]],
+    [[2, 3]],
+]
+
+
+def run_groups_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Per-rank groups: partition_across_ranks plans each rank's own at the agreed count, and
+    plan_global_across_ranks offsets them into the global indices; a bad group on one rank
+    fails on every rank."""
+    import torch.distributed as dist
+
+    from seqpart.solver.distributed.planners import partition_across_ranks, plan_global_across_ranks
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world, timeout=timedelta(seconds=30))
+    lengths, groups = GROUPED_LENGTHS[rank], GROUPED_GROUPS[rank]
+    results: dict[str, Any] = {}
+    calls = {
+        "local": lambda: _plan_record(partition_across_ranks(
+            lengths, CAP, groups=groups, time_limit=0.1, timeout=20)),
+        "global": lambda: {"ok": True, "bins": [p.bins for p in plan_global_across_ranks(
+            lengths, CAP, groups=groups, time_limit=0.2, timeout=20).plans]},
+        "bad_group": lambda: _plan_record(partition_across_ranks(
+            lengths, CAP, groups=[[0, 99]] if rank == world - 1 else groups, time_limit=0.1,
+            timeout=20)),
+        "other_cost": lambda: _plan_record(partition_across_ranks(
+            lengths, CAP, groups=groups, cost="attention" if rank == 0 else "tokens",
+            time_limit=0.1, timeout=20)),
+    }
+    try:
+        for name, call in calls.items():
+            try:
+                results[name] = call()
+            except Exception as err:
+                results[name] = _error_record(err)
+        with open(os.path.join(out_dir, f"groups{rank}.json"), "w") as f:
+            json.dump(results, f)
+    finally:
+        dist.destroy_process_group()
+
+
 def run_absent_rank_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
     """Rank ``world - 1`` never calls: the others must raise code "timeout" within ``timeout``."""
     _run_absent(rank, world, init_file, out_dir, "partition")

@@ -245,6 +245,33 @@ def test_keyword_arguments_that_differ_between_ranks_fail_alike(
     assert "ranks passed different" in message
 
 
+@pytest.mark.parametrize("world", [2, 4])
+def test_per_rank_groups_are_kept_on_every_rank(tmp_path: Path, world: int) -> None:
+    """Each rank's groups index its own sequences: they may differ, and each rank's plan (and
+    the global plan, in global indices) keeps every group in one micro-batch."""
+    _spawn(world, tmp_path / "init", tmp_path, SPAWN_TIMEOUT, workers.run_groups_worker)
+    outs = [json.loads((tmp_path / f"groups{r}.json").read_text()) for r in range(world)]
+    local = [o["local"] for o in outs]
+    _assert_valid_local_plans(local, workers.GROUPED_LENGTHS)
+    assert len({o["k"] for o in local}) == 1
+    for rank, out in enumerate(local):
+        bin_of = {i: b for b, members in enumerate(out["bins"]) for i in members}
+        for group in workers.GROUPED_GROUPS[rank]:
+            assert len({bin_of[i] for i in group}) == 1, (rank, group, out["bins"])
+    global_bins = outs[0]["global"]["bins"]
+    assert all(o["global"]["bins"] == global_bins for o in outs)
+    offsets = [sum(len(x) for x in workers.GROUPED_LENGTHS[:r]) for r in range(world)]
+    bin_of = {i: (r, b) for r, bins in enumerate(global_bins) for b, members in enumerate(bins)
+              for i in members}
+    for rank in range(world):
+        for group in workers.GROUPED_GROUPS[rank]:
+            assert len({bin_of[offsets[rank] + i] for i in group}) == 1
+    message = _assert_same_error([o["bad_group"] for o in outs], "bad_input", rank=world - 1)
+    assert "groups[0] holds index 99" in message
+    message = _assert_same_error([o["other_cost"] for o in outs], "mismatched_args", None)
+    assert "each rank plans its own sequences" in message and "groups" in message
+
+
 @pytest.mark.parametrize("worker", ["run_absent_rank_worker", "run_absent_rank_verl_worker"])
 def test_a_rank_that_never_calls_times_out_the_others(tmp_path: Path, worker: str) -> None:
     _spawn(WORLD, tmp_path / "init", tmp_path, SPAWN_TIMEOUT, getattr(workers, worker))

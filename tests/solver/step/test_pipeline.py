@@ -13,12 +13,15 @@ from hypothesis import strategies as st
 from seqpart.solver.step.pipeline import (
     BWD,
     FWD,
+    MAX_SCHEDULE_OPERATIONS,
+    MAX_VIRTUAL_STAGES,
     PipelineModel,
-    _chunk_table,
+    count_error,
     device_orders,
     improve_order,
     makespan,
     makespan_lower_bound,
+    pipeline_sizes,
     scale,
     scaled_load_bound,
     scaled_lower_bound,
@@ -26,6 +29,7 @@ from seqpart.solver.step.pipeline import (
     scaled_makespans,
     schedule_error,
 )
+from seqpart.solver.step.pipeline._schedule import _chunk_table
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -99,7 +103,7 @@ def test_bad_schedules_are_named() -> None:
         PipelineModel(schedule="zero-bubble")
     with pytest.raises(ValueError, match="vpp must be 1"):
         makespan([1, 2], 2, 2, PipelineModel(schedule="1f1b"))
-    with pytest.raises(ValueError, match="between pp"):
+    with pytest.raises(ValueError, match="needs pp=4 <= N <= m"):
         makespan([1, 2, 3], 4, 2)
     # Interleaving 3 chunks over 4 devices with 5 micro-batches deadlocks in Megatron's order.
     assert schedule_error(4, 3, 5) is not None
@@ -198,3 +202,32 @@ def test_load_bound_is_below_every_split(times: list[int], pp: int, vpp: int, la
 def test_load_bound_is_tight_for_a_geometric_split() -> None:
     # pp=2, vpp=1 (q = 1/2), m=2: times 2/3 and 1/3 of 6 meet 6/(1 - 1/4) = 8.
     assert scaled_load_bound(6, 2, 1, 2, 1) == scale(1) * 8 == scaled_lower_bound([4, 2], 2, 1)
+
+
+def test_interleaved_counts_follow_megatron_s_rule_exactly() -> None:
+    """Megatron-LM's interleaved schedule takes m micro-batches in groups of N per chunk only
+    when pp <= N <= m and m % N is 0 or at least pp: every other count is named, never run."""
+    for pp in (2, 3, 4):
+        for group in (pp, pp + 1, 2 * pp):
+            model = PipelineModel(group=group)
+            for m in range(1, 4 * group):
+                ok = pp <= group <= m and (m % group == 0 or m % group >= pp)
+                why = count_error(pp, 2, m, model)
+                assert (why is None) == ok, (pp, group, m, why)
+                if not ok:
+                    assert "multiple_of" in why
+                    with pytest.raises(ValueError, match="multiple_of"):
+                        makespan([1] * m, pp, 2, model)
+    assert count_error(4, 1, 3) is None  # 1F1B runs any count
+
+
+def test_absurd_pipeline_sizes_are_refused_before_any_work() -> None:
+    for pp, vpp in ((10**6, 1), (2**64, 1), (2, 2**64), (1, 2**64)):
+        with pytest.raises(ValueError, match="virtual pipeline stages"):
+            pipeline_sizes(pp, vpp)
+        with pytest.raises(ValueError, match="virtual pipeline stages"):
+            makespan([1, 2], pp, vpp)
+    assert pipeline_sizes(MAX_VIRTUAL_STAGES, 1) == (MAX_VIRTUAL_STAGES, 1)
+    # A count whose schedule has more operations than are evaluated is refused by name.
+    m = MAX_SCHEDULE_OPERATIONS // (2 * 8) + 1
+    assert "operations" in (count_error(8, 1, m) or "")

@@ -44,7 +44,7 @@ def test_step_time_matches_a_hand_computation() -> None:
     assert rank_times(schedule, lengths, overhead=5, pp=3) == [4 * 35, 3 * 45]
     # Interleaved (vpp=2): (m + (pp-1)/vpp)*t for equal times; Megatron refuses m < pp.
     assert rank_times(schedule[:1], lengths, overhead=5, pp=2, vpp=2) == [Fraction(5, 2) * 35]
-    with pytest.raises(ValueError, match="between pp=2 and the count m=1"):
+    with pytest.raises(ValueError, match="needs pp=2 <= N <= m .* m=1 is refused"):
         rank_times(schedule, lengths, overhead=5, pp=2, vpp=2)
     # The closed formula (the search's proxy) says sum + (pp-1)*max/vpp: here optimistic.
     assert formula_step_time(schedule, lengths, overhead=5, pp=3, vpp=2) == 105

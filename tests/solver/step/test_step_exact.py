@@ -49,14 +49,19 @@ def test_order_for_pipeline_searches_on_the_exact_makespan() -> None:
         assert got <= makespan(loads, pp, vpp)
         best = min(makespan(list(p), pp, vpp) for p in itertools.permutations(loads))
         assert best <= got
-    with pytest.raises(ValueError, match="between pp"):
+    with pytest.raises(ValueError, match="needs pp=4 <= N <= m"):
         order_for_pipeline([1, 2], pp=4, vpp=2)
+    # Megatron-LM refuses m % N = 1 < pp: named with the fix.
+    with pytest.raises(ValueError, match="multiple_of"):
+        order_for_pipeline([1, 2, 3], pp=2, vpp=2)
+    with pytest.raises(ValueError, match="virtual pipeline stages"):
+        order_for_pipeline([1, 2, 3], pp=2**64)
 
 
 def test_order_schedule_never_slower_than_the_schedule() -> None:
     lengths = [5, 90, 7, 40, 3, 60, 8, 2, 70, 4, 30, 6]
     sched = [[[1], [0, 2], [3]], [[5], [4, 6, 7], [8, 9, 10, 11]]]
-    for pp, vpp in ((2, 1), (3, 1), (2, 3)):
+    for pp, vpp in ((2, 1), (3, 1), (3, 3)):  # 3 per rank: interleaving needs m % N = 0 here
         kw = {"pp": pp, "vpp": vpp, "overhead": 3}
         ordered, t = order_schedule(sched, lengths, **kw)
         assert t == step_time(ordered, lengths, **kw) <= step_time(sched, lengths, **kw)
@@ -80,7 +85,7 @@ def test_plan_step_under_another_schedule() -> None:
 
 
 def test_interleaving_needs_pp_micro_batches_per_rank() -> None:
-    with pytest.raises(InfeasibleError, match="at least 4 micro-batches"):
+    with pytest.raises(InfeasibleError, match="needs pp=4 <= N <= m"):
         plan_step([100] * 12, 4, 1000, pp=4, vpp=2, multiple_of=1)
     with pytest.raises(InfeasibleError, match="multiple of 4"):  # the default: multiples of pp
         plan_step([100] * 12, 4, 1000, pp=4, vpp=2)

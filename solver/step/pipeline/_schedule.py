@@ -1,5 +1,4 @@
-"""The exact makespan of one data-parallel rank's pipeline schedule, its lower bound, and an
-order search on it.
+"""The exact makespan of one data-parallel rank's pipeline schedule and its lower bound.
 
 Why: a rank's step time under pipeline parallelism is what the trainer's schedule makes of its
 micro-batches, not a closed formula. This module evaluates that schedule exactly.
@@ -40,9 +39,7 @@ int or a Fraction.
 
 from __future__ import annotations
 
-import itertools
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -51,13 +48,15 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "ORDER_WORK",
     "SCHEDULES",
+    "MAX_SCHEDULE_OPERATIONS",
+    "MAX_VIRTUAL_STAGES",
     "PipelineModel",
+    "count_error",
     "device_orders",
-    "improve_order",
     "makespan",
     "makespan_lower_bound",
+    "pipeline_sizes",
     "scale",
     "scaled_load_bound",
     "scaled_lower_bound",
@@ -70,12 +69,47 @@ SCHEDULES = ("megatron", "1f1b", "interleaved", "gpipe")
 FWD, BWD = 0, 1  # operation kinds
 
 
+#: Past this many virtual stages (``pp * vpp``) a size is a mistake: each holds a layer or more.
+MAX_VIRTUAL_STAGES = 1024
+#: The most operations (``2*pp*vpp*m``) a schedule is built with: about 5.5 us each here (2-core
+#: AMD EPYC, Python 3.11), so 1.5 s; past it a count is refused (planners skip it).
+MAX_SCHEDULE_OPERATIONS = 1 << 18
+
+
 def _positive(x: Any, name: str, zero: bool = False) -> int:
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {x!r} ({type(x).__name__})")
     if x < 0 or (x == 0 and not zero):
         raise ValueError(f"{name} must be {'>= 0' if zero else '>= 1'}, got {x}")
     return int(x)
+
+
+def pipeline_sizes(pp: Any, vpp: Any) -> tuple[int, int]:
+    """``pp`` and ``vpp``, checked before any work (ints >= 1, at most MAX_VIRTUAL_STAGES)."""
+    pp, vpp = _positive(pp, "pp"), _positive(vpp, "vpp")
+    if pp * vpp > MAX_VIRTUAL_STAGES:
+        raise ValueError(f"pp={pp} x vpp={vpp} = {pp * vpp} virtual pipeline stages, over the "
+                         f"{MAX_VIRTUAL_STAGES} modelled: pass the pipeline depth as pp and the "
+                         "model chunks per device as vpp")
+    return pp, vpp
+
+
+def count_error(pp: int, vpp: int, m: int, model: PipelineModel | None = None) -> str | None:
+    """Why ``m`` micro-batches per rank cannot run, or None: Megatron-LM's interleaved schedule
+    takes groups of N per chunk (``model.group``, default ``pp``) only when ``pp <= N <= m`` and
+    ``m % N`` is 0 or at least ``pp``; nothing past MAX_SCHEDULE_OPERATIONS is evaluated."""
+    model = model or DEFAULT_MODEL
+    if pp > 1 and 2 * pp * vpp * m > MAX_SCHEDULE_OPERATIONS:
+        return (f"m={m} micro-batches on pp={pp} x vpp={vpp} stages is more than the "
+                f"{MAX_SCHEDULE_OPERATIONS} operations a schedule is evaluated with")
+    group = model.group or pp
+    if pp == 1 or model.resolved(vpp) != "interleaved" or (
+            pp <= group <= m and (m % group == 0 or m % group >= pp)):
+        return None
+    return (f"Megatron-LM's interleaved schedule runs micro-batches in groups of N={group} per "
+            f"chunk and needs pp={pp} <= N <= m and m % N either 0 or at least pp; m={m} is "
+            f"refused: keep multiple_of a multiple of {group} (the default multiple_of=pp does), "
+            "or use schedule='1f1b' with vpp=1")
 
 
 @dataclass(frozen=True)
@@ -140,15 +174,12 @@ def device_orders(
 ) -> list[list[tuple[int, int, int]]]:
     """Each device's operations in execution order, as (kind, micro-batch, chunk) with kind
     ``FWD`` (0) or ``BWD`` (1), for the model's schedule."""
-    pp, vpp, m = _positive(pp, "pp"), _positive(vpp, "vpp"), _positive(m, "m")
+    (pp, vpp), m = pipeline_sizes(pp, vpp), _positive(m, "m")
     name = model.resolved(vpp)
     group = model.group or pp
-    if name == "interleaved" and not pp <= group <= m:
-        raise ValueError(
-            f"the interleaved schedule runs micro-batches in groups of {group} per chunk, which "
-            f"Megatron-LM requires to be between pp={pp} and the count m={m}: use a count of at "
-            "least the group (multiple_of=pp keeps it valid), or schedule='1f1b' with vpp=1"
-        )
+    why = count_error(pp, vpp, m, model)
+    if why is not None:
+        raise ValueError(why)
     table = _chunk_table(m, vpp, group)
     fwd = [(FWD, j, c) for j, c in table]
     bwd = [(BWD, j, vpp - 1 - c) for j, c in table]
@@ -195,6 +226,9 @@ def schedule_error(pp: int, vpp: int, m: int, model: PipelineModel = DEFAULT_MOD
     of ``pp``), or None when it can: a planner skips such counts."""
     if pp == 1:
         return None
+    why = count_error(pp, vpp, m, model)
+    if why is not None:
+        return why
     try:
         _compile(pp, vpp, m, model)
     except ValueError as err:
@@ -312,7 +346,7 @@ def scaled_makespans(
 ) -> list[int]:
     """The makespan times :func:`scale` (exact ints) of each row of ``times`` (shape (R, m):
     R ranks or candidate orders, micro-batch times in execution order), in one pass."""
-    pp, vpp = _positive(pp, "pp"), _positive(vpp, "vpp")
+    pp, vpp = pipeline_sizes(pp, vpp)
     rows = [list(r) for r in times]
     if not rows:
         return []
@@ -410,85 +444,3 @@ def makespan_lower_bound(
 ) -> int | Fraction:
     """:func:`scaled_lower_bound` in the times' units (exact)."""
     return _unscale(scaled_lower_bound(times, pp, vpp, model), scale(vpp, model))
-
-
-# ----------------------------------------------------------------------------- order search
-
-
-#: The order search's default work (operations evaluated; a few ms on the 2-core machine).
-#: Enough for small counts to reach a local optimum; large counts gain < 0.3% from 100x more.
-ORDER_WORK = 500_000
-#: Candidate orders scored per vectorised pass of the order search, and at most this many
-#: operations a pass (a few ms).
-_BATCH = 256
-_BATCH_OPS = 200_000
-
-
-def _candidates(order: list[int]) -> Iterator[list[int]]:
-    """Every move of one micro-batch to another position, then every swap of two: a move to
-    either end or to the middle is the usual fix of a 1F1B order's warm-up or cool-down."""
-    m = len(order)
-    for a in range(m):
-        rest = order[:a] + order[a + 1 :]
-        for b in range(m):
-            if b != a and b != a + 1:  # a+1 duplicates a swap of neighbours
-                yield rest[:b] + [order[a]] + rest[b:]
-    for a, b in itertools.combinations(range(m), 2):
-        c = order.copy()
-        c[a], c[b] = c[b], c[a]
-        yield c
-
-
-def improve_order(
-    times: Sequence[int],
-    pp: int,
-    vpp: int = 1,
-    model: PipelineModel = DEFAULT_MODEL,
-    *,
-    starts: Sequence[Sequence[int]] = (),
-    work_budget: int = ORDER_WORK,
-    deadline: float | None = None,
-) -> tuple[list[int], int, int]:
-    """Local search on the exact makespan over orders of ``times``: moves and swaps, scored
-    ``_BATCH`` at a time in one vectorised pass, taking the best of the first batch that
-    improves; stops at a local optimum, at the lower bound, when ``work_budget`` (operations
-    evaluated: deterministic) is spent, or past ``deadline`` (perf_counter seconds: a safety
-    net).
-
-    Starts from each order in ``starts`` (positions into ``times``; default: as given) and keeps
-    the best. Returns (order, scaled makespan, work spent)."""
-    m = len(times)
-    starts = [list(s) for s in starts] or [list(range(m))]
-    for s in starts:
-        if sorted(s) != list(range(m)):
-            raise ValueError(f"each start must be a permutation of range({m}), got {s}")
-    if m == 0:
-        return [], 0, 0
-    t = [int(x) for x in times]
-    ops = 2 * pp * vpp * m
-    evals = scaled_makespans([[t[i] for i in s] for s in starts], pp, vpp, model)
-    work = ops * len(starts)
-    best_i = min(range(len(starts)), key=lambda i: (evals[i], i))
-    order, value = starts[best_i], evals[best_i]
-    floor = scaled_lower_bound(t, pp, vpp, model)
-    improved = m > 1 and pp > 1
-    while improved and value > floor:
-        improved = False
-        cands = _candidates(order)
-        size = max(16, min(_BATCH, _BATCH_OPS // ops))  # a pass stays short for the clock
-        last_pass = 0.0  # seconds: a pass starts only if one as long as the last ends in time
-        while work + ops * size <= work_budget:
-            began = time.perf_counter()
-            if deadline is not None and began + last_pass > deadline:
-                break
-            batch = list(itertools.islice(cands, size))
-            if not batch:
-                break
-            work += ops * len(batch)
-            vals = scaled_makespans([[t[i] for i in c] for c in batch], pp, vpp, model)
-            last_pass = time.perf_counter() - began
-            i = min(range(len(batch)), key=lambda i: (vals[i], i))
-            if vals[i] < value:
-                order, value, improved = batch[i], vals[i], True
-                break
-    return order, value, work
