@@ -8,9 +8,6 @@ from collections.abc import Iterator, Sequence
 
 from ._schedule import DEFAULT_MODEL, PipelineModel, scaled_lower_bound, scaled_makespans
 
-__all__ = ["ORDER_WORK", "improve_order"]
-
-
 #: The order search's default work (operations evaluated; a few ms on the 2-core machine).
 #: Enough for small counts to reach a local optimum; large counts gain < 0.3% from 100x more.
 ORDER_WORK = 500_000

@@ -47,24 +47,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = [
-    "SCHEDULES",
-    "MAX_SCHEDULE_OPERATIONS",
-    "MAX_VIRTUAL_STAGES",
-    "PipelineModel",
-    "count_error",
-    "device_orders",
-    "makespan",
-    "makespan_lower_bound",
-    "pipeline_sizes",
-    "scale",
-    "scaled_load_bound",
-    "scaled_lower_bound",
-    "scaled_makespan_of",
-    "scaled_makespans",
-    "schedule_error",
-]
-
 SCHEDULES = ("megatron", "1f1b", "interleaved", "gpipe")
 FWD, BWD = 0, 1  # operation kinds
 
