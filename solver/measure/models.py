@@ -24,6 +24,8 @@ from torch import nn
 from ..errors import MeasureError
 
 Runner = Callable[[Sequence[int]], None]
+#: Causal attention of ``(1, heads, T, d)`` tensors packed at ``starts``: ``(q, k, v, starts) -> out``.
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int]], torch.Tensor]
 
 #: Name under which the per-sequence attention is registered in transformers' AttentionInterface.
 HF_ATTENTION = "seqpart_varlen"
@@ -116,10 +118,10 @@ class _Block(nn.Module):
         self.gate_up = nn.Linear(h, 2 * cfg.ffn, bias=False)
         self.down = nn.Linear(cfg.ffn, h, bias=False)
 
-    def forward(self, x: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, starts: Sequence[int], attention: Attention | None = None) -> torch.Tensor:
         b, t, h = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        att = varlen_attention(q, k, v, starts).transpose(1, 2).reshape(b, t, h)
+        att = (attention or varlen_attention)(q, k, v, starts).transpose(1, 2).reshape(b, t, h)
         x = x + self.out(att)
         gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
@@ -135,10 +137,14 @@ class ReferenceDecoder(nn.Module):
         self.norm = nn.RMSNorm(cfg.hidden)
         self.head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
 
-    def forward(self, ids: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, starts: Sequence[int], attention: Attention | None = None
+                ) -> torch.Tensor:
+        """Logits of ``ids`` (``(1, T)``, packed at ``starts``). ``attention`` replaces the
+        per-sequence attention ``(q, k, v, starts) -> out``: context parallelism passes one that
+        runs this rank's slice of the tokens against the whole group's keys."""
         x = self.embed(ids)
         for block in self.blocks:
-            x = block(x, starts)
+            x = block(x, starts, attention)
         return self.head(self.norm(x))
 
 

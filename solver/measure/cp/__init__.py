@@ -1,0 +1,1 @@
+"""Context-parallel micro-batches measured on real processes (placeholder, filled below)."""

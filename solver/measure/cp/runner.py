@@ -1,0 +1,96 @@
+"""One micro-batch's forward and backward on the reference decoder, alone or by a CP group.
+
+Every rank builds the same model (same seed), and a micro-batch's token ids are a function of
+its lengths only, so the ranks of a group, and a single process given the same lengths, run the
+same tokens whatever ran before. The loss is the mean next-token cross-entropy over the
+micro-batch's ``T`` tokens (as :func:`~seqpart.solver.measure.models.reference_runner`'s): a CP
+rank contributes the sum over its own tokens divided by ``T``, so the group's losses and
+parameter gradients, summed over the group, are the single process's.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from ..models import ReferenceConfig, ReferenceDecoder, resolve_device, sync
+from .attention import CPAttention, CommClock
+from .layout import CPLayout
+
+#: The reference decoder the CP measurements run: small enough for a 2-core CPU.
+SMALL = {"hidden": 64, "layers": 2, "heads": 4, "ffn": 172, "vocab": 256}
+
+
+def token_ids(lengths: Sequence[int], vocab: int) -> torch.Tensor:
+    """The micro-batch's ``T + 1`` token ids (inputs and next-token labels), seeded by its lengths."""
+    seed = zlib.crc32(",".join(str(int(x)) for x in lengths).encode())
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (sum(int(x) for x in lengths) + 1,), generator=gen)
+
+
+@dataclass
+class MicroBatchRunner:
+    """The model of one rank, and the runs of a micro-batch on it."""
+
+    config: ReferenceConfig
+    device: torch.device
+    backend: str
+    model: ReferenceDecoder
+    clock: CommClock
+
+    @classmethod
+    def build(cls, config: dict[str, Any] | None, device: str, backend: str, seed: int = 0) -> MicroBatchRunner:
+        cfg = ReferenceConfig(**(config if config is not None else SMALL))
+        dev = resolve_device(device)
+        torch.manual_seed(seed)
+        model = ReferenceDecoder(cfg).to(dev)
+        return cls(cfg, dev, backend, model, CommClock())
+
+    def _ids(self, lengths: Sequence[int]) -> torch.Tensor:
+        return token_ids(lengths, self.config.vocab).to(self.device)
+
+    def alone(self, lengths: Sequence[int]) -> torch.Tensor:
+        """Forward and backward of the whole micro-batch on this process; the loss (detached)."""
+        ids = self._ids(lengths)
+        starts = CPLayout(tuple(int(x) for x in lengths), 1, 0).starts
+        logits = self.model(ids[None, :-1], starts)
+        loss = F.cross_entropy(logits[0], ids[1:])
+        loss.backward()
+        sync(self.device)
+        return loss.detach()
+
+    def in_group(self, lengths: Sequence[int], group: Any, degree: int, rank: int) -> torch.Tensor:
+        """Forward and backward of this rank's zigzag slice with all-gather-KV attention over
+        ``group`` (``degree`` ranks, this one ``rank`` in it); this rank's share of the loss."""
+        layout = CPLayout(tuple(int(x) for x in lengths), degree, rank)
+        ids = self._ids(lengths)
+        index = torch.tensor(layout.local_index, dtype=torch.long, device=self.device)
+        attention = CPAttention(layout, group, self.backend, self.clock)
+        logits = self.model(ids[:-1].index_select(0, index)[None], layout.local_starts, attention)
+        loss = F.cross_entropy(logits[0], ids[1:].index_select(0, index), reduction="sum") / (len(ids) - 1)
+        loss.backward()
+        sync(self.device)
+        return loss.detach()
+
+    def run(self, lengths: Sequence[int], group: Any = None, degree: int = 1, rank: int = 0) -> float:
+        """Wall seconds of one micro-batch, alone (``degree`` 1) or in ``group``."""
+        sync(self.device)
+        t0 = time.perf_counter()
+        if degree == 1:
+            self.alone(lengths)
+        else:
+            self.in_group(lengths, group, degree, rank)
+        return time.perf_counter() - t0
+
+    def zero_grad(self) -> None:
+        for p in self.model.parameters():
+            p.grad = None
+
+    def grads(self) -> list[torch.Tensor]:
+        return [torch.zeros_like(p) if p.grad is None else p.grad for p in self.model.parameters()]
