@@ -118,7 +118,8 @@ class _Block(nn.Module):
         self.gate_up = nn.Linear(h, 2 * cfg.ffn, bias=False)
         self.down = nn.Linear(cfg.ffn, h, bias=False)
 
-    def forward(self, x: torch.Tensor, starts: Sequence[int], attention: Attention | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, starts: Sequence[int], attention: Attention | None = None
+                ) -> torch.Tensor:
         b, t, h = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
         att = (attention or varlen_attention)(q, k, v, starts).transpose(1, 2).reshape(b, t, h)

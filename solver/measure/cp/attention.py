@@ -129,7 +129,8 @@ class CPAttention:
         full = full.reshape(-1, 2, 1, h, d).permute(1, 2, 3, 0, 4)
         return full[0], full[1]
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: Sequence[int]
+                 ) -> torch.Tensor:
         if list(starts) != self._local_starts:
             raise ValueError(f"starts={list(starts)[:6]}... are not this rank's token counts "
                              f"{self._local_starts[:6]}...: run the model on layout.local_index's tokens")

@@ -121,7 +121,8 @@ def run_ranks(task: Callable[..., Any], args: tuple[Any, ...] = (), *, world: in
     try:
         while len(results) < world and error is None:
             if time.monotonic() > deadline:
-                error = f"no result within {timeout:.0f} s from ranks {sorted(set(range(world)) - set(results))}"
+                missing = sorted(set(range(world)) - set(results))
+                error = f"no result within {timeout:.0f} s from ranks {missing}"
                 break
             try:
                 status, rank, payload = out.get(timeout=0.5)

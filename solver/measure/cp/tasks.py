@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from .procs import RankContext
-from .runner import MicroBatchRunner
 
 #: A step as the ranks run it: its groups as (ranks, the lengths of their sequences).
 LengthStep = list[tuple[tuple[int, ...], list[int]]]
@@ -35,6 +34,8 @@ def equivalence_task(ctx: RankContext, batches: Sequence[Sequence[int]], config:
     import torch
     import torch.distributed as dist
 
+    from .runner import MicroBatchRunner
+
     cp = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed)
     ref = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed) if ctx.rank == 0 else None
     group, grank = _group_of(ctx, ctx.world)
@@ -51,7 +52,8 @@ def equivalence_task(ctx: RankContext, batches: Sequence[Sequence[int]], config:
         ref_loss = ref.alone(lengths)
         ref_grads = torch.cat([g.reshape(-1) for g in ref.grads()])
         diff = (grads - ref_grads).abs()
-        out.append({"lengths": [int(x) for x in lengths], "loss_cp": float(loss), "loss_alone": float(ref_loss),
+        out.append({"lengths": [int(x) for x in lengths], "loss_cp": float(loss),
+                    "loss_alone": float(ref_loss),
                     "loss_abs_diff": float((loss - ref_loss).abs()),
                     "grad_max_abs_diff": float(diff.max()),
                     "grad_rel_diff": float(diff.norm() / ref_grads.norm().clamp_min(1e-30))})
@@ -65,11 +67,14 @@ def _shuffled_rounds(n_items: int, repeats: int, warmup: int, seed: int) -> list
 
 
 def timing_task(ctx: RankContext, items: Sequence[tuple[Sequence[int], int]], repeats: int, warmup: int,
-                config: dict[str, Any] | None, seed: int) -> list[tuple[int, int, float, float]]:
+                config: dict[str, Any] | None, seed: int) -> list[tuple[int, int, float, float, float]]:
     """Each (lengths, degree) item timed ``repeats`` times: at degree 1 every rank runs the
     micro-batch alone, at degree c each aligned group of c ranks runs it with CP attention.
-    Per recorded run (round, item, wall seconds, seconds inside the CP collectives)."""
+    Per recorded run (round, item, wall seconds, CPU seconds, wall seconds inside the CP
+    collectives)."""
     import torch.distributed as dist
+
+    from .runner import MicroBatchRunner
 
     run = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed)
     rows = []
@@ -78,19 +83,21 @@ def timing_task(ctx: RankContext, items: Sequence[tuple[Sequence[int], int]], re
         group, grank = _group_of(ctx, degree)
         dist.barrier()
         comm0 = run.clock.seconds
-        seconds = run.run(lengths, group, degree, grank)
+        wall, cpu = run.run(lengths, group, degree, grank)
         run.zero_grad()
         if r >= 0:
-            rows.append((r, i, seconds, run.clock.seconds - comm0))
+            rows.append((r, i, wall, cpu, run.clock.seconds - comm0))
     return rows
 
 
 def replay_task(ctx: RankContext, schedules: dict[str, list[LengthStep]], repeats: int, warmup: int,
-                config: dict[str, Any] | None, seed: int) -> list[tuple[str, int, list[float]]]:
+                config: dict[str, Any] | None, seed: int) -> list[tuple[str, int, list[tuple[float, float]]]]:
     """Every schedule run ``repeats`` times, paired and interleaved: each step starts at a
     barrier, and this rank runs its group's sequences as one micro-batch (with CP attention at
-    degree > 1). Per recorded run (schedule, repeat, this rank's seconds per step)."""
+    degree > 1). Per recorded run (schedule, repeat, this rank's (wall, CPU) seconds per step)."""
     import torch.distributed as dist
+
+    from .runner import MicroBatchRunner
 
     run = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed)
     names = list(schedules)
