@@ -65,12 +65,15 @@ def test_bad_degree_world_and_backend_are_refused() -> None:
 def test_replay_of_two_written_out_schedules_returns_a_ratio() -> None:
     lengths = [16, 12, 12, 4, 4]  # the written-out schedules' proportions, tiny
     coef = {"overhead": 1e-3, "linear": 1e-5, "quadratic": 1e-7, "cp_comm": 2e-6}
-    out = replay_cp(lengths, reference_schedules(), n_gpus=2, coef=coef, repeats=2, warmup=0,
+    out = replay_cp(lengths, reference_schedules(), n_gpus=2, coef={"wall": coef}, repeats=2, warmup=0,
                     config=TINY, timeout=120)
-    assert out["ratio"]["of"] == "seqpart/megatron_greedy"
-    assert out["repeats"] == 2
-    assert out["ratio"]["low"] <= out["ratio"]["median"] <= out["ratio"]["high"]
-    assert set(out["measured_s"]) == {"seqpart", "megatron_greedy"}
-    assert all(t > 0 for t in out["measured_s"].values())
-    assert 0 < out["predicted_ratio"] < 1  # the model's: CP2 of the longest beats running it alone
-    assert isinstance(out["ranking_matches"], bool)
+    wall, cpu = out["clocks"]["wall"], out["clocks"]["cpu"]
+    for clock in (wall, cpu):
+        assert clock["ratio"]["of"] == "seqpart/megatron_greedy"
+        assert clock["repeats"] == 2
+        assert clock["ratio"]["low"] <= clock["ratio"]["median"] <= clock["ratio"]["high"]
+        assert set(clock["measured_s"]) == {"seqpart", "megatron_greedy"}
+        assert all(t > 0 for t in clock["measured_s"].values())
+    assert 0 < wall["predicted_ratio"] < 1  # the model's: CP2 of the longest beats running it alone
+    assert isinstance(wall["ranking_matches"], bool)
+    assert "predicted_ratio" not in cpu  # no coefficients given for that clock

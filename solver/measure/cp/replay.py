@@ -59,19 +59,43 @@ def _measured(rows: Sequence[Sequence[tuple[str, int, list[tuple[float, float]]]
     return out
 
 
+CLOCKS = ("wall", "cpu")
+
+
+def _summary(meas: dict[str, dict[int, float]], checked: Mapping[str, Any], lens: list[int],
+             coef: Mapping[str, float] | None) -> dict[str, Any]:
+    """One clock's measured times and paired ratio, and with ``coef`` the prediction next to them."""
+    first, second = list(checked)
+    reps = sorted(set(meas[first]) & set(meas[second]))
+    ci = ratio_ci([meas[first][r] for r in reps], [meas[second][r] for r in reps])
+    out: dict[str, Any] = {
+        "measured_s": {n: float(np.median(list(meas[n].values()))) for n in checked},
+        "ratio": {"of": f"{first}/{second}", "median": ci.median, "low": ci.low, "high": ci.high,
+                  "level": ci.level},
+        "repeats": len(reps),
+    }
+    if coef is not None:
+        pred = {n: barrier_seconds(coef, lens, s) for n, s in checked.items()}
+        ratio = pred[first] / pred[second]
+        out["predicted_s"] = pred
+        out["predicted_ratio"] = ratio
+        out["ranking_matches"] = bool(np.sign(ratio - 1) == np.sign(ci.median - 1))
+        out["beyond_noise"] = bool(ci.high < 1.0 or ci.low > 1.0)
+    return out
+
+
 def replay_cp(lengths: Sequence[int], schedules: Mapping[str, Sequence[Step]], *, n_gpus: int = 2,
-              coef: Mapping[str, float] | None = None, repeats: int = 5, warmup: int = 1, seed: int = 0,
-              device: str = "cpu", backend: str | None = None, config: dict[str, Any] | None = None,
-              clock: str = "wall", timeout: float = 600.0) -> dict[str, Any]:
+              coef: Mapping[str, Mapping[str, float]] | None = None, repeats: int = 5, warmup: int = 1,
+              seed: int = 0, device: str = "cpu", backend: str | None = None,
+              config: dict[str, Any] | None = None, timeout: float = 600.0) -> dict[str, Any]:
     """Run two schedules of ``lengths`` on ``n_gpus`` real processes, paired and interleaved.
 
-    Returns each schedule's median measured seconds, the measured ratio first/second (median of
-    the paired ratios and its interval), and with ``coef`` (seconds per unit of
+    Per clock (``"wall"``, and ``"cpu"``: each process's CPU time, which leaves out waiting for
+    a core and waiting for a peer inside a collective), under ``out["clocks"][clock]``: each
+    schedule's median measured seconds, the measured ratio first/second (median of the paired
+    ratios and its interval), and with ``coef[clock]`` (seconds per unit of
     :data:`~.costfit.MODEL_TERMS`) each one's predicted seconds, the predicted ratio, and whether
-    the measured ranking equals the predicted one. ``clock``: "wall" or "cpu" (each process's
-    CPU time: no waiting for a core, nor for a peer in a collective)."""
-    if clock not in ("wall", "cpu"):
-        raise ValueError(f"clock={clock!r} is not understood: use 'wall' or 'cpu'")
+    the measured ranking equals the predicted one."""
     if len(schedules) != 2:
         raise ValueError(f"schedules: give exactly two (name -> steps) to compare, got {len(schedules)}")
     lens = [int(x) for x in lengths]
@@ -82,23 +106,9 @@ def replay_cp(lengths: Sequence[int], schedules: Mapping[str, Sequence[Step]], *
     rows = run_ranks(replay_task, (runs, positive_int(repeats, "repeats"),
                                    positive_int(warmup, "warmup", minimum=0), config, seed),
                      world=n_gpus, backend=chosen, device=device, degrees=degrees, timeout=timeout)
-    meas = _measured(rows, 0 if clock == "wall" else 1)
-    first, second = list(checked)
-    reps = sorted(set(meas[first]) & set(meas[second]))
-    ci = ratio_ci([meas[first][r] for r in reps], [meas[second][r] for r in reps])
-    out: dict[str, Any] = {
-        "lengths": lens, "n_gpus": n_gpus, "backend": chosen, "device": device, "clock": clock,
-        "repeats": len(reps),
+    return {
+        "lengths": lens, "n_gpus": n_gpus, "backend": chosen, "device": device,
         "schedules": {n: [[[list(r), list(s)] for r, s in step] for step in st] for n, st in checked.items()},
-        "measured_s": {n: float(np.median(list(meas[n].values()))) for n in checked},
-        "ratio": {"of": f"{first}/{second}", "median": ci.median, "low": ci.low, "high": ci.high,
-                  "level": ci.level},
+        "clocks": {c: _summary(_measured(rows, col), checked, lens, (coef or {}).get(c))
+                   for col, c in enumerate(CLOCKS)},
     }
-    if coef is not None:
-        pred = {n: barrier_seconds(coef, lens, s) for n, s in checked.items()}
-        ratio = pred[first] / pred[second]
-        out["predicted_s"] = pred
-        out["predicted_ratio"] = ratio
-        out["ranking_matches"] = bool(np.sign(ratio - 1) == np.sign(ci.median - 1))
-        out["beyond_noise"] = bool(ci.high < 1.0 or ci.low > 1.0)
-    return out

@@ -19,9 +19,9 @@ import importlib
 import platform
 from typing import Any
 
-from .costfit import fit_with_noise, in_units
+from .costfit import fit_with_noise
 from .procs import check_backend, run_ranks
-from .replay import CPU_CAP, CPU_LENGTHS, reference_schedules, replay_cp
+from .replay import CLOCKS, CPU_CAP, CPU_LENGTHS, reference_schedules, replay_cp
 from .tasks import equivalence_task, timing_task
 
 #: float32 tolerance of the equivalence check: relative gradient error and absolute loss error.
@@ -46,28 +46,22 @@ def _equivalence(batches: Any, world: int, backend: str, device: str) -> dict[st
 
 
 def measure_fit(design: Any, *, world: int = 2, repeats: int = 7, warmup: int = 1, seed: int = 0,
-                backend: str = "gloo", device: str = "cpu", clock: str = "wall",
-                timeout: float = 900.0) -> dict[str, Any]:
+                backend: str = "gloo", device: str = "cpu", timeout: float = 900.0) -> dict[str, Any]:
     """Time every micro-batch of ``design`` at degree 1 and ``world`` and fit :mod:`.costfit`'s
-    models on ``clock`` ("wall", or "cpu": each process's CPU time, see :mod:`.runner`). A
-    run's time is its slowest rank's, as a step's is under ``sync="barrier"``."""
-    col = _clock_column(clock)
+    models, per clock: ``"wall"``, and ``"cpu"`` (each process's CPU time, see :mod:`.runner`).
+    A run's time is its slowest rank's, as a step's is under ``sync="barrier"``."""
     items = [(list(mb), c) for mb in design for c in (1, world)]
     per_rank = run_ranks(timing_task, (items, repeats, warmup, None, seed), world=world, backend=backend,
                          device=device, timeout=timeout)
-    slowest: dict[tuple[int, int], tuple[float, float]] = {}
-    for rows in per_rank:
-        for r, i, *times, comm in rows:
-            old = slowest.get((r, i), (0.0, 0.0))
-            slowest[r, i] = (max(old[0], times[col]), max(old[1], comm))
-    rows = [(r, i, t, c) for (r, i), (t, c) in sorted(slowest.items())]
-    return {**fit_with_noise(items, rows), "clock": clock}
-
-
-def _clock_column(clock: str) -> int:
-    if clock not in ("wall", "cpu"):
-        raise ValueError(f"clock={clock!r} is not understood: use 'wall' or 'cpu'")
-    return 0 if clock == "wall" else 1
+    out = {}
+    for col, clock in enumerate(CLOCKS):
+        slowest: dict[tuple[int, int], tuple[float, float]] = {}
+        for rows in per_rank:
+            for r, i, *times, comm in rows:
+                old = slowest.get((r, i), (0.0, 0.0))
+                slowest[r, i] = (max(old[0], times[col]), max(old[1], comm))
+        out[clock] = fit_with_noise(items, [(r, i, t, c) for (r, i), (t, c) in sorted(slowest.items())])
+    return out
 
 
 def _planner() -> Any:
@@ -114,32 +108,30 @@ def _machine(device: str) -> dict[str, Any]:
     return out
 
 
-def cp_timing_report(device: str = "cpu", backend: str | None = None, quick: bool = False, *,
-                     clock: str = "wall") -> dict[str, Any]:
+def cp_timing_report(device: str = "cpu", backend: str | None = None, quick: bool = False) -> dict[str, Any]:
     """Equivalence, fit with noise, and replay of two schedules on 2 processes (see the module).
 
     ``device``: "cpu" or "cuda" (each rank on its own CUDA device where there are two);
     ``backend``: "gloo" or "nccl" (None: nccl on CUDA, gloo on CPU); ``quick``: a smaller
-    design, lengths and repeat count (for a smoke test); ``clock``: what the fit and the replay
-    time, "wall" or "cpu" (CPU devices only: each process's CPU time, for a machine shared with
-    other work). JSON-able."""
+    design, lengths and repeat count (for a smoke test). The fit and the replay are reported
+    per clock: ``"wall"`` (what a step takes), and ``"cpu"`` (each process's CPU time: on a
+    machine shared with other work it leaves out waiting for a core, and also waiting for a peer
+    inside a collective; meaningful on CPU devices only). The schedules are planned with the
+    wall clock's fit. JSON-able."""
     world = 2
-    _clock_column(clock)
-    if clock == "cpu" and device != "cpu":
-        raise ValueError(f"clock='cpu' is meaningless on device={device!r}: use clock='wall'")
     chosen = check_backend(backend, device, world)
     repeats = 3 if quick else 7
     equivalence = _equivalence([list(b) for b in EQUIVALENCE_BATCHES], world, chosen, device)
-    fit = measure_fit(QUICK_DESIGN if quick else DESIGN, world=world, repeats=repeats,
-                      backend=chosen, device=device, clock=clock)
+    fits = measure_fit(QUICK_DESIGN if quick else DESIGN, world=world, repeats=repeats,
+                       backend=chosen, device=device)
     scale = 2 if quick else 1
     lengths = [x // scale for x in CPU_LENGTHS]
     cap = CPU_CAP // scale
-    schedules, source = planned_schedules(lengths, cap, fit["units"])
-    replay = replay_cp(lengths, schedules, n_gpus=world, coef=fit["model"], repeats=repeats + 2,
-                       device=device, backend=chosen, clock=clock)
+    schedules, source = planned_schedules(lengths, cap, fits["wall"]["units"])
+    replay = replay_cp(lengths, schedules, n_gpus=world, coef={c: f["model"] for c, f in fits.items()},
+                       repeats=repeats + 2, device=device, backend=chosen)
     replay["schedules_from"] = source
     replay["max_tokens_per_gpu"] = cap
-    replay["planner_predicted_ratio"] = _planner_prediction(lengths, schedules, in_units(fit["model"]))
+    replay["planner_predicted_ratio"] = _planner_prediction(lengths, schedules, fits["wall"]["units"])
     return {"machine": _machine(device), "backend": chosen, "quick": quick,
-            "equivalence": equivalence, "fit": fit, "replay": replay}
+            "equivalence": equivalence, "fit": fits, "replay": replay}
