@@ -37,14 +37,17 @@ def _fit_lines(fit: dict[str, Any]) -> list[str]:
 
     def iv(term: str, scale: float) -> str:
         n = noise[term]
-        return f"{m[term] * scale:.3g} [{n['low'] * scale:.3g}, {n['high'] * scale:.3g}]"
+        return (f"{m[term] * scale:.3g} (rounds {n['median'] * scale:.3g} "
+                f"[{n['low'] * scale:.3g}, {n['high'] * scale:.3g}])")
 
     level = noise["cp_comm"]["level"]
     coll = fit["collectives"]
     return [
-        f"overhead {iv('overhead', 1e3)} ms, a {iv('linear', 1e6)} us/token, "
-        f"b {iv('quadratic', 1e9)} ns/token^2, cp_comm {iv('cp_comm', 1e6)} us/received KV token "
-        f"(intervals over {fit['rounds']} rounds, level {level:.1%})",
+        f"fit on the median times (each round fitted alone: median [interval at {level:.1%}, "
+        f"{fit['rounds']} rounds]):",
+        f"  overhead {iv('overhead', 1e3)} ms, a {iv('linear', 1e6)} us/token, "
+        f"b {iv('quadratic', 1e9)} ns/token^2,",
+        f"  cp_comm {iv('cp_comm', 1e6)} us per received KV token",
         f"in units (linear = 24576): quadratic {units['quadratic']}, overhead {units['overhead']}, "
         f"cp_comm {units['cp_comm']} = {units['cp_comm_over_linear']:.2f} x linear",
         f"collectives alone: {coll['fixed'] * 1e3:.2f} ms per micro-batch + "

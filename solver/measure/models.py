@@ -182,7 +182,9 @@ def reference_runner(config: ReferenceConfig | None = None, *, device: str = "cp
 def _hf_varlen_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attention_mask: torch.Tensor | None, scaling: float | None = None,
                          dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers attention function: per-sequence causal SDPA, split at ``cu_seq_lens_q``."""
+    """transformers attention function: per-sequence causal SDPA, split at ``cu_seq_lens_q``;
+    a ``seqpart_attention`` keyword (an :data:`Attention` taking ``scale=``, passed to the
+    model's forward) replaces it, as context parallelism does."""
     starts = kwargs.get("cu_seq_lens_q")
     if starts is None:
         raise MeasureError("seqpart_varlen attention needs cu_seq_lens_q (the packed sequences' starts)")
@@ -191,7 +193,8 @@ def _hf_varlen_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
     bounds = starts.tolist() if isinstance(starts, torch.Tensor) else list(starts)
-    out = varlen_attention(query, key, value, bounds, scale=scaling)
+    attend = kwargs.get("seqpart_attention") or varlen_attention
+    out = attend(query, key, value, bounds, scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 

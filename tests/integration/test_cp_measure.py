@@ -4,6 +4,8 @@ stops the run with its cause, and the replay of two written-out schedules return
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 pytest.importorskip("torch")
@@ -15,18 +17,24 @@ from seqpart.solver.measure.cp.procs import check_backend, run_ranks  # noqa: E4
 from seqpart.solver.measure.cp.tasks import equivalence_task  # noqa: E402
 
 TINY = {"hidden": 16, "layers": 2, "heads": 2, "ffn": 32, "vocab": 64}
+TINY_LLAMA = {"model_type": "llama", "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 32, "vocab_size": 64}
 
 
 def test_cp_attention_loss_and_gradients_equal_one_process() -> None:
     # [1]: one token, so rank 1 holds nothing; [3, 1, 2]: every sequence shorter than the 4 zigzag
-    # chunks; [37, 64, 5]: uneven lengths, chunks of different sizes.
+    # chunks; [37, 64, 5]: uneven lengths, chunks of different sizes. The reference decoder, and
+    # a transformers Llama (rotary positions: each rank's tokens keep their place in the sequence).
     batches = [[1], [3, 1, 2], [37, 64, 5]]
-    rows = run_ranks(equivalence_task, (batches, TINY, 0), world=2, timeout=120)[0]
-    assert [r["lengths"] for r in rows] == batches
-    for r in rows:
-        assert r["loss_abs_diff"] <= 1e-5, r
-        assert r["grad_rel_diff"] <= 1e-5, r
-        assert r["grad_max_abs_diff"] <= 1e-5, r
+    configs = [TINY] + ([TINY_LLAMA] if importlib.util.find_spec("transformers") else [])
+    per_model = run_ranks(equivalence_task, (batches, configs, 0), world=2, timeout=120)[0]
+    assert len(per_model) == len(configs)
+    for rows in per_model:
+        assert [r["lengths"] for r in rows] == batches
+        for r in rows:
+            assert r["loss_abs_diff"] <= 1e-5, r
+            assert r["grad_rel_diff"] <= 1e-5, r
+            assert r["grad_max_abs_diff"] <= 1e-5, r
 
 
 def _fails_on_rank_1(ctx: object) -> int:

@@ -129,8 +129,18 @@ class CPAttention:
         full = full.reshape(-1, 2, 1, h, d).permute(1, 2, 3, 0, 4)
         return full[0], full[1]
 
-    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: Sequence[int]
-                 ) -> torch.Tensor:
+    def idle(self, layers: int, features: int, dtype: torch.dtype, device: torch.device) -> None:
+        """The collectives of a rank that holds no token of the micro-batch, for a model that
+        cannot run on zero tokens: each layer's gather, then each layer's gradient reduction,
+        in the order its peers run them (``features``: K and V values per token)."""
+        for _ in range(layers):
+            self.comm.all_gather(torch.zeros(self._padded, features, dtype=dtype, device=device))
+        for _ in range(layers):
+            self.comm.reduce_scatter(torch.zeros(self.layout.degree * self._padded, features, dtype=dtype,
+                                                 device=device), self._padded)
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, starts: Sequence[int],
+                 scale: float | None = None) -> torch.Tensor:
         if list(starts) != self._local_starts:
             raise ValueError(f"starts={list(starts)[:6]}... are not this rank's token counts "
                              f"{self._local_starts[:6]}...: run the model on layout.local_index's tokens")
@@ -143,10 +153,10 @@ class CPAttention:
                 lo = self._starts[s]
                 ks, vs = k_full[:, :, lo:lo + b], v_full[:, :, lo:lo + b]
                 if a == 0:
-                    parts.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True))
+                    parts.append(F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=scale))
                 else:
                     mask = _lower_right_mask(b - a, b, q.device)
-                    parts.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask))
+                    parts.append(F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=scale))
                 row += b - a
         if not parts:
             # No query here, but the group's backward collectives must run on every rank: keep

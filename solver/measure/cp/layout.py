@@ -86,6 +86,11 @@ class CPLayout:
         return self.index_of(self.rank)
 
     @property
+    def local_positions(self) -> list[int]:
+        """Each of this rank's tokens' position inside its sequence (what rotary embeddings use)."""
+        return [p for chunks in self.chunks for a, b in chunks for p in range(a, b)]
+
+    @property
     def local_starts(self) -> list[int]:
         out = [0]
         for chunks in self.chunks:

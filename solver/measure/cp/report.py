@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import platform
 from typing import Any
 
@@ -35,12 +36,26 @@ DESIGN = ([128] * 8, [256] * 4, [512], [384, 128], [768], [512, 512], [1024], [1
 QUICK_DESIGN = ([64] * 8, [128] * 2, [256], [384], [512], [512, 256], [768], [1024])
 
 
+#: A small transformers Llama (rotary positions, grouped-query attention) for the equivalence check.
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 172, "vocab_size": 256,
+         "max_position_embeddings": 4096}
+
+
 def _equivalence(batches: Any, world: int, backend: str, device: str) -> dict[str, Any]:
-    rows = run_ranks(equivalence_task, (batches, None, 0), world=world, backend=backend, device=device,
-                     timeout=300.0)[0]
+    models: dict[str, dict[str, Any] | None] = {"reference": None}
+    skipped = None
+    if importlib.util.find_spec("transformers") is not None:
+        models["llama"] = LLAMA
+    else:
+        skipped = "the transformers Llama: transformers is not installed"
+    per_model = run_ranks(equivalence_task, (batches, list(models.values()), 0), world=world,
+                          backend=backend, device=device, timeout=600.0)[0]
+    rows = [r for model in per_model for r in model]
     worst_loss = max(r["loss_abs_diff"] for r in rows)
     worst_grad = max(r["grad_rel_diff"] for r in rows)
-    return {"degree": world, "split": "zigzag", "tolerance": TOLERANCE, "batches": rows,
+    return {"degree": world, "split": "zigzag", "tolerance": TOLERANCE, "models": list(models),
+            "skipped": skipped, "batches": dict(zip(models, per_model, strict=True)),
             "max_loss_abs_diff": worst_loss, "max_grad_rel_diff": worst_grad,
             "match": bool(worst_loss <= TOLERANCE and worst_grad <= TOLERANCE)}
 

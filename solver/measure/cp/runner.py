@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..models import ReferenceConfig, ReferenceDecoder, resolve_device, sync
+from ..models import ReferenceConfig, ReferenceDecoder, hf_runner, resolve_device, sync
 from .attention import CommClock, CPAttention
 from .layout import CPLayout
 
@@ -36,32 +36,46 @@ def token_ids(lengths: Sequence[int], vocab: int) -> torch.Tensor:
 
 @dataclass
 class MicroBatchRunner:
-    """The model of one rank, and the runs of a micro-batch on it."""
+    """The model of one rank (the reference decoder, or a transformers model when the config
+    has a ``model_type``), and the runs of a micro-batch on it."""
 
-    config: ReferenceConfig
+    model: Any
+    vocab: int
     device: torch.device
     backend: str
-    model: ReferenceDecoder
     clock: CommClock
+    hf: bool = False
 
     @classmethod
     def build(cls, config: dict[str, Any] | None, device: str, backend: str, seed: int = 0
               ) -> MicroBatchRunner:
-        cfg = ReferenceConfig(**(config if config is not None else SMALL))
         dev = resolve_device(device)
+        if config is not None and "model_type" in config:
+            model = hf_runner(config, device=device, seed=seed).model  # type: ignore[attr-defined]
+            return cls(model, int(config["vocab_size"]), dev, backend, CommClock(), hf=True)
+        cfg = ReferenceConfig(**(config if config is not None else SMALL))
         torch.manual_seed(seed)
-        model = ReferenceDecoder(cfg).to(dev)
-        return cls(cfg, dev, backend, model, CommClock())
+        return cls(ReferenceDecoder(cfg).to(dev), cfg.vocab, dev, backend, CommClock())
 
     def _ids(self, lengths: Sequence[int]) -> torch.Tensor:
-        return token_ids(lengths, self.config.vocab).to(self.device)
+        return token_ids(lengths, self.vocab).to(self.device)
+
+    def _logits(self, ids: torch.Tensor, starts: list[int], positions: list[int],
+                attention: CPAttention | None) -> torch.Tensor:
+        if not self.hf:
+            return self.model(ids[None], starts, attention)[0]
+        cu = torch.tensor(starts, dtype=torch.int32, device=self.device)
+        extra = {} if attention is None else {"seqpart_attention": attention}
+        out = self.model(input_ids=ids[None], position_ids=torch.tensor(positions, device=self.device)[None],
+                         cu_seq_lens_q=cu, cu_seq_lens_k=cu, use_cache=False, **extra)
+        return out.logits[0]
 
     def alone(self, lengths: Sequence[int]) -> torch.Tensor:
         """Forward and backward of the whole micro-batch on this process; the loss (detached)."""
         ids = self._ids(lengths)
-        starts = CPLayout(tuple(int(x) for x in lengths), 1, 0).starts
-        logits = self.model(ids[None, :-1], starts)
-        loss = F.cross_entropy(logits[0], ids[1:])
+        layout = CPLayout(tuple(int(x) for x in lengths), 1, 0)
+        logits = self._logits(ids[:-1], layout.starts, layout.local_positions, None)
+        loss = F.cross_entropy(logits, ids[1:])
         loss.backward()
         sync(self.device)
         return loss.detach()
@@ -73,8 +87,15 @@ class MicroBatchRunner:
         ids = self._ids(lengths)
         index = torch.tensor(layout.local_index, dtype=torch.long, device=self.device)
         attention = CPAttention(layout, group, self.backend, self.clock)
-        logits = self.model(ids[:-1].index_select(0, index)[None], layout.local_starts, attention)
-        loss = F.cross_entropy(logits[0], ids[1:].index_select(0, index), reduction="sum") / (len(ids) - 1)
+        if self.hf and not layout.local_index:  # transformers cannot run zero tokens
+            cfg = self.model.config
+            head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+            attention.idle(cfg.num_hidden_layers, 2 * cfg.num_attention_heads * head_dim,
+                           next(self.model.parameters()).dtype, self.device)
+            return torch.zeros((), device=self.device)
+        logits = self._logits(ids[:-1].index_select(0, index), layout.local_starts, layout.local_positions,
+                              attention)
+        loss = F.cross_entropy(logits, ids[1:].index_select(0, index), reduction="sum") / (len(ids) - 1)
         loss.backward()
         sync(self.device)
         return loss.detach()

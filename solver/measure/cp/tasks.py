@@ -27,37 +27,41 @@ def _group_of(ctx: RankContext, degree: int) -> tuple[Any, int]:
     return ctx.groups.get(tuple(range(first, first + degree))), ctx.rank - first
 
 
-def equivalence_task(ctx: RankContext, batches: Sequence[Sequence[int]], config: dict[str, Any] | None,
-                     seed: int) -> list[dict[str, Any]] | None:
-    """Every micro-batch of ``batches`` by the CP group of all ranks, against rank 0 running it
-    alone on a second copy of the model: the losses and every parameter's gradient."""
+def equivalence_task(ctx: RankContext, batches: Sequence[Sequence[int]],
+                     configs: Sequence[dict[str, Any] | None], seed: int
+                     ) -> list[list[dict[str, Any]]] | None:
+    """For each model config (None: the reference decoder; one with ``model_type``: a
+    transformers model), every micro-batch of ``batches`` by the CP group of all ranks, against
+    rank 0 running it alone on a second copy of the model: the losses and every gradient."""
+    from .runner import MicroBatchRunner
+
+    out = []
+    for config in configs:
+        cp = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed)
+        ref = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed) if ctx.rank == 0 else None
+        out.append([_compare(ctx, cp, ref, lengths) for lengths in batches])
+    return out if ctx.rank == 0 else None
+
+
+def _compare(ctx: RankContext, cp: Any, ref: Any, lengths: Sequence[int]) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from .runner import MicroBatchRunner
-
-    cp = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed)
-    ref = MicroBatchRunner.build(config, ctx.device, ctx.backend, seed) if ctx.rank == 0 else None
     group, grank = _group_of(ctx, ctx.world)
-    out = []
-    for lengths in batches:
-        cp.zero_grad()
-        loss = cp.in_group(lengths, group, ctx.world, grank)
-        dist.all_reduce(loss, group=group)
-        grads = torch.cat([g.reshape(-1) for g in cp.grads()])
-        dist.all_reduce(grads, group=group)
-        if ref is None:
-            continue
-        ref.zero_grad()
-        ref_loss = ref.alone(lengths)
-        ref_grads = torch.cat([g.reshape(-1) for g in ref.grads()])
-        diff = (grads - ref_grads).abs()
-        out.append({"lengths": [int(x) for x in lengths], "loss_cp": float(loss),
-                    "loss_alone": float(ref_loss),
-                    "loss_abs_diff": float((loss - ref_loss).abs()),
-                    "grad_max_abs_diff": float(diff.max()),
-                    "grad_rel_diff": float(diff.norm() / ref_grads.norm().clamp_min(1e-30))})
-    return out if ctx.rank == 0 else None
+    cp.zero_grad()
+    loss = cp.in_group(lengths, group, ctx.world, grank).cpu()  # gloo: reduce on the CPU
+    dist.all_reduce(loss, group=group)
+    grads = torch.cat([g.reshape(-1) for g in cp.grads()]).cpu()
+    dist.all_reduce(grads, group=group)
+    if ref is None:
+        return {}
+    ref.zero_grad()
+    ref_loss = ref.alone(lengths).cpu()
+    ref_grads = torch.cat([g.reshape(-1) for g in ref.grads()]).cpu()
+    diff = (grads - ref_grads).abs()
+    return {"lengths": [int(x) for x in lengths], "loss_cp": float(loss), "loss_alone": float(ref_loss),
+            "loss_abs_diff": float((loss - ref_loss).abs()), "grad_max_abs_diff": float(diff.max()),
+            "grad_rel_diff": float(diff.norm() / ref_grads.norm().clamp_min(1e-30))}
 
 
 def _shuffled_rounds(n_items: int, repeats: int, warmup: int, seed: int) -> list[tuple[int, int]]:
