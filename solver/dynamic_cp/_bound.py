@@ -32,15 +32,16 @@ def min_steps(inst: CPInstance) -> int:
 def cp_lower_bound(inst: CPInstance) -> Fraction:
     """The largest of the bounds above, exact."""
     s_min = min_steps(inst)
-    o = inst.overhead
-    comm = inst.cp_comm
-    area = Fraction(0)
-    alone = Fraction(0)
+    k = inst.scale  # every term below times k is an int (see CPInstance.scaled_time)
+    fixed = k * inst.overhead
+    comm = inst.cp_comm.numerator * (k // inst.cp_comm.denominator)  # k * cp_comm
+    area = 0
+    alone = 0
     for i, lo in enumerate(inst.lengths):
         w = inst.work(i)
         cmin = inst.min_degree(lo)
         assert cmin is not None  # make_cp_instance refused longer sequences
-        area += w + comm * lo * (cmin - 1)
-        best = min(Fraction(w, c) + comm * lo * (c - 1) / c for c in inst.degrees if lo <= c * inst.m)
+        area += k * w + comm * lo * (cmin - 1)
+        best = min(inst.scaled_time(c, w, lo) for c in inst.degrees if lo <= c * inst.m) - fixed
         alone = max(alone, best)
-    return max(area / inst.n_gpus + s_min * o, alone + s_min * o)
+    return max(Fraction(area, k * inst.n_gpus), Fraction(alone, k)) + s_min * inst.overhead

@@ -71,7 +71,11 @@ def _one_step(lengths: tuple[int, ...], order: list[int], n: int, m: int,
         raise GreedyError(f"sequence {first} needs {c0} GPUs, only {n}")
     _open(groups, owner, load, list(range(c0)), first, lengths[first], d)
     left: list[int] = []
+    room = max(g["c"] * m * d - g["c"] * g["tok"] for g in groups)  # most tokens a group takes, x d
     for i in order[1:]:
+        if lengths[i] * d > room and None not in owner:
+            left.append(i)  # fits no group and no GPU is free: the same answer, sooner
+            continue
         best = _best_place(lengths[i], m, d, enabled, groups, owner, load, cap)
         if best is None:
             left.append(i)
@@ -83,6 +87,8 @@ def _one_step(lengths: tuple[int, ...], order: list[int], n: int, m: int,
                 load[r] += lengths[i] ** 2 * (d // g["c"])
         else:
             _open(groups, owner, load, best[2], i, lengths[i], d)
+        if best is not None:
+            room = max(g["c"] * m * d - g["c"] * g["tok"] for g in groups)
     return _fill(lengths, order, groups, owner, n, m, enabled, left)
 
 
@@ -108,12 +114,16 @@ def _best_place(lo: int, m: int, d: int, enabled: tuple[int, ...], groups: list[
     best = None
     top = max(load)
     free = [r for r, o in enumerate(owner) if o is None]
+    by_degree: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for gi, g in enumerate(groups):
+        by_degree.setdefault(g["c"], []).append((gi, g))
     for c in enabled:
         if c < need:
             continue
         per = lo * lo * (d // c)
-        for gi, g in enumerate(groups):
-            if g["c"] != c or g["tok"] + lo * (d // c) > m * d:
+        room = m * d - lo * (d // c)
+        for gi, g in by_degree.get(c, ()):
+            if g["tok"] > room:
                 continue
             score = max(top, load[g["ranks"][0]] + per)  # a group's GPUs carry equal loads
             if _CAP_DEN * score <= cap and (best is None or score < best[0]):

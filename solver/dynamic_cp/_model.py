@@ -260,16 +260,21 @@ def check_cp_schedule(lengths: Any, steps: Any, n_gpus: Any, max_tokens_per_gpu:
 def schedule_time(inst: CPInstance, steps: Steps, sync: str | None = None) -> Fraction:
     """The modelled time of a valid schedule under ``sync`` (default the instance's)."""
     sync = sync or inst.sync
+    lens = inst.lengths
+
+    def scaled(ranks: Sequence[int], ids: Sequence[int]) -> int:
+        return inst.scaled_time(len(ranks), sum(inst.work(i) for i in ids), sum(lens[i] for i in ids))
+
     if sync == "barrier":
-        return sum((max(inst.group_time(len(r), ids) for r, ids in step) for step in steps),
-                   Fraction(0))
-    free = [Fraction(0)] * inst.n_gpus
+        total = sum(max(scaled(r, ids) for r, ids in step) for step in steps)
+        return Fraction(total, inst.scale)
+    free = [0] * inst.n_gpus
     for step in steps:
         for ranks, ids in step:
-            end = max(free[r] for r in ranks) + inst.group_time(len(ranks), ids)
+            end = max(free[r] for r in ranks) + scaled(ranks, ids)
             for r in ranks:
                 free[r] = end
-    return max(free) if free else Fraction(0)
+    return Fraction(max(free) if free else 0, inst.scale)
 
 
 def cp_step_time(lengths: Any, steps: Steps, *, n_gpus: int | None = None,

@@ -80,7 +80,8 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
     inst = make_cp_instance(lengths, n_gpus, max_tokens_per_gpu, degrees=degrees, cost=cost,
                             cp_comm=cp_comm, overhead=overhead, sync=sync)
     _check_enough(inst)
-    deadline = None if options.deterministic else t0 + seconds * 0.9
+    # The search stops at 80% of the limit: validating and timing the pool takes the rest.
+    deadline = None if options.deterministic else t0 + seconds * 0.8
     clock = None if deadline is None else (lambda: time.perf_counter() > deadline)
     counter = Counter(int(seconds * EVALS_PER_SECOND), clock)
     pool = _starts(inst, seconds, options, counter, t0)
@@ -129,7 +130,7 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
     fixed_options = SolverOptions(deterministic=options.deterministic, seed=options.seed,
                                   workers=options.workers, pause_gc=options.pause_gc)
     for c in degs:
-        if not options.deterministic and time.perf_counter() - t0 + share > seconds * 0.9:
+        if not options.deterministic and time.perf_counter() - t0 + share > seconds * 0.8:
             continue
         steps = fixed_cp_schedule(inst, c, share, fixed_options)
         if steps is not None:

@@ -28,6 +28,7 @@ class Counter:
         self.done = 0
         self.clock = clock
         self.stopped = ""
+        self._next_look = 0
 
     def spend(self, k: int = 1) -> bool:
         """Charge k evaluations; False once the work budget or the clock is spent."""
@@ -35,10 +36,12 @@ class Counter:
         if self.done > self.limit:
             self.stopped = self.stopped or "work budget"
             return False
-        if self.clock is not None and self.done % 256 < k and self.clock():
-            self.stopped = self.stopped or "clock"
-            return False
-        return True
+        if self.clock is not None and self.done >= self._next_look:
+            self._next_look = self.done + 200  # reading the clock every ~0.5 ms of work
+            if self.clock():
+                self.stopped = self.stopped or "clock"
+                return False
+        return not self.stopped
 
 
 def _group(inst: CPInstance, start: int, c: int, ids: list[int]) -> Group:
@@ -73,20 +76,24 @@ def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list
     state: list[list[Group]] = []
     free: list[list[bool]] = []
     tops: list[int] = []
+    rooms: list[int] = []  # the most tokens any group of the step still takes
     for i in order:
         # One unit per group scanned, halved: a scan here costs about half a search move.
-        if not counter.spend(1 + sum(len(step) + 2 for step in state) // 2):
+        if not counter.spend(1 + sum(len(step) + 2 for s, step in enumerate(state)
+                                     if rooms[s] >= inst.lengths[i] or True in free[s]) // 2):
             return None
         c = inst.min_degree(inst.lengths[i])
         assert c is not None
-        best = _best_spot(inst, i, c, state, free, tops)
+        best = _best_spot(inst, i, c, state, free, tops, rooms)
         if best is None:
             state.append([])
             free.append([True] * n)
             tops.append(0)
-            best = _best_spot(inst, i, c, state, free, tops)
+            rooms.append(0)
+            best = _best_spot(inst, i, c, state, free, tops, rooms)
             assert best is not None
         _place(inst, i, c, best, state, free, tops)
+        rooms[best[0]] = max(g[1] * inst.m - g[4] for g in state[best[0]])
     for s in range(len(state)):
         if not _cover_idle(inst, s, state, free):
             return None
@@ -94,13 +101,16 @@ def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list
 
 
 def _best_spot(inst: CPInstance, i: int, c: int, state: list[list[Group]],
-               free: list[list[bool]], tops: list[int]) -> tuple | None:
+               free: list[list[bool]], tops: list[int], rooms: list[int]) -> tuple | None:
     lo, w = inst.lengths[i], inst.work(i)
     alone = inst.scaled_time(c, w, lo)
     inc = alone - inst.scale * inst.overhead
     best, key = None, None
     for s, step in enumerate(state):
-        start = _free_block(free[s], c)
+        idle = True in free[s]
+        if rooms[s] < lo and not idle:
+            continue  # nothing of this length fits this step any more
+        start = _free_block(free[s], c) if idle else None
         if start is not None:
             k = (max(0, alone - tops[s]), 0, tops[s] - alone)
             if key is None or k < key:
@@ -116,6 +126,8 @@ def _best_spot(inst: CPInstance, i: int, c: int, state: list[list[Group]],
 
 
 def _free_block(free: list[bool], c: int) -> int | None:
+    if free.count(True) < c:
+        return None
     for start in range(0, len(free) - c + 1, c):
         if all(free[start:start + c]):
             return start
