@@ -12,8 +12,9 @@ What runs (seqpart.solver.measure.cp.cp_timing_report): the reference decoder (h
    warm-up and 7 paired interleaved rounds (--quick 3); the model
    ``overhead + (a*sum l + b*sum l^2)/c + cp_comm*sum l*(c-1)/c`` by NNLS, and each coefficient's
    interval over the per-round fits.
-3. Replay: lengths [2048, 1536, 1536, 512, 512] (--quick halved), max_tokens_per_gpu 2048, on 2
-   GPUs: Megatron-LM's greedy schedule against seqpart's, 9 paired interleaved repeats (--quick 5).
+3. Replay: lengths [2048, 1536, 1536, 512, 512], max_tokens_per_gpu 2048, on 2 GPUs: Megatron-LM's
+   greedy schedule against seqpart's (plan_cp_step given the wall clock's fitted cost, or, without
+   seqpart.solver.dynamic_cp, two written-out schedules), 9 paired interleaved repeats (--quick 5).
 
 Targets: the outputs match (loss and gradients within 1e-5); the fitted cp_comm is reported with
 its interval; the measured ranking of the two schedules (wall clock) equals the predicted one.

@@ -139,9 +139,7 @@ def cp_timing_report(device: str = "cpu", backend: str | None = None, quick: boo
     equivalence = _equivalence([list(b) for b in EQUIVALENCE_BATCHES], world, chosen, device)
     fits = measure_fit(QUICK_DESIGN if quick else DESIGN, world=world, repeats=repeats,
                        backend=chosen, device=device)
-    scale = 2 if quick else 1
-    lengths = [x // scale for x in CPU_LENGTHS]
-    cap = CPU_CAP // scale
+    lengths, cap = list(CPU_LENGTHS), CPU_CAP
     schedules, source = planned_schedules(lengths, cap, fits["wall"]["units"])
     replay = replay_cp(lengths, schedules, n_gpus=world, coef={c: f["model"] for c, f in fits.items()},
                        repeats=repeats + 2, device=device, backend=chosen)

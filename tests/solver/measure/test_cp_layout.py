@@ -61,5 +61,19 @@ def test_barrier_time_is_the_sum_of_each_steps_slowest_group() -> None:
     s = reference_schedules()
     # seqpart: CP2 {4,1,1}: 1 + 18/2 + 0.5*6/2 = 11.5, then 3 | 3: 1 + 9 = 10
     assert barrier_seconds(coef, lengths, s["seqpart"]) == pytest.approx(21.5)
-    # greedy: 4 | 3: 1 + 16, then 3 | {1, 1}: 1 + 9
+    # greedy: 4 | {3, 1}: 1 + 16, then 3 | 1: 1 + 9
     assert barrier_seconds(coef, lengths, s["megatron_greedy"]) == pytest.approx(27.0)
+
+
+def test_written_out_schedules_agree_with_the_planner_module() -> None:
+    dcp = pytest.importorskip("seqpart.solver.dynamic_cp")
+    from seqpart.solver.measure.cp import CPU_CAP, CPU_LENGTHS
+
+    s = reference_schedules()
+    greedy = dcp.megatron_dynamic_cp_schedule(list(CPU_LENGTHS), 2, CPU_CAP)
+    assert [[(tuple(r), tuple(i)) for r, i in step] for step in greedy] == s["megatron_greedy"]
+    # the planner's exact cp_step_time and this module's float evaluation of the same formula
+    coef = {"overhead": 512.0, "linear": 24576.0, "quadratic": 1.0, "cp_comm": 6144.0}
+    for steps in s.values():
+        exact = dcp.cp_step_time(list(CPU_LENGTHS), steps, cost=(24576, 1), cp_comm=6144, overhead=512)
+        assert barrier_seconds(coef, list(CPU_LENGTHS), steps) == pytest.approx(float(exact), rel=1e-12)
