@@ -91,7 +91,9 @@ def main() -> int:
     print(f"device {args.device}, backend {rep['backend']}, {time.perf_counter() - t0:.0f} s, "
           f"load after {tuple(round(x, 1) for x in os.getloadavg())}")
     eq = rep["equivalence"]
-    print(f"equivalence ({eq['split']} split, degree {eq['degree']}, {len(eq['batches'])} micro-batches): "
+    count = len(next(iter(eq["batches"].values())))
+    print(f"equivalence ({eq['split']} split, degree {eq['degree']}, {count} micro-batches on each of "
+          f"{', '.join(eq['models'])}{'; skipped ' + eq['skipped'] if eq['skipped'] else ''}): "
           f"max |loss diff| {eq['max_loss_abs_diff']:.2e}, max relative gradient diff "
           f"{eq['max_grad_rel_diff']:.2e}")
     for clock, fit in rep["fit"].items():
