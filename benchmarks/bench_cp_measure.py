@@ -50,7 +50,9 @@ def _fit_lines(fit: dict[str, Any]) -> list[str]:
         f"b {iv('quadratic', 1e9)} ns/token^2,",
         f"  cp_comm {iv('cp_comm', 1e6)} us per received KV token",
         f"in units (linear = 24576): quadratic {units['quadratic']}, overhead {units['overhead']}, "
-        f"cp_comm {units['cp_comm']} = {units['cp_comm_over_linear']:.2f} x linear",
+        f"cp_comm {units['cp_comm']}"
+        + (f" = {units['cp_comm_over_linear']:.2f} x linear" if units["cp_comm_over_linear"] is not None
+           else " (no linear term)"),
         f"collectives alone: {coll['fixed'] * 1e3:.2f} ms per micro-batch + "
         f"{coll['per_token'] * 1e6:.3g} us per received token",
     ]

@@ -82,14 +82,21 @@ def barrier_seconds(coef: Mapping[str, float], lengths: Sequence[int],
 
 def in_units(coef: Mapping[str, float]) -> dict[str, Any]:
     """The coefficients as the planner's integers: units in which ``linear`` is
-    :data:`LINEAR_UNITS` (so ``cp_comm / linear`` reads against the benchmark's 0.25)."""
-    if not coef["linear"] > 0:
-        raise ValueError("the fitted linear coefficient is 0: the design cannot set the units "
-                         "(give micro-batches of more varied lengths)")
-    unit = coef["linear"] / LINEAR_UNITS
+    :data:`LINEAR_UNITS` (so ``cp_comm / linear`` reads against the benchmark's 0.25). When the
+    fit has no linear term (a device where these micro-batches cost only their launches), the
+    units make the quadratic term 1, or, with neither, the overhead :data:`LINEAR_UNITS`; a
+    planner cost needs a linear or a quadratic term, so then ``linear`` is 1 (tokens)."""
+    if coef["linear"] > 0:
+        unit = coef["linear"] / LINEAR_UNITS
+    elif coef["quadratic"] > 0:
+        unit = coef["quadratic"]
+    else:
+        unit = max(coef["overhead"], coef["cp_comm"], 1e-30) / LINEAR_UNITS
     out: dict[str, Any] = {k: int(round(coef[k] / unit)) for k in MODEL_TERMS}
+    if out["linear"] == 0 and out["quadratic"] == 0:
+        out["linear"] = 1
     out["unit_seconds"] = unit
-    out["cp_comm_over_linear"] = coef["cp_comm"] / coef["linear"]
+    out["cp_comm_over_linear"] = coef["cp_comm"] / coef["linear"] if coef["linear"] > 0 else None
     return out
 
 

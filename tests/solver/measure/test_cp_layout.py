@@ -77,3 +77,10 @@ def test_written_out_schedules_agree_with_the_planner_module() -> None:
     for steps in s.values():
         exact = dcp.cp_step_time(list(CPU_LENGTHS), steps, cost=(24576, 1), cp_comm=6144, overhead=512)
         assert barrier_seconds(coef, list(CPU_LENGTHS), steps) == pytest.approx(float(exact), rel=1e-12)
+
+
+def test_units_without_a_linear_term_still_give_a_planner_cost() -> None:
+    quad = in_units({"overhead": 1e-3, "linear": 0.0, "quadratic": 2e-9, "cp_comm": 4e-9})
+    assert quad["quadratic"] == 1 and quad["cp_comm"] == 2 and quad["cp_comm_over_linear"] is None
+    flat = in_units({"overhead": 1e-3, "linear": 0.0, "quadratic": 0.0, "cp_comm": 0.0})
+    assert flat["overhead"] == 24576 and flat["linear"] == 1
