@@ -33,6 +33,14 @@ Plans for a training step (data-parallel ranks, pipeline stages)
         GPipe; the forward/backward split, p2p latency); the best order of each rank's
         micro-batches; the closed formula's figure, for comparison only.
 
+Dynamic context parallelism (each micro-batch's CP degree chosen with its sequences)
+    :func:`plan_cp_step`, :class:`CPStepPlan`
+        The degrees, packing, step count and order of one step over ``n_gpus`` DP x CP ranks,
+        under the "barrier" or "dag" sync model, with a lower bound and its gap.
+    :func:`cp_step_time`, :func:`check_cp_schedule`
+        Score any dynamic-CP schedule (Megatron-LM's included) exactly, and the one validator.
+        Baselines and the model's parts: :mod:`seqpart.solver.dynamic_cp`.
+
 Across ranks (``torch.distributed``; torch is imported lazily)
     :func:`partition_across_ranks`
         Every rank splits its own sequences into the count all ranks agree on.
@@ -74,6 +82,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
         plan_global_across_ranks,
         plan_step_across_ranks,
     )
+    from .dynamic_cp import CPStepPlan, check_cp_schedule, cp_step_time, plan_cp_step
     from .errors import (
         DistributedPlanError,
         InfeasibleError,
@@ -106,8 +115,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
 #: name loaded up front, ``import seqpart.solver.errors`` alone took 0.57 s).
 _HOME: dict[str, str] = {
     "check_plan": "seqpart.solver.plan",
+    "check_cp_schedule": "seqpart.solver.dynamic_cp",
     "check_schedule": "seqpart.solver.step",
     "Cost": "seqpart.solver.problem",
+    "cp_step_time": "seqpart.solver.dynamic_cp",
+    "CPStepPlan": "seqpart.solver.dynamic_cp",
     "CostProfile": "seqpart.solver.measure.profile",
     "DistributedPlanError": "seqpart.solver.errors",
     "ENGINES": "seqpart.solver.options",
@@ -126,6 +138,7 @@ _HOME: dict[str, str] = {
     "Plan": "seqpart.solver.plan",
     "plan_global": "seqpart.solver.step",
     "plan_global_across_ranks": "seqpart.solver.distributed",
+    "plan_cp_step": "seqpart.solver.dynamic_cp",
     "plan_step": "seqpart.solver.step",
     "plan_step_across_ranks": "seqpart.solver.distributed",
     "rank_times": "seqpart.solver.step",
@@ -141,6 +154,7 @@ _HOME: dict[str, str] = {
 __all__ = [
     "ENGINES",
     "Cost",
+    "CPStepPlan",
     "CostProfile",
     "DistributedPlanError",
     "InfeasibleError",
@@ -154,8 +168,10 @@ __all__ = [
     "TrainerInputError",
     "UsageError",
     "Violations",
+    "check_cp_schedule",
     "check_plan",
     "check_schedule",
+    "cp_step_time",
     "find_violations",
     "formula_step_time",
     "load_cost_profile",
@@ -164,6 +180,7 @@ __all__ = [
     "partition",
     "partition_across_ranks",
     "plan_global",
+    "plan_cp_step",
     "plan_global_across_ranks",
     "plan_step",
     "plan_step_across_ranks",

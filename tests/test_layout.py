@@ -112,7 +112,7 @@ LAYERS: list[tuple[str, ...]] = [
      "seqpart.solver.options", "seqpart.solver.measure.profile", "seqpart.solver.measure.checks"),
     ("seqpart.solver.engines", "seqpart.solver.assemble"),
     ("seqpart.solver.partition",),
-    ("seqpart.solver.step",),
+    ("seqpart.solver.step", "seqpart.solver.dynamic_cp"),
     ("seqpart.solver.distributed",),
     ("seqpart.solver",),  # the front door
     ("seqpart.solver.dropins", "seqpart.solver.measure"),

@@ -6,10 +6,13 @@
 * Step schedulers: :func:`build_dp_schedule` (slime, :mod:`.slime`) and
   :func:`rearrange_micro_batches` (verl, :mod:`.verl`), cap held.
 * OpenRLHF's signatures where they differ: :mod:`.openrlhf`.
+* Dynamic context parallelism (:mod:`.megatron`): Megatron-LM's
+  :class:`DefaultDynamicCPScheduler` (``get_groups_and_subsamples``), which verl's
+  ``DynamicCPScheduler.schedule`` also builds, planned by ``plan_cp_step``.
 * :func:`patch` / :func:`patch_verl` / :func:`patch_slime` / :func:`patch_openrlhf` /
-  :func:`patch_areal` (:mod:`.patch`): rebind the trainer's functions in every module that
-  imported them by name, so one call per process is enough; :func:`setup_worker` makes that call
-  in every Ray worker process (``worker_process_setup_hook``).
+  :func:`patch_areal` / :func:`patch_megatron` (:mod:`.patch`): rebind the trainer's functions
+  in every module that imported them by name, so one call per process is enough;
+  :func:`setup_worker` makes that call in every Ray worker process (``worker_process_setup_hook``).
 
 A calibrated cost profile (``seqpart calibrate``) goes in as ``cost_profile=`` (a
 ``CostProfile`` or its path): the step schedulers and the capped balancer balance its cost
@@ -31,10 +34,12 @@ from .balance import (
     get_minimum_num_micro_batch_size,
     get_seqlen_balanced_partitions,
 )
+from .megatron import DefaultDynamicCPScheduler
 from .patch import (
     Patched,
     patch,
     patch_areal,
+    patch_megatron,
     patch_openrlhf,
     patch_slime,
     patch_verl,
@@ -46,6 +51,7 @@ from .verl import rearrange_micro_batches
 __all__ = [
     "OPTIONS",
     "TIME_LIMIT",
+    "DefaultDynamicCPScheduler",
     "Patched",
     "TrainerInputError",
     "build_dp_schedule",
@@ -54,6 +60,7 @@ __all__ = [
     "get_seqlen_balanced_partitions",
     "patch",
     "patch_areal",
+    "patch_megatron",
     "patch_openrlhf",
     "patch_slime",
     "patch_verl",

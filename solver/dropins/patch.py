@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..measure.profile import CostProfile
-from . import balance, openrlhf, slime, verl
+from . import balance, megatron, openrlhf, slime, verl
 from ._values import as_profile
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "Patched",
     "patch",
     "patch_areal",
+    "patch_megatron",
     "patch_openrlhf",
     "patch_slime",
     "patch_verl",
@@ -66,6 +67,13 @@ TARGETS: dict[str, list[tuple[str, str, Callable[..., Any]]]] = {
         ("verl.utils.seqlen_balancing", "get_seqlen_balanced_partitions",
          balance.get_seqlen_balanced_partitions),
         ("verl.utils.seqlen_balancing", "rearrange_micro_batches", verl.rearrange_micro_batches),
+        ("verl.utils.dynamic_cp_scheduler", "get_megatron_dynamic_cp_scheduler_cls",
+         megatron.get_megatron_dynamic_cp_scheduler_cls),
+    ],
+    # A method of a class: "Class.method" (Megatron-LM dev, 2026-08, default_dynamic_cp).
+    "megatron": [
+        ("megatron.core.datasets.data_schedule", "DefaultDynamicCPScheduler.get_groups_and_subsamples",
+         megatron.dynamic_cp_groups),
     ],
     "slime": [
         ("slime.utils.seqlen_balancing", "get_seqlen_balanced_partitions",
@@ -97,6 +105,8 @@ KNOWN_IMPORTERS: dict[str, list[str]] = {
         "verl.workers.actor.megatron_actor",  # rearrange_micro_batches
         "verl.workers.critic.megatron_critic",  # rearrange_micro_batches
         "verl.workers.reward_model.megatron.reward_model",  # rearrange_micro_batches
+        # verl.utils.dynamic_cp_scheduler calls get_megatron_dynamic_cp_scheduler_cls through its
+        # own globals.
         # verl.workers.fsdp_workers imports rearrange_micro_batches inside a method (lazy).
     ],
     "slime": [
@@ -109,6 +119,7 @@ KNOWN_IMPORTERS: dict[str, list[str]] = {
         "openrlhf.trainer.ppo_utils.experience_maker",  # both
     ],
     "areal": [],  # kk_allocate calls _kk_partition through its module's globals
+    "megatron": [],  # a method, rebound on its class
 }
 
 
@@ -133,7 +144,7 @@ class Patched:
 def patch(trainer: str, *, cost_profile: Any = None) -> Patched:
     """Rebind ``trainer``'s balancing functions to seqpart's everywhere they are bound.
 
-    ``trainer`` is "verl", "slime", "openrlhf" or "areal". The trainer must be importable.
+    ``trainer`` is "verl", "slime", "openrlhf", "areal" or "megatron". The trainer must be importable.
     ``cost_profile`` (a :class:`~seqpart.solver.CostProfile` or the path of one, read once here)
     is bound into the replacements in :data:`PROFILED`, so the trainer's calls plan with its
     cost and overhead; a trainer with none of them raises a ValueError. Idempotent: a second
@@ -155,7 +166,8 @@ def patch(trainer: str, *, cost_profile: Any = None) -> Patched:
         module = _import_target(trainer, module_name, result)
         if module is None:
             continue
-        original = getattr(module, attr, None)
+        owner, name = _owner(module, attr)
+        original = None if owner is None else getattr(owner, name, None)
         if original is None:
             result.missing.append(f"{module_name}.{attr}")
             continue
@@ -165,8 +177,21 @@ def patch(trainer: str, *, cost_profile: Any = None) -> Patched:
         places = result.rebound.setdefault(f"{module_name}.{attr}", [])
         if original is replacement or _same_binding(original, replacement):
             continue
+        if owner is not module:  # a method: the class holds it, once
+            result._undo.append((owner, name, original))
+            setattr(owner, name, replacement)
+            places.append(f"{module_name}.{attr}")
+            continue
         _rebind(original, replacement, result, places)
     return result
+
+
+def _owner(module: Any, attr: str) -> tuple[Any, str]:
+    """The object holding ``attr`` ("name" in the module, "Class.name" in its class)."""
+    if "." not in attr:
+        return module, attr
+    cls_name, name = attr.split(".", 1)
+    return getattr(module, cls_name, None), name
 
 
 def _import_target(trainer: str, module_name: str, result: Patched) -> Any:
@@ -226,6 +251,12 @@ def patch_slime(*, cost_profile: Any = None) -> Patched:
     """``patch("slime")``: ``get_seqlen_balanced_partitions``, ``get_minimum_num_micro_batch_size``
     (v0.2/v0.3) and ``build_dp_schedule`` (main; it plans with ``cost_profile`` when given)."""
     return patch("slime", cost_profile=cost_profile)
+
+
+def patch_megatron() -> Patched:
+    """``patch("megatron")``: ``DefaultDynamicCPScheduler.get_groups_and_subsamples`` (the
+    dynamic-CP schedule; the class's ``run`` stays Megatron-LM's)."""
+    return patch("megatron")
 
 
 def patch_openrlhf() -> Patched:

@@ -13,6 +13,9 @@
   schedules on real processes in a gloo group and times them. At pp > 1 the step is each rank's
   measured micro-batch times through the modelled pipeline schedule
   (:mod:`~seqpart.solver.measure.pipeline_replay`), not a real pipeline run.
+* :mod:`seqpart.solver.measure.cp` measures context-parallel micro-batches on real processes:
+  exact all-gather-KV CP attention against one process, the dynamic-CP step model's fit
+  (``cp_comm`` with its noise), and two CP schedules replayed (``cp_timing_report``).
 
 torch, transformers, scipy and matplotlib are imported only by the functions that need them.
 (``calibrate`` is imported here, not wrapped: a wrapper of the same name as its module is

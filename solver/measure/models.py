@@ -24,6 +24,8 @@ from torch import nn
 from ..errors import MeasureError
 
 Runner = Callable[[Sequence[int]], None]
+#: Causal attention of ``(1, heads, T, d)`` tensors packed at ``starts``: ``(q, k, v, starts) -> out``.
+Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Sequence[int]], torch.Tensor]
 
 #: Name under which the per-sequence attention is registered in transformers' AttentionInterface.
 HF_ATTENTION = "seqpart_varlen"
@@ -116,10 +118,11 @@ class _Block(nn.Module):
         self.gate_up = nn.Linear(h, 2 * cfg.ffn, bias=False)
         self.down = nn.Linear(cfg.ffn, h, bias=False)
 
-    def forward(self, x: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, starts: Sequence[int], attention: Attention | None = None
+                ) -> torch.Tensor:
         b, t, h = x.shape
         q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        att = varlen_attention(q, k, v, starts).transpose(1, 2).reshape(b, t, h)
+        att = (attention or varlen_attention)(q, k, v, starts).transpose(1, 2).reshape(b, t, h)
         x = x + self.out(att)
         gate, up = self.gate_up(self.norm2(x)).chunk(2, dim=-1)
         return x + self.down(F.silu(gate) * up)
@@ -135,10 +138,14 @@ class ReferenceDecoder(nn.Module):
         self.norm = nn.RMSNorm(cfg.hidden)
         self.head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
 
-    def forward(self, ids: torch.Tensor, starts: Sequence[int]) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, starts: Sequence[int], attention: Attention | None = None
+                ) -> torch.Tensor:
+        """Logits of ``ids`` (``(1, T)``, packed at ``starts``). ``attention`` replaces the
+        per-sequence attention ``(q, k, v, starts) -> out``: context parallelism passes one that
+        runs this rank's slice of the tokens against the whole group's keys."""
         x = self.embed(ids)
         for block in self.blocks:
-            x = block(x, starts)
+            x = block(x, starts, attention)
         return self.head(self.norm(x))
 
 
@@ -175,7 +182,9 @@ def reference_runner(config: ReferenceConfig | None = None, *, device: str = "cp
 def _hf_varlen_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          attention_mask: torch.Tensor | None, scaling: float | None = None,
                          dropout: float = 0.0, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers attention function: per-sequence causal SDPA, split at ``cu_seq_lens_q``."""
+    """transformers attention function: per-sequence causal SDPA, split at ``cu_seq_lens_q``;
+    a ``seqpart_attention`` keyword (an :data:`Attention` taking ``scale=``, passed to the
+    model's forward) replaces it, as context parallelism does."""
     starts = kwargs.get("cu_seq_lens_q")
     if starts is None:
         raise MeasureError("seqpart_varlen attention needs cu_seq_lens_q (the packed sequences' starts)")
@@ -184,7 +193,8 @@ def _hf_varlen_attention(module: nn.Module, query: torch.Tensor, key: torch.Tens
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
     bounds = starts.tolist() if isinstance(starts, torch.Tensor) else list(starts)
-    out = varlen_attention(query, key, value, bounds, scale=scaling)
+    attend = kwargs.get("seqpart_attention") or varlen_attention
+    out = attend(query, key, value, bounds, scale=scaling)
     return out.transpose(1, 2).contiguous(), None
 
 

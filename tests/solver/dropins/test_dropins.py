@@ -610,7 +610,7 @@ def test_patch_rebinds_every_module_holding_the_original(monkeypatch: pytest.Mon
         done.undo()
     assert mods["verl.trainer_like"].get_seqlen_balanced_partitions is original
     with pytest.raises(ValueError, match="unknown trainer"):
-        trainers.patch("megatron")
+        trainers.patch("nemo")
 
 
 def test_float_weights_across_magnitudes_keep_float64_precision() -> None:

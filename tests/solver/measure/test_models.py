@@ -27,6 +27,21 @@ def test_reference_packed_equals_separate_sequences() -> None:
     assert torch.allclose(packed[:, 7:], model(b, [0, 5]), atol=1e-5)
 
 
+def test_reference_decoder_runs_the_attention_it_is_given() -> None:
+    torch.manual_seed(0)
+    model = ReferenceDecoder(TINY)
+    ids = torch.randint(0, 64, (1, 9))
+    calls = []
+
+    def recording(q, k, v, starts):  # type: ignore[no-untyped-def]
+        calls.append(list(starts))
+        return varlen_attention(q, k, v, starts)
+
+    out = model(ids, [0, 4, 9], recording)
+    assert calls == [[0, 4, 9]] * TINY.layers
+    assert torch.equal(out, model(ids, [0, 4, 9]))
+
+
 def test_varlen_attention_matches_a_block_diagonal_mask() -> None:
     q, k, v = (torch.randn(1, 2, 9, 4) for _ in range(3))
     mask = torch.zeros(9, 9, dtype=torch.bool)

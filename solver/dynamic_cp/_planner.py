@@ -1,0 +1,194 @@
+"""``plan_cp_step``: each micro-batch's CP degree, packing, step count and order together.
+
+Phases, all on the one instance (see docs/dynamic-cp.md):
+
+1. starts: Megatron-LM's greedy and seqpart's best fixed-CP plan at each degree dividing
+   ``n_gpus`` (:func:`~seqpart.solver.plan_step` on the cost the model charges there), so the
+   plan is never slower than either under the chosen sync model;
+2. seqpart's own construction (longest first at the cheapest degree, each where it least
+   raises its step), in two orders;
+3. local search on the barrier time from the best starts, while the budget lasts;
+4. the fastest schedule under ``sync`` is returned; it is "optimal" when it meets the bound.
+
+Budget: ``time_limit`` is spent as work (candidate evaluations, ``plan_step``'s own work
+budget), so that with ``SolverOptions(deterministic=True)`` the same input gives the same plan
+on every run and rank; otherwise the clock is a deadline as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from fractions import Fraction
+from typing import Any
+
+from ..options import SolverOptions, as_options, as_seconds, pauses_gc
+from ._bound import cp_lower_bound
+from ._fixed import fixed_cp_schedule, fixed_degrees
+from ._greedy import GreedyError, megatron_dynamic_cp_schedule
+from ._model import (
+    CPInstance,
+    CPStepPlan,
+    Steps,
+    _exact,
+    find_cp_violations,
+    make_cp_instance,
+    sample_id_groups,
+    schedule_time,
+)
+from ._search import Counter, construct, from_steps, local_search, to_steps
+
+__all__ = ["plan_cp_step"]
+
+#: Candidate evaluations per second of budget; measured on a 2-core machine so that a work
+#: budget ends before the clock would (the clock is the safety net outside deterministic mode).
+EVALS_PER_SECOND = 400_000
+#: Share of the budget given to seqpart's fixed-CP plans (split among the degrees).
+FIXED_SHARE = 0.35
+
+
+@pauses_gc
+def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees: Any = None,
+                 cost: Any = "attention", cp_comm: Any = 0, overhead: Any = 0,
+                 sync: str = "barrier", time_limit: float = 1.0,
+                 options: SolverOptions | None = None) -> CPStepPlan:
+    """Plan one training step under dynamic context parallelism.
+
+    Args:
+        lengths: token count of every sequence of the global batch.
+        n_gpus: the DP x CP ranks of one pipeline stage and tensor slice.
+        max_tokens_per_gpu: tokens one GPU holds in a micro-batch (Megatron-LM's
+            ``max_seqlen_per_dp_cp_rank``); a group of degree c holds ``c`` times as many.
+        degrees: allowed group sizes; None: Megatron-LM's (powers of two c with 2c <= n_gpus,
+            and n_gpus). A set that cannot tile ``n_gpus`` with aligned blocks is refused.
+        cost: "attention", "tokens", ``Cost(a, b)``, ``(a, b)`` or a ``CostProfile`` (its cost
+            and overhead): a sequence costs ``a*l + b*l^2``, spread over its group.
+        cp_comm: exposed cost per KV token a GPU receives from its group (0: overlapped).
+        overhead: fixed time of every micro-batch on every GPU, in the cost's units.
+        sync: "barrier" (each step ends with its slowest group) or "dag" (a group starts when
+            its members are free).
+        time_limit: seconds for the whole call.
+        options: ``SolverOptions(deterministic=True)`` for a plan repeatable on every rank.
+
+    Returns:
+        A :class:`CPStepPlan` that has passed the validator.
+    """
+    t0 = time.perf_counter()
+    seconds = as_seconds(time_limit, "time_limit")
+    assert seconds is not None
+    options = as_options(options)
+    inst = make_cp_instance(lengths, n_gpus, max_tokens_per_gpu, degrees=degrees, cost=cost,
+                            cp_comm=cp_comm, overhead=overhead, sync=sync)
+    _check_enough(inst)
+    # The search stops at 80% of the limit: validating and timing the pool takes the rest.
+    deadline = None if options.deterministic else t0 + seconds * 0.8
+    clock = None if deadline is None else (lambda: time.perf_counter() > deadline)
+    counter = Counter(int(seconds * EVALS_PER_SECOND), clock)
+    pool = _starts(inst, seconds, options, counter, t0)
+    return _finish(inst, _improve(inst, pool, counter), counter)
+
+
+def _check_enough(inst: CPInstance) -> None:
+    """Every GPU runs in every step: a group needs a sequence, so the widest tiling must do."""
+    n, k = inst.n_gpus, len(inst.lengths)
+    fewest = _fewest_groups(n, inst.degrees)
+    if k < fewest:
+        raise ValueError(
+            f"{k} sequences cannot keep {n} GPUs busy: every tiling of {n} GPUs by degrees "
+            f"{list(inst.degrees)} needs at least {fewest} groups, one sequence each; add "
+            f"{n} to degrees (one group of all GPUs), use fewer GPUs, or add sequences")
+
+
+def _fewest_groups(n: int, degrees: tuple[int, ...]) -> int:
+    best: list[int | None] = [0] + [None] * n
+    for s in range(n):
+        if best[s] is None:
+            continue
+        for c in degrees:
+            if s % c == 0 and s + c <= n:
+                v = best[s] + 1  # type: ignore[operator]
+                if best[s + c] is None or v < best[s + c]:  # type: ignore[operator]
+                    best[s + c] = v
+    assert best[n] is not None
+    return best[n]  # type: ignore[return-value]
+
+
+def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: Counter,
+            t0: float) -> list[tuple[str, Steps]]:
+    """The greedy (always run: the plan is never behind it), seqpart's construction, then the
+    fixed-CP plans on their share, then the second construction while the budget lasts."""
+    pool: list[tuple[str, Steps]] = []
+    if inst.degrees == _megatron_degrees(inst.n_gpus):
+        with contextlib.suppress(GreedyError):  # where Megatron-LM fails, it is no start
+            pool.append(("megatron-greedy", megatron_dynamic_cp_schedule(
+                list(inst.lengths), inst.n_gpus, inst.m)))
+    by_time = sorted(range(len(inst.lengths)), key=lambda i: (-inst.work(i), i))
+    by_tokens = sorted(range(len(inst.lengths)), key=lambda i: (-inst.lengths[i], i))
+    _construct_into(pool, inst, "pack-by-time", by_time, counter)
+    degs = fixed_degrees(inst)
+    share = seconds * FIXED_SHARE / max(1, len(degs))
+    fixed_options = SolverOptions(deterministic=options.deterministic, seed=options.seed,
+                                  workers=options.workers, pause_gc=options.pause_gc)
+    for c in degs:
+        if not options.deterministic and time.perf_counter() - t0 + share > seconds * 0.8:
+            continue
+        steps = fixed_cp_schedule(inst, c, share, fixed_options)
+        if steps is not None:
+            pool.append((f"fixed-cp{c}", steps))
+    _construct_into(pool, inst, "pack-by-tokens", by_tokens, counter)
+    return pool
+
+
+def _construct_into(pool: list[tuple[str, Steps]], inst: CPInstance, name: str, order: list[int],
+                    counter: Counter) -> None:
+    if counter.stopped:
+        return
+    state = construct(inst, order, counter)
+    if state is not None:
+        pool.append((name, to_steps(state)))
+
+
+def _megatron_degrees(n: int) -> tuple[int, ...]:
+    from ._model import default_degrees
+
+    return default_degrees(n)
+
+
+def _improve(inst: CPInstance, pool: list[tuple[str, Steps]],
+             counter: Counter) -> list[tuple[str, Steps, bool]]:
+    """Local search from the starts, fastest first, while the budget lasts."""
+    out = [(name, steps, False) for name, steps in pool if not find_cp_violations(inst, steps)]
+    ranked = sorted(out, key=lambda x: schedule_time(inst, x[1]))
+    for name, steps, _ in ranked[:3]:
+        if counter.stopped:
+            break
+        state = from_steps(inst, steps)
+        done = local_search(inst, state, counter)
+        out.append((name + "+search", to_steps(state), done))
+    return out
+
+
+def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Counter) -> CPStepPlan:
+    valid = [(schedule_time(inst, steps), k, name, steps, done)
+             for k, (name, steps, done) in enumerate(pool) if not find_cp_violations(inst, steps)]
+    if not valid:
+        raise ValueError("no valid schedule was found in the budget: raise time_limit")
+    best_t, _, method, steps, done = min(valid, key=lambda x: (x[0], x[1]))
+    bound = cp_lower_bound(inst)
+    status = "optimal" if best_t <= bound else "feasible"
+    stopped = "proven" if status == "optimal" else (counter.stopped or ("converged" if done else "starts"))
+    degrees_used = tuple(sorted({len(r) for step in steps for r, _ in step}))
+    baselines = {name: _exact(t) for t, _, name, _, _ in valid if "+" not in name and "pack" not in name}
+    return CPStepPlan(
+        steps=steps,
+        sample_id_groups=sample_id_groups(steps, inst.n_gpus),
+        step_time=_exact(best_t),
+        lower_bound=_exact(bound),
+        gap=float(Fraction(best_t) / bound - 1) if bound else 0.0,
+        status=status,
+        degrees_used=degrees_used,
+        sync=inst.sync,
+        method=method,
+        stopped=stopped,
+        baselines=baselines,
+    )

@@ -1,0 +1,316 @@
+"""The planner's own construction and its local search, on scaled integer times.
+
+A state is a list of steps; a step a list of groups ``[start, c, ids, work, tokens, time]``
+(``time`` is ``inst.scale`` times one GPU's time). The construction packs sequences longest
+first at their cheapest degree, each where it least raises its step's time (filling idle GPUs
+first, then the tightest fit), opening a step when nothing fits; idle GPUs are then covered by
+widening groups or by moving sequences onto them. The local search then moves and swaps
+sequences out of each step's slowest group while the barrier time falls, counting the
+candidates it evaluates so that a work budget, not the clock, can end it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._model import CPInstance, Steps
+
+__all__ = ["Counter", "construct", "from_steps", "local_search", "to_steps"]
+
+Group = list  # [start, c, ids, work, tokens, time]
+
+
+class Counter:
+    """Work done, and whether the budget (or the caller's clock) says stop."""
+
+    def __init__(self, limit: int, clock: Callable[[], bool] | None = None) -> None:
+        self.limit = limit
+        self.done = 0
+        self.clock = clock
+        self.stopped = ""
+        self._next_look = 0
+
+    def spend(self, k: int = 1) -> bool:
+        """Charge k evaluations; False once the work budget or the clock is spent."""
+        self.done += k
+        if self.done > self.limit:
+            self.stopped = self.stopped or "work budget"
+            return False
+        if self.clock is not None and self.done >= self._next_look:
+            self._next_look = self.done + 200  # reading the clock every ~0.5 ms of work
+            if self.clock():
+                self.stopped = self.stopped or "clock"
+                return False
+        return not self.stopped
+
+
+def _group(inst: CPInstance, start: int, c: int, ids: list[int]) -> Group:
+    w = sum(inst.work(i) for i in ids)
+    tok = sum(inst.lengths[i] for i in ids)
+    return [start, c, ids, w, tok, inst.scaled_time(c, w, tok)]
+
+
+def from_steps(inst: CPInstance, steps: Steps) -> list[list[Group]]:
+    return [[_group(inst, r[0], len(r), list(ids)) for r, ids in step] for step in steps]
+
+
+def to_steps(state: list[list[Group]]) -> Steps:
+    out: Steps = []
+    for step in state:
+        groups = sorted(step, key=lambda g: g[0])
+        out.append([(tuple(range(g[0], g[0] + g[1])), tuple(sorted(g[2]))) for g in groups])
+    return out
+
+
+def barrier_time(state: list[list[Group]]) -> int:
+    return sum(max(g[5] for g in step) for step in state)
+
+
+# ----------------------------------------------------------------------------- construction
+
+
+def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list[Group]] | None:
+    """Pack ``order`` (longest first works best) step by step; None if the budget ran out or
+    idle GPUs could not be covered."""
+    n = inst.n_gpus
+    state: list[list[Group]] = []
+    free: list[list[bool]] = []
+    tops: list[int] = []
+    rooms: list[int] = []  # the most tokens any group of the step still takes
+    for i in order:
+        # One unit per group scanned, halved: a scan here costs about half a search move.
+        if not counter.spend(1 + sum(len(step) + 2 for s, step in enumerate(state)
+                                     if rooms[s] >= inst.lengths[i] or True in free[s]) // 2):
+            return None
+        c = inst.min_degree(inst.lengths[i])
+        assert c is not None
+        best = _best_spot(inst, i, c, state, free, tops, rooms)
+        if best is None:
+            state.append([])
+            free.append([True] * n)
+            tops.append(0)
+            rooms.append(0)
+            best = _best_spot(inst, i, c, state, free, tops, rooms)
+            assert best is not None
+        _place(inst, i, c, best, state, free, tops)
+        rooms[best[0]] = max(g[1] * inst.m - g[4] for g in state[best[0]])
+    for s in range(len(state)):
+        if not _cover_idle(inst, s, state, free):
+            return None
+    return state
+
+
+def _best_spot(inst: CPInstance, i: int, c: int, state: list[list[Group]],
+               free: list[list[bool]], tops: list[int], rooms: list[int]) -> tuple | None:
+    lo, w = inst.lengths[i], inst.work(i)
+    alone = inst.scaled_time(c, w, lo)
+    inc = alone - inst.scale * inst.overhead
+    best, key = None, None
+    for s, step in enumerate(state):
+        idle = True in free[s]
+        if rooms[s] < lo and not idle:
+            continue  # nothing of this length fits this step any more
+        start = _free_block(free[s], c) if idle else None
+        if start is not None:
+            k = (max(0, alone - tops[s]), 0, tops[s] - alone)
+            if key is None or k < key:
+                best, key = (s, "new", start), k
+        for gi, g in enumerate(step):
+            if g[1] != c or g[4] + lo > c * inst.m:
+                continue
+            t = g[5] + inc
+            k = (max(0, t - tops[s]), 1, tops[s] - t)
+            if key is None or k < key:
+                best, key = (s, "add", gi), k
+    return best
+
+
+def _free_block(free: list[bool], c: int) -> int | None:
+    if free.count(True) < c:
+        return None
+    for start in range(0, len(free) - c + 1, c):
+        if all(free[start:start + c]):
+            return start
+    return None
+
+
+def _place(inst: CPInstance, i: int, c: int, spot: tuple, state: list[list[Group]],
+           free: list[list[bool]], tops: list[int]) -> None:
+    s, kind, where = spot
+    if kind == "new":
+        g = _group(inst, where, c, [i])
+        state[s].append(g)
+        for r in range(where, where + c):
+            free[s][r] = False
+    else:
+        g = state[s][where]
+        g[2].append(i)
+        g[3] += inst.work(i)
+        g[4] += inst.lengths[i]
+        g[5] = inst.scaled_time(g[1], g[3], g[4])
+    tops[s] = max(tops[s], g[5])
+
+
+def _cover_idle(inst: CPInstance, s: int, state: list[list[Group]], free: list[list[bool]]) -> bool:
+    """Give every idle GPU of step s work: widen a group over a free aligned block, or move a
+    sequence of a shared group onto one; as a last resort one full-domain group."""
+    step = state[s]
+    while any(free[s]):
+        if _widen_into_free(inst, step, free[s]) or _split_onto_free(inst, step, free[s]):
+            continue
+        ids = [i for g in step for i in g[2]]
+        if inst.n_gpus in inst.degrees and sum(inst.lengths[i] for i in ids) <= inst.n_gpus * inst.m:
+            state[s] = [_group(inst, 0, inst.n_gpus, ids)]
+            free[s] = [False] * inst.n_gpus
+            return True
+        return False
+    return True
+
+
+def _widen_into_free(inst: CPInstance, step: list[Group], free: list[bool]) -> bool:
+    best = None
+    for g in step:
+        c2 = 2 * g[1]
+        if c2 not in inst.degrees:
+            continue
+        start = g[0] - g[0] % c2
+        if start + c2 > inst.n_gpus:
+            continue
+        others = [r for r in range(start, start + c2) if not g[0] <= r < g[0] + g[1]]
+        if all(free[r] for r in others):
+            t = inst.scaled_time(c2, g[3], g[4])
+            if best is None or t > best[0]:
+                best = (t, g, start, c2, others)
+    if best is None:
+        return False
+    t, g, start, c2, others = best
+    g[0], g[1], g[5] = start, c2, t
+    for r in others:
+        free[r] = False
+    return True
+
+
+def _split_onto_free(inst: CPInstance, step: list[Group], free: list[bool]) -> bool:
+    """Move the cheapest movable sequence of a shared group onto a free aligned block."""
+    best = None
+    for c in inst.degrees:
+        start = _free_block(free, c)
+        if start is None:
+            continue
+        for g in step:
+            if len(g[2]) < 2:
+                continue
+            for i in g[2]:
+                if inst.lengths[i] <= c * inst.m:
+                    k = inst.work(i)
+                    if best is None or k < best[0]:
+                        best = (k, g, i, start, c)
+        if best is not None:
+            break
+    if best is None:
+        return False
+    _, g, i, start, c = best
+    _remove(inst, g, i)
+    step.append(_group(inst, start, c, [i]))
+    for r in range(start, start + c):
+        free[r] = False
+    return True
+
+
+def _remove(inst: CPInstance, g: Group, i: int) -> None:
+    g[2].remove(i)
+    g[3] -= inst.work(i)
+    g[4] -= inst.lengths[i]
+    g[5] = inst.scaled_time(g[1], g[3], g[4])
+
+
+def _add(inst: CPInstance, g: Group, i: int) -> None:
+    g[2].append(i)
+    g[3] += inst.work(i)
+    g[4] += inst.lengths[i]
+    g[5] = inst.scaled_time(g[1], g[3], g[4])
+
+
+# ----------------------------------------------------------------------------- local search
+
+
+def local_search(inst: CPInstance, state: list[list[Group]], counter: Counter) -> bool:
+    """Improve the barrier time in place by moves and swaps out of slow groups; True when it
+    stopped because no move improves (a local optimum), False when the budget ended it."""
+    while True:
+        improved = False
+        tops = [max(g[5] for g in step) for step in state]
+        order = sorted(range(len(state)), key=lambda s: -tops[s])
+        for s in order:
+            crit = max(state[s], key=lambda g: g[5])
+            if _improve_group(inst, state, tops, s, crit, counter):
+                improved = True
+                break
+            if counter.stopped:
+                return False
+        if not improved:
+            return True
+
+
+def _improve_group(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int,
+                   crit: Group, counter: Counter) -> bool:
+    """One improving move or swap of a sequence of ``crit`` (step s's slowest group)."""
+    base = inst.scale * inst.overhead
+    for i in sorted(crit[2], key=lambda i: -inst.work(i)):
+        lo, wi = inst.lengths[i], inst.work(i)
+        for t, step in enumerate(state):
+            if not counter.spend(len(step)):
+                return False
+            for g in step:
+                if g is crit:
+                    continue
+                if len(crit[2]) > 1 and g[4] + lo <= g[1] * inst.m and \
+                        _try_move(inst, state, tops, s, crit, t, g, i, lo, wi, base):
+                    return True
+                if _try_swap(inst, state, tops, s, crit, t, g, i, lo, wi, counter):
+                    return True
+    return False
+
+
+def _step_top(step: list[Group], changed: dict[int, int]) -> int:
+    return max(changed.get(id(g), g[5]) for g in step)
+
+
+def _try_move(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int, crit: Group,
+              t: int, g: Group, i: int, lo: int, wi: int, base: int) -> bool:
+    new_crit = inst.scaled_time(crit[1], crit[3] - wi, crit[4] - lo)
+    new_g = inst.scaled_time(g[1], g[3] + wi, g[4] + lo)
+    changed = {id(crit): new_crit, id(g): new_g}
+    if s == t:
+        delta = _step_top(state[s], changed) - tops[s]
+    else:
+        delta = _step_top(state[s], changed) - tops[s] + _step_top(state[t], changed) - tops[t]
+    if delta >= 0:
+        return False
+    _remove(inst, crit, i)
+    _add(inst, g, i)
+    return True
+
+
+def _try_swap(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int, crit: Group,
+              t: int, g: Group, i: int, lo: int, wi: int, counter: Counter) -> bool:
+    counter.done += len(g[2])
+    for j in g[2]:
+        lj, wj = inst.lengths[j], inst.work(j)
+        if wj >= wi:
+            continue
+        if crit[4] - lo + lj > crit[1] * inst.m or g[4] - lj + lo > g[1] * inst.m:
+            continue
+        new_crit = inst.scaled_time(crit[1], crit[3] - wi + wj, crit[4] - lo + lj)
+        new_g = inst.scaled_time(g[1], g[3] + wi - wj, g[4] + lo - lj)
+        changed = {id(crit): new_crit, id(g): new_g}
+        delta = _step_top(state[s], changed) - tops[s]
+        if s != t:
+            delta += _step_top(state[t], changed) - tops[t]
+        if delta < 0:
+            _remove(inst, crit, i)
+            _remove(inst, g, j)
+            _add(inst, crit, j)
+            _add(inst, g, i)
+            return True
+    return False
