@@ -176,8 +176,8 @@ def _calibration(rec: Record, name: str, config: dict[str, Any], s: Settings, bu
                  ) -> tuple[dict[str, Any], tuple[Any, Any, Any, Any]]:
     left = budget.left(f"calibration:{name}")
     if left <= 0:
-        return {"model": name, "status": "skipped", "reason": f"budget spent ({-left:.0f} s over its share)"}, (
-            None, None, None, None)
+        why = f"budget spent ({-left:.0f} s over its share)"
+        return {"model": name, "status": "skipped", "reason": why}, (None, None, None, None)
     record, design, profile, timings, run = calibrate_model(name, config, s, left)
     if profile is not None:
         profile.save(rec.out / f"profile_{name}.json")
