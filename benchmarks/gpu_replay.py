@@ -152,4 +152,4 @@ def cp_step(quick: bool) -> dict[str, Any]:
         report = cp.cp_timing_report
     except (ImportError, AttributeError):
         return {"status": "skipped", "reason": "not available in this install"}
-    return {"status": "done", "gpus": gpus, "report": report(device="cuda", quick=quick)}
+    return {"status": "done", "gpus": gpus, "quick": quick, "report": report(device="cuda", quick=quick)}

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from gpu_steps import cap_check, memory_model  # noqa: E402
+from gpu_steps import Settings, cap_check, memory_model, size_design  # noqa: E402
 
 from seqpart.solver.measure.calibrate import Timings  # noqa: E402
 from seqpart.solver.measure.design import make_design  # noqa: E402
@@ -148,3 +148,17 @@ def test_the_cap_check_reports_memory_the_fit_misses_and_failed_runs() -> None:
     assert all(r["out_of_memory"] and not r["within_budget"] for r in check["runs"]) and len(cleaned) == 3
     [check] = cap_check(mem, fit, [1e6], mem.hooks, lambda mb: 1e6, 60.0)  # each would take 11 days
     assert all("over the step's share" in r["skipped"] for r in check["runs"])
+
+
+def test_the_design_is_sized_to_the_memory_and_the_time_left() -> None:
+    # A probe as on a GPU: 5 ms per micro-batch, 10 us per token; 1 GiB held, 1 MiB per token.
+    probe = {"tokens": 8192, "small_s": 0.005, "large_s": 0.005 + 8192e-5, "small_peak_bytes": 2**30,
+             "large_peak_bytes": 2**30 + 8128 * 2**20, "device_bytes": 20 * 2**30}
+    s = Settings(device="cuda", dtype="bfloat16", models={}, max_tokens=(16384, 8192, 4096))
+    design, sizing = size_design(probe, s, 1e9)  # 60% of 20 GiB: 11,264 tokens
+    assert sizing["memory_allows_tokens"] == 11264 and design is not None and design.max_tokens == 8192
+    assert sizing["repeats"] == s.repeats and sizing["tried"][0]["skipped"] == "memory allows 11264 tokens"
+    smaller, sizing = size_design(probe, s, sizing["estimated_s"] - 1e-9)
+    assert smaller is not None and smaller.max_tokens == 4096 and sizing["estimated_s"] > 0
+    nothing, sizing = size_design(probe, s, 0.01)
+    assert nothing is None and len(sizing["tried"]) == 2 * len(s.max_tokens)
