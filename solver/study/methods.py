@@ -232,15 +232,17 @@ def stable_seed(*parts: object) -> list[int]:
 
 def resolve_min_k(lengths: Sequence[int], cap: int, seconds: float) -> tuple[int, str]:
     """Smallest feasible k: the bin-packing bound when first-fit decreasing meets it, else
-    partition(k=None). Returns (k, "optimal" | "upper_bound")."""
+    partition(k=None) in the repeatable mode. Returns (k, "optimal" | "upper_bound")."""
     from ...heuristics import first_fit_decreasing, min_bins_lower_bound
     from ..partition import SolverOptions, partition
 
     floor = min_bins_lower_bound(lengths, cap)
     if len(first_fit_decreasing(lengths, None, cap)) == floor:
         return floor, "optimal"
+    # Repeatable mode: the count is part of every record's key, so a resumed run, another
+    # executor or a loaded machine must find the same one.
     plan = partition(list(lengths), None, cap, time_limit=seconds,
-                     options=SolverOptions(workers=1))
+                     options=SolverOptions(workers=1, deterministic=True))
     return plan.k, plan.k_status
 
 
@@ -260,7 +262,7 @@ def build_instances(
     skipped (k > n, or a cap below the longest sequence in the batch).
 
     ``min_k_cache`` (batch key -> [k, k_status]) is read and filled: the smallest k comes from
-    a timed search, and a resumed study must see the same k (it is part of each key)."""
+    a search in the repeatable mode, and a resumed study must see the same k (part of each key)."""
     cache = min_k_cache if min_k_cache is not None else {}
     sources = _sources(config, say)
     ns = parse_ns(config.n) if config.n is not None else parse_ns(DEFAULT_N)
