@@ -2,15 +2,19 @@
 
 Under "dag" no schedule is slower than under "barrier" (a barrier only adds waiting), so a
 bound on the dag makespan bounds both. Each GPU runs one group in each of the ``S`` steps, and
-each group costs each of its GPUs at least ``overhead``. Three bounds, the largest is returned:
+each group costs each of its GPUs at least ``overhead``; ``S`` is at least ``S_min``.
 
-* area: a sequence of length l at degree c costs its group's GPUs ``w + cp_comm*l*(c-1)`` GPU-time
-  together (``w = a*l + b*l^2 + p``), least at its smallest feasible degree ``cmin``; spread over
-  ``n`` GPUs, plus ``S_min * overhead`` that every GPU pays;
-* each sequence alone: ``min_c (w/c + cp_comm*l*(c-1)/c) + overhead`` on its GPUs, which also
-  run ``S_min - 1`` other groups;
-* ``S_min`` is the fewest steps: ``ceil(sum l / (n*m))``, at least one per sequence longer
-  than ``n*m/2`` (two of them never share a step), and at least one.
+Sequence i at degree c keeps each GPU of its group busy ``t_i(c) = w/c + cp_comm*l*(c-1)/c``
+(``w = a*l + b*l^2 + p``) and takes ``g_i(c) = c*t_i(c) = w + cp_comm*l*(c-1)`` GPU-time, which
+grows with c. In a schedule of makespan T, every sequence runs at a degree with
+``t_i(c) + S_min*overhead <= T`` (its GPUs run ``S_min - 1`` other groups too), and all the GPU-time
+fits: ``sum_i g_i(c_i) + n*S_min*overhead <= n*T``. So T is at least the smallest value for which
+each sequence's least GPU-time among the degrees that T allows fits the GPUs; it is found
+exactly by walking the ``t_i(c)`` in order. This contains two simpler bounds: the area (every
+sequence at its smallest feasible degree) and each sequence alone at its fastest degree.
+
+``S_min`` is the fewest steps: ``ceil(sum l / (n*m))``, at least one per sequence longer than
+``n*m/2`` (two of them never share a step), and at least one.
 """
 
 from __future__ import annotations
@@ -30,18 +34,38 @@ def min_steps(inst: CPInstance) -> int:
 
 
 def cp_lower_bound(inst: CPInstance) -> Fraction:
-    """The largest of the bounds above, exact."""
-    s_min = min_steps(inst)
-    k = inst.scale  # every term below times k is an int (see CPInstance.scaled_time)
+    """The bound above, exact."""
+    k = inst.scale  # every time below is k times the real one, an int (CPInstance.scaled_time)
     fixed = k * inst.overhead
-    comm = inst.cp_comm.numerator * (k // inst.cp_comm.denominator)  # k * cp_comm
-    area = 0
-    alone = 0
+    n = inst.n_gpus
+    # Each sequence's options, narrowest first: (time on each of its GPUs, GPU-time), times k.
+    options = []
     for i, lo in enumerate(inst.lengths):
         w = inst.work(i)
-        cmin = inst.min_degree(lo)
-        assert cmin is not None  # make_cp_instance refused longer sequences
-        area += k * w + comm * lo * (cmin - 1)
-        best = min(inst.scaled_time(c, w, lo) for c in inst.degrees if lo <= c * inst.m) - fixed
-        alone = max(alone, best)
-    return max(Fraction(area, k * inst.n_gpus), Fraction(alone, k)) + s_min * inst.overhead
+        ts = [inst.scaled_time(c, w, lo) - fixed for c in inst.degrees if lo <= c * inst.m]
+        assert ts  # make_cp_instance refused longer sequences
+        options.append([(t, c * t) for t, c in zip(ts, [c for c in inst.degrees
+                                                          if lo <= c * inst.m], strict=True)])
+    return Fraction(_least_makespan(options, n), k) + min_steps(inst) * inst.overhead
+
+
+def _least_makespan(options: list[list[tuple[int, int]]], n: int) -> Fraction:
+    """The smallest T with every sequence at a degree whose time is at most T, and the least
+    GPU-time of those degrees summed at most ``n*T``."""
+    floor = max(min(t for t, _ in opts) for opts in options)  # each sequence alone
+    # chosen[i]: the narrowest option allowed so far (the least GPU-time: it grows with c).
+    chosen = [min(j for j, (t, _) in enumerate(opts) if t <= floor) for opts in options]
+    area = sum(opts[j][1] for opts, j in zip(options, chosen, strict=True))
+    later = sorted((t, i, j) for i, opts in enumerate(options) for j, (t, _) in enumerate(opts)
+                   if t > floor and j < chosen[i])
+    level = floor
+    for t, i, j in later:
+        if area <= n * level:
+            return Fraction(level)
+        if Fraction(area, n) < t:  # the area fits before the next degree opens
+            return Fraction(area, n)
+        level = t
+        if j < chosen[i]:
+            area -= options[i][chosen[i]][1] - options[i][j][1]
+            chosen[i] = j
+    return max(Fraction(level), Fraction(area, n))

@@ -18,12 +18,14 @@ on every run and rank; otherwise the clock is a deadline as well.
 from __future__ import annotations
 
 import contextlib
+import random
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 from ..options import SolverOptions, as_options, as_seconds, pauses_gc
-from ._bound import cp_lower_bound
+from ._bound import cp_lower_bound, min_steps
 from ._fixed import fixed_cp_schedule, fixed_degrees
 from ._greedy import GreedyError, megatron_dynamic_cp_schedule
 from ._model import (
@@ -36,7 +38,17 @@ from ._model import (
     sample_id_groups,
     schedule_time,
 )
-from ._search import Counter, construct, from_steps, local_search, to_steps
+from ._placement import place_for_dag
+from ._search import (
+    Counter,
+    barrier_time,
+    construct,
+    from_steps,
+    local_search,
+    perturb_search,
+    to_steps,
+    wide_degrees,
+)
 
 __all__ = ["plan_cp_step"]
 
@@ -45,6 +57,14 @@ __all__ = ["plan_cp_step"]
 EVALS_PER_SECOND = 400_000
 #: Share of the budget given to seqpart's fixed-CP plans (split among the degrees).
 FIXED_SHARE = 0.35
+#: The "wide" constructions: a long sequence gets the smallest degree whose time is within
+#: this many times one step's share of the area bound (see ``wide_degrees``).
+WIDE_SLACKS = ("1", "3/2", "2")
+#: The starts after the greedy, the first construction and the fixed-CP plans are built only
+#: while less than this share of the budget is spent: the rest is the search's.
+MORE_STARTS_SHARE = 0.5
+#: Under "dag", this many of the fastest schedules are re-placed (``place_for_dag``).
+PLACED = 3
 
 
 @pauses_gc
@@ -83,9 +103,12 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
     # The search stops at 80% of the limit: validating and timing the pool takes the rest.
     deadline = None if options.deterministic else t0 + seconds * 0.8
     clock = None if deadline is None else (lambda: time.perf_counter() > deadline)
-    counter = Counter(int(seconds * EVALS_PER_SECOND), clock)
+    # Repeatable mode: the work count alone ends the search. Clock timing: the deadline does,
+    # so the caller's limit is spent on a better plan.
+    work = int(seconds * EVALS_PER_SECOND) if options.deterministic else 1 << 62
+    counter = Counter(work, clock)
     pool = _starts(inst, seconds, options, counter, t0)
-    return _finish(inst, _improve(inst, pool, counter), counter)
+    return _finish(inst, _improve(inst, pool, counter, random.Random(options.seed)), counter)
 
 
 def _check_enough(inst: CPInstance) -> None:
@@ -115,8 +138,9 @@ def _fewest_groups(n: int, degrees: tuple[int, ...]) -> int:
 
 def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: Counter,
             t0: float) -> list[tuple[str, Steps]]:
-    """The greedy (always run: the plan is never behind it), seqpart's construction, then the
-    fixed-CP plans on their share, then the second construction while the budget lasts."""
+    """The greedy (always run: the plan is never behind it), seqpart's construction, the
+    fixed-CP plans on their share, then the wide constructions and the construction by tokens
+    while the budget's first part lasts."""
     pool: list[tuple[str, Steps]] = []
     if inst.degrees == _megatron_degrees(inst.n_gpus):
         with contextlib.suppress(GreedyError):  # where Megatron-LM fails, it is no start
@@ -135,15 +159,31 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
         steps = fixed_cp_schedule(inst, c, share, fixed_options)
         if steps is not None:
             pool.append((f"fixed-cp{c}", steps))
-    _construct_into(pool, inst, "pack-by-tokens", by_tokens, counter)
+
+    def early() -> bool:
+        """Whether the further starts may still run: the search keeps the rest of the budget
+        (by the work count in the repeatable mode, by the clock otherwise)."""
+        if options.deterministic:
+            return counter.done < counter.limit * MORE_STARTS_SHARE
+        return time.perf_counter() - t0 < seconds * 0.8 * MORE_STARTS_SHARE
+
+    seen = {tuple(inst.min_degree(lo) for lo in inst.lengths)}  # pack-by-time's degrees
+    for slack in WIDE_SLACKS:
+        degree = wide_degrees(inst, min_steps(inst), Fraction(slack))
+        chosen = tuple(degree(i) for i in range(len(inst.lengths)))
+        if chosen not in seen and early():  # the same degrees would give the same schedule
+            seen.add(chosen)
+            _construct_into(pool, inst, f"pack-wide{slack}", by_time, counter, degree)
+    if early():
+        _construct_into(pool, inst, "pack-by-tokens", by_tokens, counter)
     return pool
 
 
 def _construct_into(pool: list[tuple[str, Steps]], inst: CPInstance, name: str, order: list[int],
-                    counter: Counter) -> None:
+                    counter: Counter, degree: Callable[[int], int] | None = None) -> None:
     if counter.stopped:
         return
-    state = construct(inst, order, counter)
+    state = construct(inst, order, counter, degree)
     if state is not None:
         pool.append((name, to_steps(state)))
 
@@ -154,17 +194,29 @@ def _megatron_degrees(n: int) -> tuple[int, ...]:
     return default_degrees(n)
 
 
-def _improve(inst: CPInstance, pool: list[tuple[str, Steps]],
-             counter: Counter) -> list[tuple[str, Steps, bool]]:
-    """Local search from the starts, fastest first, while the budget lasts."""
+def _improve(inst: CPInstance, pool: list[tuple[str, Steps]], counter: Counter,
+             rng: random.Random) -> list[tuple[str, Steps, bool]]:
+    """Local search from every start, fastest first, then perturbation rounds from the best
+    local optimum, while the budget lasts; under "dag", each result also re-placed."""
     out = [(name, steps, False) for name, steps in pool if not find_cp_violations(inst, steps)]
-    ranked = sorted(out, key=lambda x: schedule_time(inst, x[1]))
-    for name, steps, _ in ranked[:3]:
+    ranked = sorted(out, key=lambda x: schedule_time(inst, x[1], "barrier"))
+    searched: list[tuple[int, str, list]] = []
+    for name, steps, _ in ranked:
         if counter.stopped:
             break
         state = from_steps(inst, steps)
         done = local_search(inst, state, counter)
         out.append((name + "+search", to_steps(state), done))
+        if done:
+            searched.append((barrier_time(state), name, state))
+    if searched and not counter.stopped:
+        _, name, state = min(searched, key=lambda x: x[0])
+        state, rounds = perturb_search(inst, state, counter, rng)
+        if rounds:
+            out.append((name + "+perturb", to_steps(state), False))
+    if inst.sync == "dag":
+        fastest = sorted(out, key=lambda x: schedule_time(inst, x[1]))[:PLACED]
+        out += [(name + "+placed", place_for_dag(inst, steps), done) for name, steps, done in fastest]
     return out
 
 

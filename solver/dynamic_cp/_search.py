@@ -11,11 +11,14 @@ candidates it evaluates so that a work budget, not the clock, can end it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
+from fractions import Fraction
 
 from ._model import CPInstance, Steps
 
-__all__ = ["Counter", "construct", "from_steps", "local_search", "to_steps"]
+__all__ = ["Counter", "construct", "from_steps", "local_search", "perturb_search", "to_steps",
+           "wide_degrees"]
 
 Group = list  # [start, c, ids, work, tokens, time]
 
@@ -69,9 +72,11 @@ def barrier_time(state: list[list[Group]]) -> int:
 # ----------------------------------------------------------------------------- construction
 
 
-def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list[Group]] | None:
+def construct(inst: CPInstance, order: list[int], counter: Counter,
+              degree: Callable[[int], int] | None = None) -> list[list[Group]] | None:
     """Pack ``order`` (longest first works best) step by step; None if the budget ran out or
-    idle GPUs could not be covered."""
+    idle GPUs could not be covered. ``degree(i)``: sequence i's group size (default its
+    smallest feasible degree)."""
     n = inst.n_gpus
     state: list[list[Group]] = []
     free: list[list[bool]] = []
@@ -82,7 +87,7 @@ def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list
         if not counter.spend(1 + sum(len(step) + 2 for s, step in enumerate(state)
                                      if rooms[s] >= inst.lengths[i] or True in free[s]) // 2):
             return None
-        c = inst.min_degree(inst.lengths[i])
+        c = inst.min_degree(inst.lengths[i]) if degree is None else degree(i)
         assert c is not None
         best = _best_spot(inst, i, c, state, free, tops, rooms)
         if best is None:
@@ -98,6 +103,28 @@ def construct(inst: CPInstance, order: list[int], counter: Counter) -> list[list
         if not _cover_idle(inst, s, state, free):
             return None
     return state
+
+
+def wide_degrees(inst: CPInstance, steps: int, slack: Fraction = Fraction(1)) -> Callable[[int], int]:
+    """A degree per sequence for the "wide" construction: the smallest feasible degree whose
+    time stays within ``slack`` times one step's share of the area bound (``steps`` steps), else
+    the degree where the sequence alone is fastest. A long sequence at its smallest degree can
+    take several steps' worth of time on a few GPUs while the others wait; wider, it fits one
+    step (a slack above 1 keeps it narrower, leaving GPUs for the short ones)."""
+    scale = inst.scale
+    area = sum(scale * inst.work(i) for i in range(len(inst.lengths)))
+    share = area // (inst.n_gpus * max(1, steps))
+    target = share * slack.numerator // slack.denominator + scale * inst.overhead
+
+    def degree(i: int) -> int:
+        lo, w = inst.lengths[i], inst.work(i)
+        feasible = [c for c in inst.degrees if lo <= c * inst.m]
+        for c in feasible:
+            if inst.scaled_time(c, w, lo) <= target:
+                return c
+        return min(feasible, key=lambda c: (inst.scaled_time(c, w, lo), c))
+
+    return degree
 
 
 def _best_spot(inst: CPInstance, i: int, c: int, state: list[list[Group]],
@@ -256,18 +283,26 @@ def _improve_group(inst: CPInstance, state: list[list[Group]], tops: list[int], 
                    crit: Group, counter: Counter) -> bool:
     """One improving move or swap of a sequence of ``crit`` (step s's slowest group)."""
     base = inst.scale * inst.overhead
-    for i in sorted(crit[2], key=lambda i: -inst.work(i)):
+    ids = sorted(crit[2], key=lambda i: -inst.work(i))
+    # Moves first (one evaluation per group), then swaps (one per pair): a cheap improving
+    # move is found before the first swap is scanned.
+    if len(crit[2]) > 1:
+        for i in ids:
+            lo, wi = inst.lengths[i], inst.work(i)
+            for t, step in enumerate(state):
+                if not counter.spend(len(step)):
+                    return False
+                for g in step:
+                    if g is not crit and g[4] + lo <= g[1] * inst.m and \
+                            _try_move(inst, state, tops, s, crit, t, g, i, lo, wi, base):
+                        return True
+    for i in ids:
         lo, wi = inst.lengths[i], inst.work(i)
         for t, step in enumerate(state):
             if not counter.spend(len(step)):
                 return False
             for g in step:
-                if g is crit:
-                    continue
-                if len(crit[2]) > 1 and g[4] + lo <= g[1] * inst.m and \
-                        _try_move(inst, state, tops, s, crit, t, g, i, lo, wi, base):
-                    return True
-                if _try_swap(inst, state, tops, s, crit, t, g, i, lo, wi, counter):
+                if g is not crit and _try_swap(inst, state, tops, s, crit, t, g, i, lo, wi, counter):
                     return True
     return False
 
@@ -314,3 +349,48 @@ def _try_swap(inst: CPInstance, state: list[list[Group]], tops: list[int], s: in
             _add(inst, g, i)
             return True
     return False
+
+
+# ----------------------------------------------------------------------------- perturbation
+
+
+def perturb_search(inst: CPInstance, state: list[list[Group]], counter: Counter,
+                   rng: random.Random, kick: int = 3) -> tuple[list[list[Group]], int]:
+    """Iterated local search from a local optimum, while the budget lasts: move ``kick``
+    random sequences of the slowest step to random groups they fit, search again, keep the
+    result when its barrier time is lower. Returns the best state and the rounds run."""
+    best, best_time = state, barrier_time(state)
+    rounds = 0
+    while not counter.stopped:
+        cand = [[[g[0], g[1], list(g[2]), g[3], g[4], g[5]] for g in step] for step in best]
+        if not counter.spend(len(inst.lengths) // 8 + 1) or not _kick(inst, cand, rng, kick):
+            break
+        local_search(inst, cand, counter)
+        rounds += 1
+        t = barrier_time(cand)
+        if t < best_time and not counter.stopped:
+            best, best_time = cand, t
+    return best, rounds
+
+
+def _kick(inst: CPInstance, state: list[list[Group]], rng: random.Random, kick: int) -> bool:
+    """Move up to ``kick`` sequences out of the slowest step (out of any step when its groups
+    each hold one sequence); False when none can move."""
+    tops = [max(g[5] for g in step) for step in state]
+    s = max(range(len(state)), key=lambda x: (tops[x], -x))
+    moved = 0
+    for _ in range(4 * kick):
+        shared = [g for g in state[s] if len(g[2]) > 1] or [
+            g for step in state for g in step if len(g[2]) > 1]
+        if not shared or moved == kick:
+            break
+        g = rng.choice(shared)
+        i = rng.choice(g[2])
+        lo = inst.lengths[i]
+        targets = [h for step in state for h in step if h is not g and h[4] + lo <= h[1] * inst.m]
+        if not targets:
+            continue
+        _remove(inst, g, i)
+        _add(inst, rng.choice(targets), i)
+        moved += 1
+    return moved > 0

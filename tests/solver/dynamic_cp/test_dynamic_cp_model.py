@@ -126,3 +126,20 @@ def test_bound_on_random_tiny_instances() -> None:
         bound = cp_lower_bound(make_cp_instance(lengths, n, m, **model))
         if best["dag"] is not None:
             assert bound <= best["dag"], (lengths, n, m, model)
+
+
+#: Batches where one sequence's degree binds: wide is quick but costs every GPU communication,
+#: narrow is long. The bound with that choice, then the brute-force optimum.
+ONE_LONG = [
+    (([2, 1], 2, 2, {"cost": (1, 1), "cp_comm": 2, "overhead": 2}), 8, 8),
+    (([4, 2, 1, 2], 4, 2, {"cost": (0, 1), "cp_comm": 1, "overhead": 1}), Fraction(45, 4), 13),
+    (([3, 1, 1, 2], 4, 3, {"cost": (1, 1), "cp_comm": 2, "overhead": 1}), 10, 10),
+    (([10, 5, 2, 4], 4, 5, {"cost": (1, 1), "cp_comm": 1, "overhead": 1}), 51, Fraction(109, 2)),
+]
+
+
+@pytest.mark.parametrize("case, bound, best", ONE_LONG)
+def test_one_sequence_at_each_degree_raises_the_bound_below_the_optimum(case, bound, best) -> None:
+    lengths, n, m, model = case
+    assert cp_lower_bound(make_cp_instance(lengths, n, m, **model)) == bound
+    assert optimum(lengths, n, m, **model)["dag"] == best
