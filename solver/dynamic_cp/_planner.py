@@ -26,6 +26,7 @@ from typing import Any
 
 from ..options import SolverOptions, as_options, as_seconds, pauses_gc
 from ._bound import cp_lower_bound, min_steps
+from ._cpsat_model import ExactResult, exact_fits, solve_exact
 from ._fixed import fixed_cp_schedule, fixed_degrees
 from ._greedy import GreedyError, megatron_dynamic_cp_schedule
 from ._model import (
@@ -63,6 +64,9 @@ WIDE_SLACKS = ("1", "3/2", "2")
 #: The starts after the greedy, the first construction and the fixed-CP plans are built only
 #: while less than this share of the budget is spent: the rest is the search's.
 MORE_STARTS_SHARE = 0.5
+#: Share of the budget for the exact CP-SAT model where the instance is small enough for it
+#: (``exact_fits``); the starts and the search take the rest first.
+EXACT_SHARE = 0.5
 #: Under "dag", this many of the fastest schedules are re-placed (``place_for_dag``).
 PLACED = 3
 
@@ -106,9 +110,36 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
     # Repeatable mode: the work count alone ends the search. Clock timing: the deadline does,
     # so the caller's limit is spent on a better plan.
     work = int(seconds * EVALS_PER_SECOND) if options.deterministic else 1 << 62
+    max_steps = len(inst.lengths)  # a step runs one sequence at least
+    small = exact_fits(inst, max_steps)
+    if small:  # the search leaves the exact model its share
+        work = int(work * (1 - EXACT_SHARE)) if options.deterministic else work
+        search_end = t0 + seconds * 0.8 * (1 - EXACT_SHARE)
+        clock = None if deadline is None else (lambda: time.perf_counter() > search_end)
     counter = Counter(work, clock)
     pool = _starts(inst, seconds, options, counter, t0)
-    return _finish(inst, _improve(inst, pool, counter, random.Random(options.seed)), counter)
+    # Small instances: CP-SAT, not perturbation rounds, after the local search.
+    found = _improve(inst, pool, counter, random.Random(options.seed), perturb=not small)
+    exact = _run_exact(inst, found, max_steps, seconds, options, t0) if small else None
+    return _finish(inst, found, counter, exact)
+
+
+def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps: int,
+               seconds: float, options: SolverOptions, t0: float) -> ExactResult | None:
+    """The exact model from the fastest schedule found, on the rest of the budget."""
+    best = min((schedule_time(inst, steps), k) for k, (_, steps, _) in enumerate(found)
+               if not find_cp_violations(inst, steps))
+    hint = found[best[1]][1]
+    horizon = int(best[0] * inst.scale)
+    if inst.overhead:  # a step costs every GPU its overhead at least
+        max_steps = min(max_steps, horizon // (inst.scale * inst.overhead))
+    if best[0] <= cp_lower_bound(inst) or max_steps < len(hint):
+        return None  # proven already
+    wall = t0 + seconds * 0.9
+    deadline = None if options.deterministic else t0 + seconds * 0.8
+    share = seconds * EXACT_SHARE
+    return solve_exact(inst, hint, horizon, max_steps, min_steps(inst), share, options, wall,
+                       deadline)
 
 
 def _check_enough(inst: CPInstance) -> None:
@@ -149,6 +180,8 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
     by_time = sorted(range(len(inst.lengths)), key=lambda i: (-inst.work(i), i))
     by_tokens = sorted(range(len(inst.lengths)), key=lambda i: (-inst.lengths[i], i))
     _construct_into(pool, inst, "pack-by-time", by_time, counter)
+    if _meets(inst, [steps for _, steps in pool], cp_lower_bound(inst)):
+        return pool  # optimal already
     degs = fixed_degrees(inst)
     share = seconds * FIXED_SHARE / max(1, len(degs))
     fixed_options = SolverOptions(deterministic=options.deterministic, seed=options.seed,
@@ -195,40 +228,71 @@ def _megatron_degrees(n: int) -> tuple[int, ...]:
 
 
 def _improve(inst: CPInstance, pool: list[tuple[str, Steps]], counter: Counter,
-             rng: random.Random) -> list[tuple[str, Steps, bool]]:
-    """Local search from every start, fastest first, then perturbation rounds from the best
-    local optimum, while the budget lasts; under "dag", each result also re-placed."""
+             rng: random.Random, perturb: bool = True) -> list[tuple[str, Steps, bool]]:
+    """Local search from every start, fastest first, then (``perturb``) perturbation rounds from
+    the best local optimum, while the budget lasts and nothing meets the bound; under "dag",
+    the fastest also re-placed."""
     out = [(name, steps, False) for name, steps in pool if not find_cp_violations(inst, steps)]
     ranked = sorted(out, key=lambda x: schedule_time(inst, x[1], "barrier"))
+    _place_fastest(inst, out)
+    # A schedule at the bound is optimal: nothing to search for. A barrier time at the bound is
+    # (the dag time is never above it).
+    bound = cp_lower_bound(inst)
+    target = int(bound * inst.scale)
     searched: list[tuple[int, str, list]] = []
+    proven = _meets(inst, [steps for _, steps, _ in out], bound)
     for name, steps, _ in ranked:
-        if counter.stopped:
+        if counter.stopped or proven:
             break
         state = from_steps(inst, steps)
         done = local_search(inst, state, counter)
         out.append((name + "+search", to_steps(state), done))
+        proven = _meets(inst, [out[-1][1]], bound)
         if done:
             searched.append((barrier_time(state), name, state))
-    if searched and not counter.stopped:
+    if perturb and searched and not counter.stopped and not proven:
         _, name, state = min(searched, key=lambda x: x[0])
-        state, rounds = perturb_search(inst, state, counter, rng)
+        state, rounds = perturb_search(inst, state, counter, rng, target)
         if rounds:
             out.append((name + "+perturb", to_steps(state), False))
-    if inst.sync == "dag":
-        fastest = sorted(out, key=lambda x: schedule_time(inst, x[1]))[:PLACED]
-        out += [(name + "+placed", place_for_dag(inst, steps), done) for name, steps, done in fastest]
+    _place_fastest(inst, out)
     return out
 
 
-def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Counter) -> CPStepPlan:
+def _place_fastest(inst: CPInstance, out: list[tuple[str, Steps, bool]]) -> None:
+    """Under "dag", the fastest schedules re-placed (groups and steps moved, not changed)."""
+    if inst.sync == "dag":
+        fastest = sorted((x for x in out if not x[0].endswith("+placed")),
+                         key=lambda x: schedule_time(inst, x[1]))[:PLACED]
+        out += [(name + "+placed", place_for_dag(inst, steps), done) for name, steps, done in fastest]
+
+
+def _meets(inst: CPInstance, schedules: list[Steps], bound: Fraction) -> bool:
+    """Whether one of ``schedules`` meets ``bound`` under the instance's sync model."""
+    return any(schedule_time(inst, steps) <= bound for steps in schedules)
+
+
+def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Counter,
+            exact: ExactResult | None) -> CPStepPlan:
+    if exact is not None and exact.steps is not None:
+        pool = [*pool, ("exact", exact.steps, exact.proven)]
     valid = [(schedule_time(inst, steps), k, name, steps, done)
              for k, (name, steps, done) in enumerate(pool) if not find_cp_violations(inst, steps)]
     if not valid:
         raise ValueError("no valid schedule was found in the budget: raise time_limit")
     best_t, _, method, steps, done = min(valid, key=lambda x: (x[0], x[1]))
     bound = cp_lower_bound(inst)
+    if exact is not None:  # CP-SAT's bound holds for every schedule no slower than its hint
+        bound = max(bound, min(best_t, Fraction(exact.bound, inst.scale)))
+        if exact.proven and exact.time is not None:
+            bound = max(bound, Fraction(exact.time, inst.scale))
     status = "optimal" if best_t <= bound else "feasible"
-    stopped = "proven" if status == "optimal" else (counter.stopped or ("converged" if done else "starts"))
+    if status == "optimal":
+        stopped = "proven"
+    elif exact is not None:  # the exact model ran to its share of the budget
+        stopped = "clock" if counter.clock is not None else "work budget"
+    else:
+        stopped = counter.stopped or ("converged" if done else "starts")
     degrees_used = tuple(sorted({len(r) for step in steps for r, _ in step}))
     baselines = {name: _exact(t) for t, _, name, _, _ in valid if "+" not in name and "pack" not in name}
     return CPStepPlan(

@@ -355,13 +355,15 @@ def _try_swap(inst: CPInstance, state: list[list[Group]], tops: list[int], s: in
 
 
 def perturb_search(inst: CPInstance, state: list[list[Group]], counter: Counter,
-                   rng: random.Random, kick: int = 3) -> tuple[list[list[Group]], int]:
-    """Iterated local search from a local optimum, while the budget lasts: move ``kick``
-    random sequences of the slowest step to random groups they fit, search again, keep the
-    result when its barrier time is lower. Returns the best state and the rounds run."""
+                   rng: random.Random, target: int = 0,
+                   kick: int = 3) -> tuple[list[list[Group]], int]:
+    """Iterated local search from a local optimum, while the budget lasts and the barrier time
+    is above ``target`` (scaled; the bound): move ``kick`` random sequences of the slowest step
+    to random groups they fit, search again, keep the result when its barrier time is lower.
+    Returns the best state and the rounds run."""
     best, best_time = state, barrier_time(state)
     rounds = 0
-    while not counter.stopped:
+    while not counter.stopped and best_time > target:
         cand = [[[g[0], g[1], list(g[2]), g[3], g[4], g[5]] for g in step] for step in best]
         if not counter.spend(len(inst.lengths) // 8 + 1) or not _kick(inst, cand, rng, kick):
             break

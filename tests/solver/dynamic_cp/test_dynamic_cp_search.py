@@ -116,3 +116,37 @@ def test_clock_timing_is_ended_by_the_clock_and_the_repeatable_mode_by_its_work(
     det = plan_cp_step(lengths, 16, 2048, time_limit=0.05,
                        options=SolverOptions(deterministic=True), **BENCH)
     assert det.stopped in ("work budget", "converged", "proven")
+
+
+@pytest.mark.parametrize("sync", ["barrier", "dag"])
+def test_the_exact_model_proves_the_brute_force_optimum_on_tiny_instances(sync: str) -> None:
+    from _brute_cp import optimum
+
+    rng = random.Random(11)
+    for _ in range(5):
+        n = rng.choice([2, 4])
+        lengths = [rng.randint(1, 4 * n) for _ in range(rng.randint(n, 5))]
+        model = {"cost": (rng.randint(0, 2), 1), "cp_comm": rng.randint(0, 2),
+                 "overhead": rng.randint(0, 3)}
+        best = optimum(lengths, n, 4, **model)[sync]
+        for options in (None, SolverOptions(deterministic=True)):
+            plan = plan_cp_step(lengths, n, 4, sync=sync, time_limit=2.0, options=options, **model)
+            assert plan.status == "optimal" and plan.stopped == "proven", (lengths, n, model)
+            assert plan.step_time == plan.lower_bound == best, (lengths, n, model)
+
+
+def test_the_exact_model_improves_its_hint_and_its_bound_holds() -> None:
+    from seqpart.solver.dynamic_cp._cpsat_model import exact_fits, solve_exact
+    from seqpart.solver.dynamic_cp._search import Counter as Work
+
+    lengths = [5000, 3000, 2500, 2000, 900, 800, 700, 600, 500, 400]
+    inst = make_cp_instance(lengths, 4, 2048, **BENCH)
+    hint = to_steps(construct(inst, sorted(range(10), key=lambda i: -lengths[i]), Work(10**9)))
+    horizon = int(schedule_time(inst, hint) * inst.scale)
+    assert exact_fits(inst, len(lengths))
+    got = solve_exact(inst, hint, horizon, len(lengths), 1, 0.3, SolverOptions(), wall=10**9,
+                      deadline=None)
+    assert got.steps is not None and not find_cp_violations(inst, got.steps)
+    assert got.time == schedule_time(inst, got.steps) * inst.scale <= horizon
+    assert got.bound <= got.time
+
