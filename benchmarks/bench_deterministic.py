@@ -9,8 +9,8 @@ by ``partition(time_limit=0.02)`` in a repeatable timing (``--timing strict``, w
 ``deterministic=True`` selects; or ``work``, with its wall-clock safety net) in each of
 ``--processes`` separate
 Python processes. Reported per size: how many batches got the same plan in every process,
-how many calls the wall-clock safety net cut (``plan.notes`` says so; those plans may
-differ), and the wall time (p50, max) against the limit + 5 ms. Print ``uptime`` with it:
+how many calls the wall-clock safety net cut (``plan.stopped_by == "safety_net"``; those plans
+may differ), and the wall time (p50, max) against the limit + 5 ms. Print ``uptime`` with it:
 wall times on a loaded machine say little.
 
 It also reports how much the machine alone moves the wall time: the calls of one batch that got
@@ -45,7 +45,6 @@ from common import (
 from seqpart.solver import InfeasibleError, SolverOptions, partition
 
 COSTS = ("tokens", "attention")
-CUT_NOTE = "safety net"
 
 
 def batches(seeds: int, data_dir: str) -> list:
@@ -62,7 +61,7 @@ def worker(seeds: int, data_dir: str, time_limit: float, repeats: int, timing: s
                 plan = partition(inst.lengths, inst.k, inst.cap, time_limit=time_limit, cost=cost,
                                  options=SolverOptions(timing=timing))
                 digest = hashlib.sha1(json.dumps(plan.bins).encode()).hexdigest()
-                cut = any(CUT_NOTE in note for note in plan.notes)
+                cut = plan.stopped_by == "safety_net"
             except InfeasibleError as err:
                 digest, cut = f"infeasible:{err.proven}", False
             seconds, cpu = time.perf_counter() - t, time.process_time() - cpu

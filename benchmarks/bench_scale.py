@@ -83,7 +83,7 @@ def run_partition(sizes: list[int], limits: list[float], repeats: int) -> list[l
             rows.append([
                 name, f"{limit:g}", f"{max(walls) * 1000:.1f}", f"{bound * 1000:.0f}",
                 verdict(max(walls) <= bound), str(plan.k), f"{plan.gap:.5%}", plan.method,
-                str(any("safety net" in note for note in plan.notes)),
+                str(plan.stopped_by == "safety_net"),
             ])
             print("  " + "  ".join(rows[-1]), flush=True)
     return rows

@@ -11,15 +11,14 @@ of ``seqpart.solver.step.starts.trainers``, the same schedules; ``--reference`` 
 ``seqpart.heuristics.TRAINER_SCHEDULERS`` instead, minutes at n=262,144) scored with
 ``step_time`` in its own order and in ``order_schedule``'s, and ``plan_step`` at each time
 limit: its wall time against the limit, its step time over the best valid trainer's, its gap to
-``step_lower_bound``, and which trainers its notes say were not run to their end.
+``step_lower_bound``, and the trainers it did not run to their end (``plan.trainers_not_run``).
 Targets: within time_limit + 5%, and never behind a valid trainer schedule in either order;
-and behind only trainers that ``notes`` name as not run to their end.
+and behind only trainers that ``plan.trainers_not_run`` names.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -73,11 +72,6 @@ def trainer_times(scheds: dict[str, Any], lengths: list[int], dp: int, cap: int,
     return out
 
 
-def not_run(notes: Sequence[str]) -> list[str]:
-    return sorted(name for name in TRAINER_SCHEDULERS
-                  if any(re.search(rf"\b{name}\b", n) for n in notes if "trainer" in n))
-
-
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = []
     for name in args.datasets.split(","):
@@ -100,7 +94,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                             "case": f"{name[:9]}/n{n}/dp{dp}/pp{pp}", "limit": limit, "wall": wall,
                             "step": Fraction(plan.step_time), "lb": lb, "m": plan.m,
                             "trainers": times, "trainer_seconds": secs,
-                            "not_run": not_run(plan.notes), "method": plan.method,
+                            "not_run": plan.trainers_not_run, "method": plan.method,
                         })
                         print(f"\r{len(out)} runs", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
@@ -131,7 +125,7 @@ def report(results: list[dict[str, Any]]) -> int:
          not late),
         (f"never behind a valid trainer schedule in either order ({len(behind)} behind: "
          f"{'; '.join(behind[:4])})", not behind),
-        (f"behind only trainers the notes name as not run to their end ({len(unnoted)} not "
+        (f"behind only trainers the plan names as not run to their end ({len(unnoted)} not "
          f"named: {'; '.join(unnoted[:4])})", not unnoted),
     ]
     print()

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidPlanError
-from .options import BestPlan
+from .options import BestPlan, Budget
 from .plan import Plan, check_plan
 from .problem import Items, Problem, bin_sums
 
@@ -22,10 +22,12 @@ def finish_plan(
     k_status: str,
     k_floor: int | None,
     t0: float,
+    budget: Budget | None = None,
 ) -> Plan:
     """The item-level plan as a :class:`Plan` over the original sequences: expanded, checked
     by :func:`check_plan` (an invalid one is an engine's bug, raised as such), its loads
-    summed exactly, its status set from the bound. ``t0`` is when the call started."""
+    summed exactly, its status set from the bound. ``t0`` is when the call started; ``budget``
+    the call's, which says why the search ended (None: it ended on its own)."""
     assert best.bins is not None
     scratch: dict[str, Any] = {}
     flat = items.expand_flat(best.bins)  # one sequence per item: vectorised
@@ -61,7 +63,12 @@ def finish_plan(
     loads, tokens = load_sums.tolist(), token_sums.tolist()
     over_costs = [int(problem.costs[i]) for i in problem.oversize]
     lower = max([best.lower_bound, *over_costs])
+    source = best.bound_source if lower == best.lower_bound else "oversize"
     max_load = max(loads)
+    proven = max_load <= lower and k_status != "upper_bound"
+    stopped_by = "proof" if proven else "complete"
+    if budget is not None:
+        stopped_by = budget.stop_reason(proven)
     return Plan(
         bins=bins,
         loads=loads,
@@ -78,4 +85,6 @@ def finish_plan(
         k_lower_bound=k_floor if k_floor is not None else None,
         oversize=list(problem.oversize),
         notes=list(best.notes),
+        stopped_by=stopped_by,
+        bound_source=source,
     )

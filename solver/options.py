@@ -16,6 +16,8 @@ from typing import Any, TypeVar
 import numpy as np
 from ortools.sat.python import cp_model
 
+from .plan import BoundSource, StopReason, stop_reason
+
 #: Parameters that crash the process rather than fail: refused with the reason.
 UNSAFE_PARAMETERS = {
     "repair_hint": "ortools 9.15 aborts the whole process on it (CHECK heuristics.fixed_search) "
@@ -115,7 +117,7 @@ class SolverOptions:
       machine it can overrun it. ``deterministic=True`` selects it; code that every rank
       computes from the same data (the trainer drop-ins) uses it.
     - ``"work"``: the strict budget with the wall clock as a safety net (when the clock stops
-      a step first, ``plan.notes`` says so and that plan may differ).
+      a step first, ``plan.stopped_by`` is "safety_net" and that plan may differ).
     """
 
     workers: int = 2
@@ -180,8 +182,15 @@ class BestPlan:
     method: str
     notes: list[str]
     hint: list[list[int]] | None = None  # an invalid plan CP-SAT may repair, when none is valid
+    #: Which bound gave ``lower_bound`` (``Plan.bound_source``): set wherever it is raised.
+    bound_source: BoundSource = "load"
 
-
+    def raise_bound(self, bound: int, source: BoundSource) -> bool:
+        """``lower_bound`` raised to ``bound`` with its source, when that is higher."""
+        if bound <= self.lower_bound:
+            return False
+        self.lower_bound, self.bound_source = bound, source
+        return True
 
 
 @dataclass
@@ -193,7 +202,10 @@ class Budget:
     estimates with what is left, so the choices do not depend on the machine. ``wall_deadline``
     (a ``time.perf_counter()`` value, "work" timing only) is the safety net: when it stops a
     step before its estimate ran out, ``cut`` records it. In "clock" timing ``left`` reads the
-    wall clock and charges are ignored.
+    wall clock and charges are ignored. ``ran_out`` records that a step was stopped, or not
+    begun, because what was left (of the estimate, or of the clock in "clock" timing) did not
+    pay for it: with it, :meth:`stop_reason` tells a budget that ran out from a search that
+    ended on its own.
     """
 
     limit: float
@@ -203,6 +215,7 @@ class Budget:
     cut: bool = False
     #: A Ctrl-C stopped a step (the caller's handler did not raise): nothing more is started.
     interrupted: bool = False
+    ran_out: bool = False
 
     def left(self) -> float:
         if self.by_clock:
@@ -219,14 +232,29 @@ class Budget:
 
     def mark_cut(self) -> None:
         """The wall clock, not the estimate, stopped a step: the plan may differ from another
-        run's (``plan.notes`` says so). In "clock" timing the clock decides anyway."""
+        run's (``plan.stopped_by`` says so). In "clock" timing the clock is the budget: it ran
+        out."""
         if not self.by_clock:
             self.cut = True
+        else:
+            self.ran_out = True
+
+    def mark_ran_out(self) -> None:
+        """A step stopped on its share of the budget, or was left out for lack of it."""
+        self.ran_out = True
+
+    def stop_reason(self, proven: bool) -> StopReason:
+        """Why the call's search ended (``Plan.stopped_by``): ``proven`` says the plan meets
+        its bound (and the count, when searched, is proven smallest)."""
+        short = self.ran_out or self.left() <= 0
+        return stop_reason(proven, interrupted=self.interrupted, safety_net=self.cut,
+                           clock=short and self.by_clock, work=short and not self.by_clock)
 
     def fits(self, seconds: float) -> bool:
         """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
         wall clock says no, the safety net decides (and ``cut`` records it)."""
         if self.left() < seconds:
+            self.ran_out = True
             return False
         if not self.by_clock and self.wall_left() < seconds:
             self.cut = True

@@ -40,7 +40,7 @@ from .engines.prove import prove_items
 from .engines.resplit import improve_by_groups
 from .errors import InfeasibleError
 from .options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
-from .plan import Plan
+from .plan import BoundSource, Plan
 from .problem import Cost, Items, Problem, make_items, make_problem
 
 
@@ -96,6 +96,7 @@ def _fixed_k(
         # in full micro-batches under a low load, which the cost-only bounds cannot see.
         lb = load_lower_bound_token_room(items.token_array, items.cost_array, k, cap, lb)
         lb = max(lb, load_lower_bound_full_pair(items.token_array, items.cost_array, k, cap))
+    source: BoundSource = "token_room" if lb > cost_only else "load"
 
     def check_count(need: int) -> None:
         if need > k:
@@ -120,7 +121,8 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method)
+    best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method,
+                          source)
     if best.bins is None and cap is not None:
         check_count(_count_bound(items, cap))
         if max_count is None and engine != "heuristics" and not items.shift and problem.k:
@@ -130,7 +132,7 @@ def _fixed_k(
             packed = _packing_at(items, k, cap, budget, time_limit)
             if packed is not None:
                 best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, packed,
-                                      "count_search")
+                                      "count_search", source)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
             best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
@@ -230,6 +232,8 @@ def _search_k(
                       budget.left() - attempt_seconds)
         found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
                             budget.charge)
+        if found is None or found.lower_bound < len(found.bins or bfd):
+            budget.mark_ran_out()  # its allowance ended it (or left it out) short of a proof
         if found is not None:
             notes = found.notes
             floor = max(floor, found.lower_bound)
@@ -334,7 +338,8 @@ def partition(
         cap: max tokens per micro-batch (``max_tokens_per_gpu * cp_size``); None for no cap.
         time_limit: budget in seconds for the whole call. By default it is spent as estimated
             work, so the same input gives the same plan on any machine; the wall clock is a
-            safety net (``plan.notes`` says when it cut). See ``SolverOptions.timing``.
+            safety net (``plan.stopped_by`` is "safety_net" when it cut). See
+            ``SolverOptions.timing``; ``plan.stopped_by`` says why the search ended.
         cost: what to balance: "tokens", "attention" (24576*l + l^2) or ``Cost(a, b)``. The cap
             always applies to tokens.
         equal_size: every micro-batch gets the same number of sequences (n divisible by k).
@@ -399,4 +404,4 @@ def partition(
             "the wall-clock safety net stopped a step before its work budget ran out (a "
             "loaded machine): this plan may differ from another run's"
         )
-    return finish_plan(problem, items, best, k_items + n_over, k_status, k_floor, t0)
+    return finish_plan(problem, items, best, k_items + n_over, k_status, k_floor, t0, budget)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -186,6 +186,64 @@ def check_plan(
         raise InvalidPlanError(found.messages)
 
 
+#: Why a search ended (``Plan.stopped_by``, ``StepPlan.stopped_by``), one of:
+#:
+#: - ``"proof"``: the plan meets a proven lower bound (and with ``k=None`` the count is proven
+#:   smallest): nothing better exists, so nothing was left to search.
+#: - ``"work"``: the counted work budget ran out (repeatable timings): a step was stopped, or not
+#:   begun, because the estimated work left did not pay for it. A longer ``time_limit`` searches
+#:   further; the same input and limit give the same plan on any machine.
+#: - ``"clock"``: the wall clock, which is the budget in clock timing (``plan_step``: unless
+#:   ``deterministic``), ended the search. The plan can differ from run to run.
+#: - ``"safety_net"``: in "work" timing the wall clock stopped a step before its counted work ran
+#:   out (a loaded or slow machine). Reported whatever else happened, a proof included: this
+#:   plan may differ from another run's.
+#: - ``"interrupt"``: a Ctrl-C stopped a CP-SAT solve and the caller's handler did not raise.
+#: - ``"complete"``: every step ended on its own (converged, searched out, or not applicable)
+#:   before the budget ran out, without a proof: a longer limit gives the same plan.
+StopReason = Literal["proof", "work", "clock", "safety_net", "interrupt", "complete"]
+STOP_REASONS: tuple[StopReason, ...] = (
+    "proof", "work", "clock", "safety_net", "interrupt", "complete")
+
+
+def stop_reason(proven: bool, *, interrupted: bool = False, safety_net: bool = False,
+                clock: bool = False, work: bool = False) -> StopReason:
+    """The one :data:`StopReason` for what a search knows of its end, in this order: a Ctrl-C,
+    the safety net (either may change the plan, whatever else happened), a proof, the clock
+    running out, the counted work running out, else "complete"."""
+    if interrupted:
+        return "interrupt"
+    if safety_net:
+        return "safety_net"
+    if proven:
+        return "proof"
+    if clock:
+        return "clock"
+    return "work" if work else "complete"
+
+#: Which bound gave ``Plan.lower_bound`` (``Plan.bound_source``), one of:
+#:
+#: - ``"load"``: the counting bounds: the mean load, the heaviest sequence (or group), the k-th
+#:   and (k+1)-th heaviest together, and with equal sizes the heaviest with the lightest others.
+#: - ``"token_room"``: a cost other than tokens under a cap with little room: the heaviest
+#:   sequences cannot share full micro-batches (token-room and full-pair bounds).
+#: - ``"packing"``: the bin-packing bound (Martello-Toth L2) searched over the loads.
+#: - ``"fluid_lp"``: the fluid LP (the heaviest sequences whole, the others split).
+#: - ``"lp"``: the Gilmore-Gomory LP relaxation.
+#: - ``"load_search"``: the waste-limited LP of the load search.
+#: - ``"exact"``: the exact search refuted every lower load.
+#: - ``"cpsat"``: CP-SAT's bound (or its proof of optimality).
+#: - ``"oversize"``: a sequence over the cap, alone in its micro-batch, costs that much.
+BoundSource = Literal["load", "token_room", "packing", "fluid_lp", "lp", "load_search", "exact",
+                      "cpsat", "oversize"]
+BOUND_SOURCES: tuple[BoundSource, ...] = (
+    "load", "token_room", "packing", "fluid_lp", "lp", "load_search", "exact", "cpsat", "oversize")
+#: Which bound gave ``StepPlan.lower_bound`` (``StepPlan.bound_source``): ``"step_bound"``, the
+#: step lower bound (:func:`~seqpart.solver.step.step_lower_bound`: the load terms and the
+#: pipeline bubble at every count), or ``"cpsat"``, CP-SAT's proofs on a tiny instance (pp = 1).
+StepBoundSource = Literal["step_bound", "cpsat"]
+
+
 @dataclass(frozen=True)
 class Plan:
     """A checked micro-batch plan, with everything a caller or a study needs about it.
@@ -195,7 +253,10 @@ class Plan:
     cost was chosen), ``tokens`` the token sums the cap applies to. ``status`` is "optimal" only
     when ``max_load`` equals a proven ``lower_bound``; ``gap`` is (max_load - lower_bound) /
     lower_bound. ``method`` names the engine that produced the bins, ``notes`` why (fallbacks,
-    skipped models). ``k_status`` is "given", "optimal" (proven smallest count) or "upper_bound".
+    skipped models), for people to read. ``k_status`` is "given", "optimal" (proven smallest
+    count) or "upper_bound". ``stopped_by`` says why the search ended (:data:`StopReason`) and
+    ``bound_source`` which bound gave ``lower_bound`` (:data:`BoundSource`): decide from these
+    fields, never from ``notes``.
     """
 
     bins: list[list[int]]
@@ -213,6 +274,8 @@ class Plan:
     k_lower_bound: int | None = None
     oversize: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    stopped_by: StopReason = "complete"
+    bound_source: BoundSource = "load"
 
     @property
     def gap(self) -> float:
@@ -258,4 +321,6 @@ class Plan:
             "k_lower_bound": self.k_lower_bound,
             "oversize": self.oversize,
             "notes": self.notes,
+            "stopped_by": self.stopped_by,
+            "bound_source": self.bound_source,
         }

@@ -149,7 +149,7 @@ def solve_items(
         model, y, z = _build(items, types, k, cap, max_count, best, build_by)
         keys, members = types
     except _OutOfTime as stop:
-        budget.mark_cut()
+        budget.mark_cut()  # in clock timing: the budget ran out
         best.notes.append(f"cp-sat skipped: the model build reached the time limit ({stop})")
         return best
     budget.charge(size * BUILD_SECONDS_PER_VAR)
@@ -266,18 +266,19 @@ def _read_result(
             + ": raise k or the cap, or relax the side constraints",
             proven=True,
         )
+    if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) and not budget.interrupted:
+        budget.mark_ran_out()  # its limit (deterministic time, or the clock) ended the search
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         best.notes.append(f"cp-sat returned {name} after {took:.0f} ms{stop_note}; heuristic plan "
                           "kept")
         return best
-    bound = max(best.lower_bound, int(round(solver.best_objective_bound)))
     value = int(solver.objective_value)
     if best.bins is None or value < best.max_load:
         bins = _extract(solver, y, members, k)
         best.bins, best.max_load, best.method = bins, value, "cp-sat"
-    best.lower_bound = max(bound, best.lower_bound)
+    best.raise_bound(int(round(solver.best_objective_bound)), "cpsat")
     if status == cp_model.OPTIMAL:
-        best.lower_bound = best.max_load
+        best.raise_bound(best.max_load, "cpsat")
     best.notes.append(f"cp-sat {name} in {took:.0f} ms ({len(keys)} types, {k} bins){stop_note}")
     return best
 

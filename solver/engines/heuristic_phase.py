@@ -27,6 +27,7 @@ from ...heuristics.kernels import (
     repair_step_seconds,
 )
 from ..options import BestPlan, Budget
+from ..plan import BoundSource
 from ..problem import Items, measure_bins
 from .budget_costs import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
@@ -104,13 +105,17 @@ def heuristic_plan(
     time_limit: float,
     start: list[list[int]] | None = None,
     start_method: str = "best_fit_decreasing",
+    bound_source: BoundSource = "load",
 ) -> BestPlan:
     """Constructions and local search, in the order that pays off soonest (the phases of
     :meth:`_HeuristicPhase.run`). Every optional step runs only when its measured per-item cost
     fits the budget left, and is charged that cost (local search: the work it did), so the call
     stays near its limit at any n and, outside "clock" timing, takes the same steps on every
-    machine. Returns the best valid plan, or with none the least-violating split as a hint."""
-    return _HeuristicPhase(items, k, cap, max_count, lb, budget, time_limit).run(start, start_method)
+    machine. Returns the best valid plan, or with none the least-violating split as a hint.
+    ``bound_source`` names the bound ``lb`` came from."""
+    phase = _HeuristicPhase(items, k, cap, max_count, lb, budget, time_limit)
+    phase.best.bound_source = bound_source
+    return phase.run(start, start_method)
 
 
 class _HeuristicPhase:
@@ -225,6 +230,8 @@ class _HeuristicPhase:
         stopped = report.get("stopped", "converged")
         if stopped == "deadline":
             budget.mark_cut()
+        elif stopped in ("steps", "repair"):  # its work allowance ended it
+            budget.mark_ran_out()
         return polished, self.offer(method + "+local_search", polished), stopped
 
     def tighten_bound(self) -> None:
@@ -239,19 +246,23 @@ class _HeuristicPhase:
         # stopped search still gives a valid bound), charged for the steps it made.
         steps = min(2 + (best.max_load - self.lb).bit_length(),
                     packing_bound_steps(n, budget.left()))
+        if steps < 2 + (best.max_load - self.lb).bit_length():
+            budget.mark_ran_out()  # a shorter search than the bound's full one
         if steps >= 2 and budget.fits(packing_bound_seconds(n, steps)):
             self.tightened = True
             report: dict[str, int] = {}
-            best.lower_bound = max(best.lower_bound, load_lower_bound_packing(
+            best.raise_bound(load_lower_bound_packing(
                 self.items.cost_array, self.k, self.lb, best.max_load, max_steps=steps,
                 report=report,
-            ))
+            ), "packing")
             budget.charge(packing_bound_seconds(n, report.get("steps", steps)))
 
     def karmarkar_karp(self) -> list[list[int]] | None:
         """KK's plan when it ran and is valid (it is then also a start in ``starts``)."""
         self.kk_done = True
         budget, items = self.budget, self.items
+        if not self.kk_planned and not self.proven():
+            budget.mark_ran_out()  # too dear for this time limit
         if self.kk_planned and not self.proven() and budget.fits(self.kk_seconds):
             budget.charge(self.kk_seconds)
             kk = karmarkar_karp_lists(items.costs, items.counts, self.k, self.max_count,
@@ -324,7 +335,7 @@ class _HeuristicPhase:
                            best.max_load if best.bins is not None else None,
                            min(DIVE_SHARE * self.time_limit, budget.left()),
                            deadline=budget.wall_deadline, charge=budget.charge,
-                           on_cut=budget.mark_cut)
+                           on_cut=budget.mark_cut, on_short=budget.mark_ran_out)
         if dived is not None:
             self.offer("dive", dived)
 
@@ -336,6 +347,8 @@ class _HeuristicPhase:
         own path, so partition is never behind it when the budget holds that path."""
         items, budget, n, k = self.items, self.budget, self.n, self.k
         lpt_cost = lpt_seconds(n, k, self.by_tokens)
+        if not self.proven() and lpt_cost + self.fallback_seconds > self.time_limit:
+            budget.mark_ran_out()  # too dear for this time limit
         if (self.proven() or lpt_cost + self.fallback_seconds > self.time_limit
                 or self.out_of_time(lpt_cost)):
             return
@@ -435,6 +448,8 @@ class _HeuristicPhase:
         budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
         if report.get("deadline"):
             budget.mark_cut()
+        if report.get("short"):
+            budget.mark_ran_out()
 
     def resplit_groups(self) -> None:
         if not self.proven() and not self.out_of_time():
@@ -459,3 +474,5 @@ class _HeuristicPhase:
         budget.charge(report.get("work", 0) / EXCHANGES_PER_SECOND)
         if report.get("deadline"):
             budget.mark_cut()
+        if report.get("short"):
+            budget.mark_ran_out()

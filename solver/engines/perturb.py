@@ -59,6 +59,8 @@ def keep_improving(
             best.method = best.method.split("+perturbed")[0] + "+perturbed"
             plan = [list(b) for b in searched]
             improved += 1
+    if best.max_load > best.lower_bound:  # still unproven: the clock ended the rounds
+        budget.mark_ran_out()
     if rounds:
         best.notes.append(f"perturb and search: {rounds} rounds, {improved} improved the plan")
     return best

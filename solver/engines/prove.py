@@ -88,6 +88,7 @@ def dive_items(
     deadline: float | None = None, few_per_bin_only: bool = True,
     charge: Callable[[float], None] | None = None,
     on_cut: Callable[[], None] | None = None,
+    on_short: Callable[[], None] | None = None,
 ) -> list[list[int]] | None:
     """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -101,7 +102,7 @@ def dive_items(
     local search is close already and needs the time. ``charge`` is called with the estimated
     seconds of each attempt made; ``deadline`` is a safety net only, and ``on_cut`` is called
     when the clock (not the work budget) ended an attempt, since the result may then differ
-    from run to run.
+    from run to run; ``on_short`` when its allowance left it out or ended its attempts.
     """
     if max_count is not None or items.tokens != items.costs:
         return None
@@ -117,6 +118,8 @@ def dive_items(
         + DIVE_WORDS_PER_ITEM_LEFT * n // 2
     )
     if estimate > budget:
+        if on_short is not None:
+            on_short()
         return None
     # The allowance on the clock too, as a safety net (a loaded machine shifts words slower);
     # without a deadline ("strict" timing) no clock decides anything.
@@ -125,6 +128,8 @@ def dive_items(
     z = lower + step
     for _ in range(attempts):
         if (upper is not None and z >= upper) or budget <= 0:
+            if budget <= 0 and on_short is not None:
+                on_short()
             break
         report: dict[str, int] = {}
         bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop, report=report)
@@ -216,6 +221,7 @@ def _lp_bound(items: Items, k: int, cap: int | None, best: BestPlan, budget: Bud
     if len(items) > MAX_ITEMS_PER_BIN * k:
         return
     if LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_budget.work:
+        budget.mark_ran_out()  # too few iterations in its share to move the bound
         return
     if best.bins is None and cap is not None:
         infeasible = lp_infeasible(tokens, k, cap, lp_budget)
@@ -232,8 +238,9 @@ def _lp_bound(items: Items, k: int, cap: int | None, best: BestPlan, budget: Bud
                               lp_budget)
         budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
         _note_cut(budget)
-        if bound > best.lower_bound:
-            best.lower_bound = bound
+        if lp_budget.used >= lp_budget.work:
+            budget.mark_ran_out()
+        if best.raise_bound(bound, "lp"):
             best.notes.append(NOTE_LP)
 
 
@@ -244,7 +251,8 @@ def _dive(items: Items, k: int, cap: int | None, max_count: int | None, best: Be
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None,
                        seconds, attempts=8, deadline=budget.wall_deadline,
-                       few_per_bin_only=False, charge=budget.charge, on_cut=budget.mark_cut)
+                       few_per_bin_only=False, charge=budget.charge, on_cut=budget.mark_cut,
+                       on_short=budget.mark_ran_out)
     _note_cut(budget)
     if dived is not None:
         load = max(sum(items.costs[i] for i in b) for b in dived)
@@ -265,8 +273,9 @@ def _exact(items: Items, k: int, cap: int | None, max_count: int | None, best: B
     _note_cut(budget)
     if result.bins is not None and (best.bins is None or result.max_load < best.max_load):
         best.bins, best.max_load, best.method = result.bins, result.max_load, "exact"
-    if result.lower_bound > best.lower_bound:
-        best.lower_bound = result.lower_bound
+    if not result.complete:  # its nodes (or the clock) ran out before the proof
+        budget.mark_ran_out()
+    if best.raise_bound(result.lower_bound, "exact"):
         best.notes.append(NOTE_EXACT)
     if best.bins is None and result.complete:
         raise InfeasibleError(
@@ -332,9 +341,10 @@ def _load_search(
         budget.mark_cut()
     if found.bins is not None and found.max_load is not None and found.max_load < best.max_load:
         best.bins, best.max_load, best.method = found.bins, found.max_load, "load_search"
-    if found.lower_bound > best.lower_bound:
-        best.lower_bound = found.lower_bound
+    if best.raise_bound(found.lower_bound, "load_search"):
         best.notes.append(NOTE_LOADS)
+    if found.searched and not _proven(best):  # loads left undecided in its allowance
+        budget.mark_ran_out()
     return best, found.searched
 
 
@@ -350,12 +360,14 @@ def _fluid(
         return
     most = int(seconds / FLUID_SECONDS_PER_VARIABLE)
     if 2 * len(items) > most:  # at least one heavy bin and the rest: 2 columns per item
+        budget.mark_ran_out()
         return
     bound, used = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
                                    best.max_load, most, budget.wall_deadline)
     budget.charge(used * FLUID_SECONDS_PER_VARIABLE)
     if budget.wall_left() <= 0:
         budget.mark_cut()
-    if bound > best.lower_bound:
-        best.lower_bound = bound
+    if used >= most:
+        budget.mark_ran_out()
+    if best.raise_bound(bound, "fluid_lp"):
         best.notes.append(NOTE_FLUID)

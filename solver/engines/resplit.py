@@ -112,16 +112,17 @@ def resplit_pairs(
     then the new heaviest bin is tried. It stops at ``lower_bound``, when no partner helps, or
     when ``max_work`` subsets have been scored. Bins over the cap are left alone (they need a
     repair, not a balance). Returns new lists; the input is not changed. ``report["work"]``
-    receives the subsets scored, for a caller that charges a budget, and ``report["deadline"]``
-    is 1 when ``deadline`` stopped it (the result may then differ from run to run).
+    receives the subsets scored, for a caller that charges a budget, ``report["deadline"]``
+    is 1 when ``deadline`` stopped it (the result may then differ from run to run), and
+    ``report["short"]`` is 1 when ``max_work`` did.
     """
     out = [list(b) for b in bins]
-    work, by_clock = _resplit(tokens, costs, counts, out, cap, max_count, lower_bound,
-                              max_union, max_work, deadline)
+    work, stop = _resplit(tokens, costs, counts, out, cap, max_count, lower_bound,
+                          max_union, max_work, deadline)
     if report is not None:
         report["work"] = work
-        if by_clock:
-            report["deadline"] = 1
+        if stop:
+            report[stop] = 1
     return out
 
 
@@ -136,12 +137,12 @@ def _resplit(
     max_union: int,
     max_work: int,
     deadline: float | None,
-) -> tuple[int, bool]:
+) -> tuple[int, str]:
     """The loop of :func:`resplit_pairs`, in place on ``out``; returns the subsets scored and
-    whether the deadline stopped it."""
+    what stopped it before its end: "deadline", "short" (``max_work``) or ""."""
     k = len(out)
     if k < 2:
-        return 0, False
+        return 0, ""
     load = [sum(costs[i] for i in b) for b in out]
     work = sum(map(len, out))  # the loads above, and sorting the bins: about a subset per item
     while True:
@@ -159,10 +160,10 @@ def _resplit(
             if len(union) > max_union:
                 continue
             if deadline is not None and time.perf_counter() > deadline:
-                return work, True
+                return work, "deadline"
             pair_work = PAIR_WORK + (1 << (len(union) - 1))
             if work + pair_work > max_work:
-                return work, False
+                return work, "short"
             work += pair_work
             found = best_split(
                 [tokens[i] for i in union], [costs[i] for i in union],
@@ -179,7 +180,7 @@ def _resplit(
             break
         if not improved:
             break  # only the heaviest bin sets the max: once no partner lowers it, stop
-    return work, False
+    return work, ""
 
 
 # --------------------------------------------------------------------------- exchanges
@@ -272,7 +273,9 @@ def exchange_items(
     late = deadline is not None and time.perf_counter() + setup / EXCHANGES_PER_SECOND > deadline
     if k < 2 or setup > max_work or late or sum(costs) >= _INT64_SAFE // 2:
         if report is not None:
-            report.update({"work": 0, **({"deadline": 1} if late else {})})
+            short = k >= 2 and setup > max_work
+            report.update({"work": 0, **({"deadline": 1} if late else {}),
+                           **({"short": 1} if short else {})})
         return out
     tok = np.asarray(tokens, dtype=np.int64)
     cst = np.asarray(costs, dtype=np.int64)
@@ -282,8 +285,11 @@ def exchange_items(
     for j, b in enumerate(out):
         bin_of[b] = j
     pairs = [_pairs_in(b, j) for j, b in enumerate(out)]
-    work, by_clock = setup, False
-    while work < max_work:
+    work, by_clock, short = setup, False, False
+    while True:
+        if work >= max_work:
+            short = True
+            break
         h = int(np.argmax(load))
         if load[h] <= lower_bound or used[h] > cap:
             break
@@ -292,6 +298,7 @@ def exchange_items(
         m = len(out[h])
         step = EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (m * m // 2 + m) * n
         if work + step > max_work or step > EXCHANGE_MAX_STEP:
+            short = work + step > max_work
             break
         if deadline is not None and time.perf_counter() + step / EXCHANGES_PER_SECOND > deadline:
             by_clock = True
@@ -317,6 +324,8 @@ def exchange_items(
         report["work"] = work
         if by_clock:
             report["deadline"] = 1
+        if short:
+            report["short"] = 1
     return out
 
 
@@ -358,6 +367,7 @@ class GroupResult:
     bins: list[list[int]]
     nodes: int  # the work done, in search nodes
     cut: bool  # the deadline stopped it
+    short: bool = False  # ``max_nodes`` stopped it
 
 
 def resplit_groups(
@@ -397,7 +407,7 @@ def resplit_groups(
                 if deadline is not None and time.perf_counter() > deadline:
                     return GroupResult(out, spent, True)
                 if spent + GROUP_NODES + NODES_PER_GROUP > max_nodes:
-                    return GroupResult(out, spent, False)
+                    return GroupResult(out, spent, False, short=True)
                 budget = ExactBudget(nodes=NODES_PER_GROUP)
                 status, split = pack([tokens[i] for i in pool], [costs[i] for i in pool],
                                      [counts[i] for i in pool], len(group) + 1,
@@ -436,6 +446,8 @@ def improve_by_groups(
     budget.charge(found.nodes / EXACT_NODES_PER_SECOND)
     if found.cut and search.deadline == budget.wall_deadline:
         budget.mark_cut()
+    elif found.cut or found.short:  # its share of the budget (work, or the clock) ended it
+        budget.mark_ran_out()
     load = measure_bins(found.bins, k, items, cap, max_count)
     if load is not None and load < best.max_load:
         best.bins, best.max_load, best.method = found.bins, load, best.method + "+groups"

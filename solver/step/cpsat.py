@@ -44,6 +44,9 @@ class ExactResult:
     m: int = 0
     mb_of: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    unsolved: int = 0  # counts left open (their limit, or the clock, ended the search)
+    clock_cut: bool = False  # the clock, not the deterministic limit, stopped a count
+    interrupted: bool = False  # a Ctrl-C stopped a solve
 
 
 def exact_fits(inst: StepInstance, counts: list[int]) -> bool:
@@ -112,6 +115,7 @@ def solve_step_exactly(
             if status == cp_model.FEASIBLE and mb_of is not None and value < best:
                 best = value
                 out.objective, out.m, out.mb_of = value, m, mb_of
+    out.unsolved, out.clock_cut, out.interrupted = unsolved, clock_cut, interrupted
     out.notes.append(f"cp-sat: {len(todo) - unsolved} of {len(todo)} counts solved exactly")
     if clock_cut:
         out.notes.append("cp-sat stopped by the clock, not its deterministic limit")

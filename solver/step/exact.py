@@ -45,6 +45,7 @@ from .pipeline import (
     scaled_makespans,
     schedule_error,
 )
+from .starts import Row
 
 __all__ = [
     "OPS_PER_SECOND",
@@ -227,6 +228,7 @@ class ExactChoice:
     work: int
     evaluated: int
     clock_cut: bool = False
+    short: bool = False  # the work budget ended the order searches with candidates left
 
 
 def choose_exact(
@@ -254,9 +256,11 @@ def choose_exact(
     best = cheap[best_i]
     searched: set[int] = set()
     marked = set(i for i, f in enumerate(first) if f and i < len(cheap))
+    short = False
     for i in sorted(range(len(cheap)),
                     key=lambda i: (i != best_i, i not in marked, cheap[i].step, i)):
         if work_budget - work < ORDER_WORK:
+            short = True
             break
         if deadline is not None and time.perf_counter() + one > deadline:
             cut = True
@@ -281,21 +285,20 @@ def choose_exact(
             work += ordered.work
             cut |= ordered.clock_cut
             best = ordered if ordered.step <= best.step else best
-    return ExactChoice(best_i, best, work, len(searched), cut)
+    return ExactChoice(best_i, best, work, len(searched), cut, short)
 
 
 def order_given(
-    inst: StepInstance, model: PipelineModel, rows: Sequence[Any], final_deadline: float | None
-) -> tuple[list[tuple[Any, Ordered]], int, list[str]]:
-    """The trainers' and given schedules (plan_step's rows: ``(objective, arrival, method, m,
-    mb_of)``), each ordered as :func:`order_schedule` orders it (the cheap orders, then
-    ``ORDER_WORK`` of search on the slowest rank, the clock not looked at within one), so
-    the plan is never behind one of them in that order, nor in its own. The search is
-    skipped where no order can beat one of these schedules in its cheap order (the plan
-    is at least that fast), and, noted, where the clock says it would end past the
-    deadline (returned by name: the rows' methods)."""
+    inst: StepInstance, model: PipelineModel, rows: Sequence[Row], final_deadline: float | None
+) -> tuple[list[tuple[Row, Ordered]], int, list[str]]:
+    """The trainers' and given schedules (plan_step's rows), each ordered as
+    :func:`order_schedule` orders it (the cheap orders, then ``ORDER_WORK`` of search on the
+    slowest rank, the clock not looked at within one), so the plan is never behind one of them
+    in that order, nor in its own. The search is skipped where no order can beat one of these
+    schedules in its cheap order (the plan is at least that fast), and, noted, where the clock
+    says it would end past the deadline (returned by name: the rows' methods)."""
     work, late = 0, []
-    times = [rank_time_rows(inst, row[4], row[3]) for row in rows]
+    times = [rank_time_rows(inst, row.mb_of, row.m) for row in rows]
     cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]
     work += sum(c.work for c in cheap)
     top = min((c.step for c in cheap), default=0)
@@ -307,7 +310,7 @@ def order_given(
             continue
         if (final_deadline is not None and time.perf_counter()
                 + ORDER_WORK / OPS_PER_SECOND > final_deadline):
-            late.append(row[2])
+            late.append(row.method)
             out.append((row, ordered))
             continue
         ordered = order_ranks(t, inst.pp, inst.vpp, model, work_budget=ORDER_WORK)

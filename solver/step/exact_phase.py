@@ -47,6 +47,8 @@ class SearchState(Protocol):
     fixed_work: int
     late: list[str]
     notes: list[str]
+    work_short: bool  # the counted work ended a step short (``StepPlan.stopped_by``)
+    clock_short: bool  # the clock did
 
     def order_given_starts(self) -> None: ...
 
@@ -234,12 +236,12 @@ FINAL_CANDIDATES = 8
 
 def best_of_each_count(rows: list[Row], top: int) -> list[Row]:
     """The ``top`` best rows by the formula, and the best row of every other count."""
-    ranked = sorted(rows, key=lambda row: (row[0], row[1]))
-    kept, counts = ranked[:top], {row[3] for row in ranked[:top]}
+    ranked = sorted(rows, key=lambda row: (row.objective, row.arrival))
+    kept, counts = ranked[:top], {row.m for row in ranked[:top]}
     for row in ranked[top:]:
-        if row[3] not in counts:
+        if row.m not in counts:
             kept.append(row)
-            counts.add(row[3])
+            counts.add(row.m)
     return kept
 
 
@@ -248,15 +250,15 @@ def _candidates(search: SearchState) -> list[Row]:
     count built (the formula ranks counts differently from the schedule: interleaving at a
     count that is not a multiple of pp runs slower than the formula says); best proxy first.
     The trainers' and given schedules are weighed apart."""
-    given_ids = {row[1] for row in search.pool if row[2].startswith(("start ", "trainer:"))}
+    given_ids = {row.arrival for row in search.pool if row.method.startswith(("start ", "trainer:"))}
     rest = sorted((row for row in search.pool
-                   if row[1] not in search.searched and row[1] not in given_ids),
-                  key=lambda row: (row[0], row[1]))
-    per_count = {row[3]: row for row in reversed(rest)}
-    top = {row[1] for row in rest[:EXTRA_CANDIDATES]}
-    others = rest[:EXTRA_CANDIDATES] + [row for row in per_count.values() if row[1] not in top]
+                   if row.arrival not in search.searched and row.arrival not in given_ids),
+                  key=lambda row: (row.objective, row.arrival))
+    per_count = {row.m: row for row in reversed(rest)}
+    top = {row.arrival for row in rest[:EXTRA_CANDIDATES]}
+    others = rest[:EXTRA_CANDIDATES] + [row for row in per_count.values() if row.arrival not in top]
     return sorted(best_of_each_count(search.finals, FINAL_CANDIDATES) + others,
-                  key=lambda row: (row[0], row[1]))
+                  key=lambda row: (row.objective, row.arrival))
 
 
 def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
@@ -273,9 +275,11 @@ def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
     if cands:
         # The trainers' searches may take up to half of the exact share, past it (noted in
         # budget.EXACT_SHARE): the searches' results keep the other half.
-        choice = choose_exact(inst, [(row[3], row[4]) for row in cands], search.model,
+        choice = choose_exact(inst, [(row.m, row.mb_of) for row in cands], search.model,
                               max(search.exact_work - fixed_work, search.exact_work // 2),
                               search.final_deadline)
+        search.clock_short |= choice.clock_cut
+        search.work_short |= choice.short
         if choice.clock_cut:
             search.notes.append("the exact makespan's order search was stopped by the clock, "
                                 "not the work budget: the plan may differ between runs")
@@ -297,7 +301,8 @@ def choose_by_exact_makespan(search: SearchState) -> StepPlan:
     the given schedules and the best unsearched starts, each rank ordered for it; what is left
     refines the winner's assignment on the exact makespan itself."""
     inst, model = search.inst, search.model
-    (_, _, method, m, mb_of), ordered, work = _fastest(search, _candidates(search))
+    row, ordered, work = _fastest(search, _candidates(search))
+    method, m, mb_of = row.method, row.m, row.mb_of
     step = ordered.step
     # The clock's to spend unless the plan must be repeatable.
     left = max(0, search.exact_work - work) if search.options.deterministic else 10**15
@@ -305,6 +310,8 @@ def choose_by_exact_makespan(search: SearchState) -> StepPlan:
     # once the clock has run out.
     refined = None if search.out_of_clock_final() else refine_assignment(
         inst, model, m, mb_of, ordered.orders, left, search.final_deadline)
+    search.clock_short |= refined is None or refined.clock_cut
+    search.work_short |= refined is not None and refined.work >= left
     if refined is not None and refined.step < step:
         search.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
                             f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")

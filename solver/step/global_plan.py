@@ -197,6 +197,8 @@ def _rank_plans(
                     f"load {step.max_load} (bound {step.lower_bound}), rank totals "
                     f"{min(totals)}..{max(totals)}",
                 ],
+                stopped_by=step.stopped_by,
+                bound_source=step.bound_source,
             )
         )
     return plans

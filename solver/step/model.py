@@ -31,7 +31,7 @@ from ...heuristics.bounds import min_bins_lower_bound
 from ...heuristics.inputs import as_lengths, as_positive_int
 from ..batch_cost import MicroBatchCost, split_overhead
 from ..errors import InfeasibleError, InvalidPlanError
-from ..plan import check_nesting, find_violations
+from ..plan import StepBoundSource, StopReason, check_nesting, find_violations
 from ..problem import Cost
 from .pipeline import (
     DEFAULT_MODEL,
@@ -412,7 +412,9 @@ class StepPlan:
     ``formula_step_time`` the closed formula's figure for the same schedule, for comparison;
     ``lower_bound`` bounds every valid schedule's step time (see :func:`step_lower_bound`, raised
     by CP-SAT proofs when they ran); ``status`` is "optimal" when ``step_time`` meets it, else
-    "feasible".
+    "feasible". ``stopped_by`` says why the search ended (:data:`~seqpart.solver.plan.StopReason`),
+    ``bound_source`` which bound gave ``lower_bound`` ("step_bound" or "cpsat"), and
+    ``trainers_not_run`` the trainers' schedulers not run to their end; ``notes`` are for people.
     """
 
     ranks: list[list[list[int]]]
@@ -434,6 +436,9 @@ class StepPlan:
     notes: list[str] = field(default_factory=list)
     pipeline: PipelineModel = DEFAULT_MODEL
     formula_step_time: int | Fraction | None = None
+    stopped_by: StopReason = "complete"
+    bound_source: StepBoundSource = "step_bound"
+    trainers_not_run: list[str] = field(default_factory=list)
 
     @property
     def gap(self) -> float:
@@ -484,4 +489,7 @@ class StepPlan:
             "p2p_latency": self.pipeline.p2p_latency,
             "formula_step_time": None if self.formula_step_time is None
             else _num(self.formula_step_time),
+            "stopped_by": self.stopped_by,
+            "bound_source": self.bound_source,
+            "trainers_not_run": self.trainers_not_run,
         }

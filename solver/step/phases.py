@@ -7,7 +7,7 @@ shares and the measured times in :mod:`~seqpart.solver.step.budget`):
 1. ``given_and_trainer_starts`` (:mod:`~seqpart.solver.step.trainer_phase`): the caller's
    schedules and every trainer's, each run to its end, cheapest first, before anything else
    (so that a short budget goes to them first: the plan is never behind a trainer that ran to
-   its end, and ``notes`` name any that did not); with pp > 1, ``order_given_starts`` then
+   its end, and ``trainers_not_run`` names any that did not); with pp > 1, ``order_given_starts`` then
    gives each of them its order search, in full, so that the clock of the phases below sees
    its time;
 2. ``starts_at_counts``: seqpart's constructions at several counts, best bound first (with
@@ -27,6 +27,7 @@ shares and the measured times in :mod:`~seqpart.solver.step.budget`):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ import numpy as np
 
 from ..errors import InfeasibleError
 from ..options import SolverOptions
+from ..plan import StepBoundSource, stop_reason
 from .bound import rank_maxima_seconds, scaled_bounds
 from .budget import (
     BUILD_SHARE,
@@ -76,6 +78,7 @@ from .trainer_phase import (
     finish_trainer_starts,
     given_and_trainer_starts,
     order_given_starts,
+    trainers_not_run,
 )
 
 
@@ -129,6 +132,9 @@ class StepSearch:
         self.best = _Best()
         self.best_cut_by_budget = False  # the best plan's search was stopped by the work budget
         self.clock_cut = False
+        # What ended the search short (``StepPlan.stopped_by``): the counted work, the clock.
+        self.work_short = self.clock_short = self.interrupted = False
+        self.bound_source: StepBoundSource = "step_bound"
         self.searched: set[int] = set()
         self.finals: list[Row] = []  # every search's result
         # pp > 1: the given and trainers' schedules ordered so far (by arrival), their work, and
@@ -168,11 +174,22 @@ class StepSearch:
         self.closing_notes()
         if self.inst.pp == 1:
             best, inst = self.best, self.inst
-            return assemble(inst, self.model, best.m, best.mb_of, best.method, None,
-                            exact_time(best.objective, inst.vpp),
-                            exact_time(min(proven.values()), inst.vpp), self.notes, self.t0)
+            return self.finish(assemble(inst, self.model, best.m, best.mb_of, best.method, None,
+                                        exact_time(best.objective, inst.vpp),
+                                        exact_time(min(proven.values()), inst.vpp), self.notes,
+                                        self.t0))
         self.fit_final_deadline()
-        return choose_by_exact_makespan(self)
+        return self.finish(choose_by_exact_makespan(self))
+
+    def finish(self, plan: StepPlan) -> StepPlan:
+        """The plan with what is known of how its search ended: why (``stopped_by``), which
+        bound it met, and the trainers whose schedules may not have run to their end."""
+        stops = set(self.open_ended.stopped.values())
+        clock = self.clock_short or self.clock_cut or bool(self.open_ended.skipped or self.late)
+        why = stop_reason(plan.optimal, interrupted=self.interrupted, clock=clock or "clock" in stops,
+                          work=self.work_short or "work budget" in stops)
+        return dataclasses.replace(plan, stopped_by=why, bound_source=self.bound_source,
+                                   trainers_not_run=trainers_not_run(self))
 
     # ----------------------------------------------------------------- shared steps
 
@@ -191,7 +208,7 @@ class StepSearch:
         # needs that slack (bench_step's longest call went from 501.6 to 505.5 ms at 0.5 s).
         if self.final_deadline is None or not self.shared_ranks or not self.pool:
             return
-        micro_batches = self.inst.dp_size * max(row[3] for row in self.pool + self.finals)
+        micro_batches = self.inst.dp_size * max(row.m for row in self.pool + self.finals)
         self.final_deadline = (self.t0 + self.seconds - assembly_reserve(self.inst)
                                - exact_reserve(self.inst, min(micro_batches, self.inst.n)))
 
@@ -209,14 +226,14 @@ class StepSearch:
         inst = self.inst
         obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,
                                  inst.vpp, inst.size, inst.tokens)
-        self.pool.append((obj, len(self.pool), method, m, mb_of))
+        self.pool.append(Row(obj, len(self.pool), method, m, mb_of))
 
     def search_next(self, share: int) -> None:
         """Local search from the best start not searched yet."""
-        open_ = [row for row in self.pool if row[1] not in self.searched]
+        open_ = [row for row in self.pool if row.arrival not in self.searched]
         if not open_:
             return
-        obj, arrival, method, m, mb_of = min(open_, key=lambda row: (row[0], row[1]))
+        obj, arrival, method, m, mb_of = min(open_, key=lambda row: (row.objective, row.arrival))
         self.searched.add(arrival)
         inst = self.inst
         result = improve_schedule(
@@ -226,18 +243,19 @@ class StepSearch:
         )
         self.spent += result.work
         self.clock_cut |= result.stopped_by == "clock"
+        self.work_short |= result.stopped_by == "work budget"
         if result.objective > obj:  # never: the search only takes improving changes
             raise RuntimeError("step local search made a schedule worse (please report)")
         searched = result.steps and not method.endswith("+local_search")
         name = method + ("+local_search" if searched else "")
-        self.finals.append((result.objective, arrival, name, m, result.mb_of))
+        self.finals.append(Row(result.objective, arrival, name, m, result.mb_of))
         best = self.best
         if best.objective is None or result.objective < best.objective:
             best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
             self.best_cut_by_budget = result.stopped_by == "work budget"
 
     def incumbent(self) -> int | None:
-        values = [row[0] for row in self.pool]
+        values = [row.objective for row in self.pool]
         if self.best.objective is not None:
             values.append(self.best.objective)
         return min(values) if values else None
@@ -281,7 +299,7 @@ class StepSearch:
     def drop_hopeless(self) -> None:
         # Both sides weighed by what the schedule makes of the count (1 when pp == 1).
         inst, model, bounds, pending = self.inst, self.model, self.bounds, self.pending
-        rows = [(row[0], row[3]) for row in self.pool]
+        rows = [(row.objective, row.m) for row in self.pool]
         if self.best.objective is not None:
             rows.append((self.best.objective, self.best.m))
         if not rows:
@@ -388,17 +406,27 @@ class StepSearch:
             if not progressed:
                 break
         self.clock_cut |= self.out_of_clock() and self.spent < self.budget
+        if self.pending or len(self.searched) < len(self.pool):  # counts or starts left over
+            if self.out_of_clock():
+                self.clock_short = True
+            else:
+                self.work_short = True
 
     def use_the_clock(self) -> None:
         """Default (clock) timing: the time the work budget leaves goes to the same phases
         again, with a budget the size of that time: the search goes on from the best plan where
         the budget cut it, and more counts are built (repeatable mode: nothing)."""
-        rounds = 0
-        while self.deadline is not None and rounds < CLOCK_ROUNDS:
+        rounds, capped = 0, False
+        while self.deadline is not None:
+            if rounds == CLOCK_ROUNDS:
+                capped = True
+                break
             left = self.deadline - time.perf_counter()
             if left < 0.002:
+                self.clock_short |= self.work_short  # work was left, and no time for it
                 break
             before = (len(self.searched), self.tried, self.best.objective)
+            self.work_short = False  # the clock's time left pays for more
             self.budget = self.spent + int(left * CANDIDATES_PER_SECOND)
             if self.best_cut_by_budget and self.best.mb_of is not None:
                 self.best_cut_by_budget = False  # go on from where the budget stopped it
@@ -409,6 +437,9 @@ class StepSearch:
             if (len(self.searched), self.tried, self.best.objective) == before:
                 break
         if rounds:
+            if not capped:  # each round's work budget was the clock's time left
+                self.clock_short |= self.work_short
+                self.work_short = False
             self.notes.append(f"the clock's time left after the work budget: {rounds} more "
                               "rounds of search and counts")
 
@@ -438,16 +469,22 @@ class StepSearch:
         count's proven bound."""
         proven = dict(self.bounds)
         best, inst = self.best, self.inst
+        self.clock_short |= self.use_exact and self.out_of_clock()
         if self.use_exact and not self.out_of_clock():
             exact = solve_step_exactly(inst, self.bounds, best.objective, self.deadline,
                                        self.seconds / 2, self.options)
             if exact is not None:
+                self.interrupted |= exact.interrupted
+                self.clock_short |= exact.clock_cut
+                self.work_short |= exact.unsolved > 0
                 if inst.pp == 1:
                     proven = exact.bounds
+                    if min(proven.values()) > min(self.bounds.values()):
+                        self.bound_source = "cpsat"
                 self.notes += exact.notes
                 if exact.mb_of is not None and exact.objective is not None and self.usable(exact.m):
-                    self.finals.append((exact.objective, len(self.pool), "cp-sat", exact.m,
-                                        exact.mb_of))
+                    self.finals.append(Row(exact.objective, len(self.pool), "cp-sat", exact.m,
+                                           exact.mb_of))
                     if best.objective is None or exact.objective < best.objective:
                         best.objective, best.m, best.mb_of, best.method = (
                             exact.objective, exact.m, exact.mb_of, "cp-sat")

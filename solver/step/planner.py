@@ -67,8 +67,8 @@ def plan_step(
     ``formula_step_time`` the formula's figure for it.
 
     Budget: ``time_limit`` is a work budget (candidate evaluations; CP-SAT's deterministic
-    time) and, unless ``options.deterministic``, also a deadline on the clock; ``notes`` say
-    when the clock, not the work, stopped the search (the plan may then differ between runs).
+    time) and, unless ``options.deterministic``, also a deadline on the clock; ``stopped_by``
+    says what ended the search ("clock": the plan may then differ between runs).
     With ``deterministic=True`` the same input gives the same plan.
 
     Args:
@@ -91,12 +91,13 @@ def plan_step(
             :mod:`~seqpart.solver.step.starts.trainers`: the same schedules, faster). None
             (default): all of them first, cheapest first, each run to its end while the budget
             and the clock allow (prime-rl's swap refinement and verl's retry take at most a
-            quarter of the budget before the search and resume with what it leaves; ``notes``
-            name any trainer not run to its end). With ``pp > 1`` each gets the order search
-            of :func:`~seqpart.solver.step.order_schedule` before the exact choice. The plan
-            is never behind a valid trainer schedule that ran to its end, in its own order or
-            in seqpart's. True: all, run to the end whatever the budget. To be sure never to
-            be behind your trainer, pass its schedule in ``starts``.
+            quarter of the budget before the search and resume with what it leaves;
+            ``trainers_not_run`` names any trainer not run to its end). With ``pp > 1`` each
+            gets the order search of :func:`~seqpart.solver.step.order_schedule` before the
+            exact choice. The plan is never behind a valid trainer schedule that ran to its
+            end, in its own order or in seqpart's. True: all, run to the end whatever the
+            budget. To be sure never to be behind your trainer, pass its schedule in
+            ``starts``.
         engine: "auto" (heuristics, then CP-SAT on tiny instances) or "heuristics".
         options: CP-SAT settings (seed, log, extra parameters; deterministic drops the clock).
         pipeline: the schedule each rank runs under pp > 1, its forward:backward shares and

@@ -95,9 +95,9 @@ def order_given_starts(search: StepSearch) -> None:
     if search.inst.pp == 1:
         return
     rows = [row for row in search.pool
-            if row[2].startswith(("start ", "trainer:")) and row[1] not in search.fixed]
+            if row.method.startswith(("start ", "trainer:")) and row.arrival not in search.fixed]
     fixed, work, late = order_given(search.inst, search.model, rows, search.final_deadline)
-    search.fixed.update((row[1], (row, ordered)) for row, ordered in fixed)
+    search.fixed.update((row.arrival, (row, ordered)) for row, ordered in fixed)
     search.fixed_work += work
     search.late += late
 
@@ -113,4 +113,13 @@ def finish_trainer_starts(search: StepSearch, note: bool = True) -> None:
                                           functools.partial(take, search))
     if note:
         search.notes += state.notes()
+
+
+def trainers_not_run(search: StepSearch) -> list[str]:
+    """The trainers' schedulers (``TRAINER_SCHEDULERS`` names) whose schedule the plan may be
+    behind: set-ups the clock left out, open-ended parts still cut, and with pp > 1 those the
+    clock left in their cheap order (their order search not run)."""
+    late = {name.split(" ")[0].removeprefix("trainer:") for name in search.late
+            if name.startswith("trainer:")}
+    return sorted({*search.open_ended.not_run(), *late})
 

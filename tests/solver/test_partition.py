@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from seqpart.heuristics import first_fit_decreasing
-from seqpart.heuristics.kernels import best_fit_with_room
+from seqpart.heuristics import first_fit_decreasing, load_lower_bound
+from seqpart.heuristics.kernels import best_fit_with_room, karmarkar_karp_lists
 from seqpart.solver import (
     Cost,
     InfeasibleError,
@@ -468,3 +469,72 @@ def test_a_fixed_count_the_constructions_miss_is_packed_by_the_count_search(
     plan = partition(lengths, 3, 12, time_limit=0.5)
     check_plan(plan.bins, lengths, 3, 12)
     assert plan.method.startswith("count_search") and max(plan.tokens) == 12
+
+
+# ------------------------------------------------------------------ what ended the search
+
+#: Batches whose lower bound each named bound gives (found by a scan of random batches; strict
+#: timing, so the same on every machine): (lengths, k, cap, cost).
+BOUND_CASES = {
+    "packing": ([1919, 2071, 3032, 3804, 187, 619, 3300, 3797], 4, 8192, "tokens"),
+    "lp": ([3409, 2565, 2068, 1115, 1265, 211, 347, 115], 2, None, "tokens"),
+    "load_search": ([3409, 2565, 2068, 1115, 1265, 211, 347, 115], 3, 8192, "tokens"),
+    "exact": ([3409, 2565, 2068, 1115, 1265, 211, 347, 115], 2, None, "attention"),
+    "cpsat": ([140, 432, 2101, 53, 1402, 1840, 1346, 3637, 1108, 3251, 2337, 3622, 2697, 3261,
+               3744, 692], 5, 8192, "attention"),
+}
+
+
+@pytest.mark.parametrize("source", sorted(BOUND_CASES))
+def test_a_proven_plan_names_the_bound_that_proved_it(source: str) -> None:
+    lengths, k, cap, cost = BOUND_CASES[source]
+    plan = partition(lengths, k, cap, cost=cost, time_limit=0.1,
+                     options=SolverOptions(deterministic=True))
+    assert (plan.stopped_by, plan.bound_source) == ("proof", source)
+    assert plan.optimal and plan.max_load == plan.lower_bound
+    costs = plan.cost.of(np.asarray(lengths)).tolist()
+    assert plan.lower_bound > load_lower_bound(costs, k)  # a stronger bound than counting
+    assert plan.to_dict()["stopped_by"] == "proof" and plan.to_dict()["bound_source"] == source
+    if len(lengths) <= 8:
+        assert plan.max_load == brute_force_min_max(lengths, k, cap, costs)
+
+
+def test_the_plan_says_why_its_search_ended() -> None:
+    plan = partition(SEED, 2, 15)
+    assert (plan.stopped_by, plan.bound_source) == ("proof", "load")
+    # A proven count and load: proof; the count searched but not proven is never a proof.
+    assert partition(SEED, None, 15).stopped_by == "proof"
+    over = partition([9000, 100, 200], k=2, cap=4096, oversize="alone")
+    assert (over.stopped_by, over.bound_source, over.lower_bound) == ("proof", "oversize", 9000)
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(100, 4000, 300).tolist()
+    k = -(-sum(lengths) // 8192) + 3
+    strict = SolverOptions(deterministic=True)
+    # Repeatable timing on a batch it cannot prove in 20 ms: the counted work ran out.
+    short = partition(lengths, k, 8192, time_limit=0.02, cost="attention", options=strict)
+    assert (short.status, short.stopped_by) == ("feasible", "work")
+    assert short.bound_source == "load" and short.lower_bound == load_lower_bound(
+        short.cost.of(np.asarray(lengths)).tolist(), k)
+    # The heuristics alone, with time to spare: every step ended on its own.
+    done = partition(lengths, k, 8192, time_limit=0.3, cost="attention", engine="heuristics",
+                     options=strict)
+    assert (done.status, done.stopped_by) == ("feasible", "complete")
+    # Clock timing (the default) spends the limit on an unproven plan: the clock ended it.
+    clock = partition(lengths, k, 8192, time_limit=0.02, cost="attention")
+    assert (clock.status, clock.stopped_by) == ("feasible", "clock")
+
+
+def test_a_safety_net_cut_is_a_field_of_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall clock stopping a step of a work-timed call (here: Karmarkar-Karp, as on a slow
+    machine) is "safety_net", whatever else happened; without the net there is no cut."""
+
+    def stopped(*args: Any) -> list[list[int]] | None:
+        deadline = args[4]  # None in "strict" timing: no net, KK runs whole
+        return None if deadline is not None else karmarkar_karp_lists(*args)
+
+    patch_solver(monkeypatch, "karmarkar_karp_lists", stopped)
+    lengths = np.random.default_rng(4).integers(50, 500, 600).tolist()  # KK first: no cap
+    plan = partition(lengths, 12, None, time_limit=0.05, options=SolverOptions(timing="work"))
+    assert plan.stopped_by == "safety_net"
+    strict = partition(lengths, 12, None, time_limit=0.05, options=SolverOptions(timing="strict"))
+    assert strict.stopped_by != "safety_net"

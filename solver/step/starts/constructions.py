@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,8 +16,15 @@ from ..model import StepInstance, find_schedule_violations
 from .ranks import full_kk_fits, kk_ranks
 from .split import from_bins, split_into, split_ranks
 
-#: A start in plan_step's pool: (objective, arrival, method, m, mb_of); searched best first.
-Row = tuple[int, int, str, int, np.ndarray]
+
+class Row(NamedTuple):
+    """A schedule in plan_step's pool; searched best first (``objective``, then ``arrival``)."""
+
+    objective: int  # vpp x the step time by the closed formula (the search's proxy)
+    arrival: int  # its place in the pool: an earlier one wins a tie
+    method: str  # how it was made: a construction, "start j", "trainer:name", "+local_search"
+    m: int  # micro-batches per rank
+    mb_of: np.ndarray  # the micro-batch of every sequence (micro-batch b on rank b // m)
 
 
 def micro_first(

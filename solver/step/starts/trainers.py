@@ -334,11 +334,17 @@ def _kk_work(items: int, bins: int, equal: bool = False) -> int:
 @dataclass
 class OpenEnded:
     """The trainers' open-ended parts not run to their end yet (prime-rl's refinement, verl's
-    retry), and how each was last stopped."""
+    retry), how each was last stopped ("work budget" or "clock"), and the trainers whose
+    set-up the clock left out (``skipped``)."""
 
     prime: PrimeRefinement | None = None
     retry: VerlRetry | None = None
     stopped: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+
+    def not_run(self) -> list[str]:
+        """The trainers' schedulers (``TRAINER_SCHEDULERS`` names) not run to their end."""
+        return sorted({*self.skipped, *self.stopped})
 
     def notes(self) -> list[str]:
         out = []
@@ -392,6 +398,7 @@ def run_trainer_starts(
         spent += fit
     share = left - spent if open_share is None else min(left - spent, open_share)
     spent += finish_open_ended(inst, state, max(0, share), deadline, hopeless, take)
+    state.skipped = skipped
     notes = [f"trainer starts not run (no time left on the clock): {', '.join(skipped)}"]
     return notes if skipped else [], spent, state
 

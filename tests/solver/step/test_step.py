@@ -366,7 +366,7 @@ def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
         # None: the trainers' starts within the budget (all of them fit at this size).
         plan = plan_step(lengths, dp, 8192, pp=pp, cost=cost, overhead=overhead,
                          trainer_starts=every, time_limit=0.3)
-        assert every or not any("not run" in note for note in plan.notes)
+        assert every or not plan.trainers_not_run
         _assert_consistent(plan, lengths)
         for fn in TRAINER_SCHEDULERS.values():
             sched = fn(lengths, dp, 8192, costs=costs)
@@ -504,3 +504,27 @@ def test_count_bounds_without_the_rank_maxima_refinement_are_weaker_only(
     assert all(plain[m] <= refined[m] for m in plain)
     assert 0 < rank_maxima_seconds(inst) < 0.1
     assert rank_maxima_seconds(make_instance(lengths, dp, 60, pp=1)) == 0.0
+
+
+def test_the_step_plan_says_why_its_search_ended_and_which_bound_it_met() -> None:
+    strict = SolverOptions(deterministic=True)  # the same on every machine
+    # Tiny: CP-SAT solves every count and raises the bound to the plan's step time.
+    tiny = [3417, 2584, 2093, 1152, 1300, 259, 393, 164]
+    plan = plan_step(tiny, 2, 8192, time_limit=0.5, options=strict)
+    assert (plan.stopped_by, plan.bound_source) == ("proof", "cpsat")
+    assert plan.optimal and plan.lower_bound > step_lower_bound(tiny, 2, 8192)
+    assert plan.to_dict()["stopped_by"] == "proof" and plan.to_dict()["bound_source"] == "cpsat"
+    # Local search alone, with time to spare: every count built, every start searched.
+    small = np.random.default_rng(5).integers(100, 4000, 16).tolist()
+    done = plan_step(small, 2, 8192, time_limit=1.0, engine="heuristics", options=strict)
+    assert (done.status, done.stopped_by, done.bound_source) == ("feasible", "complete",
+                                                                 "step_bound")
+    assert done.lower_bound == step_lower_bound(small, 2, 8192) and done.trainers_not_run == []
+    # A budget far too small: the work ran out, prime-rl's refinement among what it cut.
+    lengths = np.random.default_rng(5).integers(50, 6000, 512).tolist()
+    kw = {"cost": (24576, 1), "overhead": 24576 * 512, "options": strict}
+    short = plan_step(lengths, 8, 8192, time_limit=0.005, **kw)
+    assert (short.status, short.stopped_by) == ("feasible", "work")
+    assert short.trainers_not_run == ["prime_rl"] == short.to_dict()["trainers_not_run"]
+    every = plan_step(lengths, 8, 8192, time_limit=0.005, trainer_starts=True, **kw)
+    assert every.trainers_not_run == []  # run to their end whatever the budget
