@@ -31,24 +31,21 @@ from common import machine_header, table, verdict, write_json
 from seqpart.solver import SolverOptions, plan_cp_step
 from seqpart.solver.dynamic_cp import (
     GreedyError,
-    dp_balanced_schedule,
     find_cp_violations,
-    fixed_cp_schedule,
-    fixed_degrees,
     make_cp_instance,
     megatron_dynamic_cp_schedule,
     schedule_time,
 )
+from seqpart.solver.study.cp import DEFAULT_CP_MODEL, best_dp_balanced, best_fixed_cp
 from seqpart.solver.study.datasets import rl_batch
 
-MODEL = {"cost": (24576, 1), "overhead": 512 * 24576, "cp_comm": 6144}
+MODEL = DEFAULT_CP_MODEL  # the cost above, shared with `seqpart cp-study`
 DATA = Path("/work/shared/data")
 FILES = ("reasoning_short_cot_sky_t1_short_qwen25_32k", "sft_chat_alpaca_eval_4models")
 #: (sequences, n_gpus, max_tokens_per_gpu)
 SHAPES = [(64, 4, 4096), (128, 8, 8192), (256, 8, 4096), (512, 16, 8192), (256, 32, 16384),
           (1024, 16, 16384), (512, 64, 4096), (1024, 64, 32768)]
 QUICK = [(64, 4, 4096), (128, 8, 8192), (512, 16, 8192)]
-FIXED_SHARE = 0.35  # the planner's share for its fixed-CP starts (seqpart.solver.dynamic_cp._planner)
 
 
 def batches(shapes: list[tuple[int, int, int]]) -> list[tuple[str, list[int], int, int]]:
@@ -71,29 +68,18 @@ def batches(shapes: list[tuple[int, int, int]]) -> list[tuple[str, list[int], in
 
 
 def baselines(lengths: list[int], n: int, m: int, limit: float) -> dict[str, Any]:
+    """The baselines' schedules (None where one has none), as `seqpart cp-study` runs them:
+    the fixed-CP ones at their fastest degree under the barrier model."""
     inst = make_cp_instance(lengths, n, m, **MODEL)
-    out: dict[str, Any] = {}
     try:
-        out["megatron greedy"] = megatron_dynamic_cp_schedule(lengths, n, m)
+        greedy = megatron_dynamic_cp_schedule(lengths, n, m)
     except GreedyError:
-        out["megatron greedy"] = None
-    degs = fixed_degrees(inst)
-    best_fixed, best_bal = None, None
-    det = SolverOptions(deterministic=True)
-    for c in degs:
-        steps = fixed_cp_schedule(inst, c, limit * FIXED_SHARE / len(degs), det)
-        if steps is not None and (best_fixed is None
-                                  or schedule_time(inst, steps) < schedule_time(inst, best_fixed)):
-            best_fixed = steps
-        try:
-            bal = dp_balanced_schedule(lengths, n, m, c)
-        except ValueError:
-            continue
-        if best_bal is None or schedule_time(inst, bal) < schedule_time(inst, best_bal):
-            best_bal = bal
-    out["best fixed-CP (seqpart)"] = best_fixed
-    out["best dp_balanced"] = best_bal
-    return out
+        greedy = None
+    fixed = best_fixed_cp(inst, limit, SolverOptions(deterministic=True))
+    balanced = best_dp_balanced(inst)
+    return {"megatron greedy": greedy,
+            "best fixed-CP (seqpart)": None if fixed is None else fixed[1],
+            "best dp_balanced": None if balanced is None else balanced[1]}
 
 
 def run(shapes: list[tuple[int, int, int]], limit: float) -> dict[str, Any]:

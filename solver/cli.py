@@ -355,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     study.set_defaults(func=cmd_study)
 
     add_step_parser(sub)
+    from .study.cp.cli import add_cp_parser  # seqpart cp-study (its flags live there)
+
+    add_cp_parser(sub)
     add_measure_parsers(sub)
 
     repro = sub.add_parser("repro", help="reproduce the two counterexamples")
