@@ -38,12 +38,14 @@ MOST_VARIABLES = 6_000
 @dataclass
 class ExactResult:
     """CP-SAT's answer: the best schedule (None when it found none better than the hint's time),
-    its time and CP-SAT's bound (both times ``inst.scale``), and whether it is proven optimal."""
+    its time and CP-SAT's bound (both times ``inst.scale``), whether it is proven optimal, and
+    whether the wall clock (not the deterministic limit) ended the solve."""
 
     steps: Steps | None
     time: int | None
     bound: int
     proven: bool
+    clock_cut: bool = False
 
 
 def _blocks(inst: CPInstance) -> list[tuple[int, int]]:
@@ -56,12 +58,12 @@ def exact_fits(inst: CPInstance, max_steps: int) -> bool:
 
 
 def solve_exact(inst: CPInstance, hint: Steps, horizon: int, max_steps: int, min_steps: int,
-                seconds: float, options: SolverOptions, wall: float,
+                seconds: float, options: SolverOptions, wall: float | None,
                 deadline: float | None) -> ExactResult:
     """Solve the model for schedules of at most ``max_steps`` steps and scaled time at most
     ``horizon`` (the hint's), with ``hint`` as CP-SAT's first solution: ``seconds`` of
-    deterministic time, ``wall`` (perf_counter) CP-SAT's own clock limit, and ``deadline`` the
-    watchdog's stop (clock timing only: a repeatable call must not depend on a thread)."""
+    deterministic time, ``wall`` (perf_counter) CP-SAT's own clock limit (None: none, for a
+    repeatable call), and ``deadline`` the watchdog's stop (clock timing only)."""
     n_seq, blocks = len(inst.lengths), _blocks(inst)
     steps, scale = range(max_steps), inst.scale
     model = cp_model.CpModel()
@@ -96,17 +98,19 @@ def solve_exact(inst: CPInstance, hint: Steps, horizon: int, max_steps: int, min
     _hint(model, hint, blocks, use, active, x, max_steps)
     solver = new_cp_solver(workers=1, seed=options.seed, log=options.log)
     solver.parameters.max_deterministic_time = max(seconds, 0.001)
-    solver.parameters.max_time_in_seconds = max(wall - time.perf_counter(), 0.001)
+    if wall is not None:
+        solver.parameters.max_time_in_seconds = max(wall - time.perf_counter(), 0.001)
     with guard_solve(solver, seconds, deadline):
         status = solver.solve(model)
+    clock_cut = status != cp_model.OPTIMAL and solver.deterministic_time < 0.99 * seconds
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return ExactResult(None, None, int(solver.best_objective_bound), False)
+        return ExactResult(None, None, int(solver.best_objective_bound), False, clock_cut)
     found = [[((tuple(range(st, st + c))), tuple(i for i in range(n_seq) if (i, s, j) in x
                                                  and solver.boolean_value(x[i, s, j])))
               for j, (st, c) in enumerate(blocks) if solver.boolean_value(active[s, j])]
              for s in steps if solver.boolean_value(use[s])]
     return ExactResult(found, int(solver.value(objective)), int(solver.best_objective_bound),
-                       status == cp_model.OPTIMAL)
+                       status == cp_model.OPTIMAL, clock_cut)
 
 
 def _objective(inst: CPInstance, model: cp_model.CpModel, blocks: list[tuple[int, int]],

@@ -333,9 +333,11 @@ class CPStepPlan:
     ``steps[s]`` lists step s's groups as ``(ranks, sequence ids)``; ``sample_id_groups`` is the
     same in Megatron-LM's ``[step][rank] -> ids``. ``step_time`` is its modelled time under
     ``sync``, ``lower_bound`` a bound below every schedule's, ``gap = step_time / lower_bound - 1``.
-    ``status`` is "optimal" when proven (the time meets the bound, or an exact search closed),
-    else "feasible". ``method`` names the start or search that gave it, ``stopped`` what ended
-    the search ("proven", "work budget", "clock", "converged").
+    ``status`` is "optimal" when proven (the time meets the bound, or the exact model closed),
+    else "feasible". ``method`` names the start or search that gave it. ``stopped_by`` says what
+    ended the search, in :data:`~seqpart.solver.plan.StopReason`'s words ("proof", "work",
+    "clock", "safety_net", "complete"); ``bound_source`` which bound gave ``lower_bound``:
+    "degree_choice" (:func:`cp_lower_bound`) or "cpsat" (the exact model's).
     """
 
     steps: Steps
@@ -347,7 +349,8 @@ class CPStepPlan:
     degrees_used: tuple[int, ...]
     sync: str
     method: str
-    stopped: str
+    stopped_by: str
+    bound_source: str = "degree_choice"
     notes: list[str] = field(default_factory=list)
     baselines: dict[str, int | Fraction] = field(default_factory=dict)
 

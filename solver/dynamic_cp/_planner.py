@@ -5,14 +5,20 @@ Phases, all on the one instance (see docs/dynamic-cp.md):
 1. starts: Megatron-LM's greedy and seqpart's best fixed-CP plan at each degree dividing
    ``n_gpus`` (:func:`~seqpart.solver.plan_step` on the cost the model charges there), so the
    plan is never slower than either under the chosen sync model;
-2. seqpart's own construction (longest first at the cheapest degree, each where it least
-   raises its step), in two orders;
-3. local search on the barrier time from the best starts, while the budget lasts;
-4. the fastest schedule under ``sync`` is returned; it is "optimal" when it meets the bound.
+2. seqpart's own constructions: longest first at the cheapest degree, each where it least
+   raises its step; the "wide" ones, where a long sequence takes the degree that fits one
+   step's share of the work; and one by tokens;
+3. local search on the barrier time from every start, fastest first; then, on small
+   instances, the exact CP-SAT model (:mod:`._cpsat_model`) from the best schedule, or on the
+   others perturbation rounds; under "dag", the fastest schedules' groups re-placed;
+4. the fastest schedule under ``sync`` is returned; it is "optimal" when it meets the bound
+   (or CP-SAT proved it). The search stops as soon as a schedule meets the bound.
 
-Budget: ``time_limit`` is spent as work (candidate evaluations, ``plan_step``'s own work
-budget), so that with ``SolverOptions(deterministic=True)`` the same input gives the same plan
-on every run and rank; otherwise the clock is a deadline as well.
+Budget, after ``SolverOptions.timing``: "clock" (the default) spends the limit on a better plan
+and ends by the clock; "strict" (``deterministic=True``) counts work (candidate evaluations,
+``plan_step``'s own counted work, CP-SAT's deterministic time) and reads no clock, so the same
+input gives the same plan on every run and rank; "work" counts the same with the clock as a
+safety net.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..options import SolverOptions, as_options, as_seconds, pauses_gc
+from ..plan import stop_reason
 from ._bound import cp_lower_bound, min_steps
 from ._cpsat_model import ExactResult, exact_fits, solve_exact
 from ._fixed import fixed_cp_schedule, fixed_degrees
@@ -53,11 +60,19 @@ from ._search import (
 
 __all__ = ["plan_cp_step"]
 
-#: Candidate evaluations per second of budget; measured on a 2-core machine so that a work
-#: budget ends before the clock would (the clock is the safety net outside deterministic mode).
-EVALS_PER_SECOND = 400_000
+#: Counted work (candidate evaluations and groups scanned) per second of the repeatable mode's
+#: budget. Measured in clock timing at 1 s on the 32 benchmark batches' shapes (every third,
+#: 2-core Intel Xeon, idle): 0.6-4.0 million units per second of the whole call, so at this rate
+#: the counted work ends before the safety net on every one of them.
+EVALS_PER_SECOND = 500_000
 #: Share of the budget given to seqpart's fixed-CP plans (split among the degrees).
 FIXED_SHARE = 0.35
+#: Clock timing: the search and the exact model end at this share of the limit; validating and
+#: timing every schedule found takes the rest.
+SEARCH_END = 0.8
+#: "work" timing: the clock's safety net, at this share of the limit, stops a search whose
+#: counted work has not run out (a loaded machine).
+SAFETY_END = 0.9
 #: The "wide" constructions: a long sequence gets the smallest degree whose time is within
 #: this many times one step's share of the area bound (see ``wide_degrees``).
 WIDE_SLACKS = ("1", "3/2", "2")
@@ -104,24 +119,25 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
     inst = make_cp_instance(lengths, n_gpus, max_tokens_per_gpu, degrees=degrees, cost=cost,
                             cp_comm=cp_comm, overhead=overhead, sync=sync)
     _check_enough(inst)
-    # The search stops at 80% of the limit: validating and timing the pool takes the rest.
-    deadline = None if options.deterministic else t0 + seconds * 0.8
-    clock = None if deadline is None else (lambda: time.perf_counter() > deadline)
-    # Repeatable mode: the work count alone ends the search. Clock timing: the deadline does,
-    # so the caller's limit is spent on a better plan.
-    work = int(seconds * EVALS_PER_SECOND) if options.deterministic else 1 << 62
+    # SolverOptions.timing: "clock" ends the search at SEARCH_END of the limit (validating and
+    # timing every schedule found takes the rest) and spends the limit on a better plan; "strict"
+    # (deterministic=True) counts work and reads no clock; "work" counts work with the clock at
+    # SAFETY_END as a safety net (the plan then says stopped_by="safety_net").
+    mode = options.mode
+    counted = mode != "clock"
+    work = int(seconds * (1 - FIXED_SHARE) * EVALS_PER_SECOND) if counted else 1 << 62
     max_steps = len(inst.lengths)  # a step runs one sequence at least
     small = exact_fits(inst, max_steps)
+    search_end = SEARCH_END * (1 - EXACT_SHARE) if small else SEARCH_END
     if small:  # the search leaves the exact model its share
-        work = int(work * (1 - EXACT_SHARE)) if options.deterministic else work
-        search_end = t0 + seconds * 0.8 * (1 - EXACT_SHARE)
-        clock = None if deadline is None else (lambda: time.perf_counter() > search_end)
-    counter = Counter(work, clock)
+        work = int(work * (1 - EXACT_SHARE))
+    end = t0 + seconds * (search_end if mode == "clock" else SAFETY_END)
+    counter = Counter(work, None if mode == "strict" else lambda: time.perf_counter() > end)
     pool = _starts(inst, seconds, options, counter, t0)
     # Small instances: CP-SAT, not perturbation rounds, after the local search.
     found = _improve(inst, pool, counter, random.Random(options.seed), perturb=not small)
     exact = _run_exact(inst, found, max_steps, seconds, options, t0) if small else None
-    return _finish(inst, found, counter, exact)
+    return _finish(inst, found, counter, exact, counted)
 
 
 def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps: int,
@@ -135,9 +151,11 @@ def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps
         max_steps = min(max_steps, horizon // (inst.scale * inst.overhead))
     if best[0] <= cp_lower_bound(inst) or max_steps < len(hint):
         return None  # proven already
-    wall = t0 + seconds * 0.9
-    deadline = None if options.deterministic else t0 + seconds * 0.8
-    share = seconds * EXACT_SHARE
+    # CP-SAT's own clock limit (none in "strict" timing), and the watchdog's stop ("clock").
+    wall = None if options.mode == "strict" else t0 + seconds * (
+        SEARCH_END if options.mode == "clock" else SAFETY_END)
+    deadline = wall if options.mode == "clock" else None
+    share = seconds * (1 - FIXED_SHARE) * EXACT_SHARE  # CP-SAT's deterministic time
     return solve_exact(inst, hint, horizon, max_steps, min_steps(inst), share, options, wall,
                        deadline)
 
@@ -184,10 +202,11 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
         return pool  # optimal already
     degs = fixed_degrees(inst)
     share = seconds * FIXED_SHARE / max(1, len(degs))
-    fixed_options = SolverOptions(deterministic=options.deterministic, seed=options.seed,
-                                  workers=options.workers, pause_gc=options.pause_gc)
+    fixed_options = SolverOptions(deterministic=options.deterministic, timing=options.timing,
+                                  seed=options.seed, workers=options.workers,
+                                  pause_gc=options.pause_gc)
     for c in degs:
-        if not options.deterministic and time.perf_counter() - t0 + share > seconds * 0.8:
+        if options.mode == "clock" and time.perf_counter() - t0 + share > seconds * SEARCH_END:
             continue
         steps = fixed_cp_schedule(inst, c, share, fixed_options)
         if steps is not None:
@@ -195,10 +214,10 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
 
     def early() -> bool:
         """Whether the further starts may still run: the search keeps the rest of the budget
-        (by the work count in the repeatable mode, by the clock otherwise)."""
-        if options.deterministic:
+        (by the work count, or by the clock in "clock" timing)."""
+        if options.mode != "clock":
             return counter.done < counter.limit * MORE_STARTS_SHARE
-        return time.perf_counter() - t0 < seconds * 0.8 * MORE_STARTS_SHARE
+        return time.perf_counter() - t0 < seconds * SEARCH_END * MORE_STARTS_SHARE
 
     seen = {tuple(inst.min_degree(lo) for lo in inst.lengths)}  # pack-by-time's degrees
     for slack in WIDE_SLACKS:
@@ -273,7 +292,7 @@ def _meets(inst: CPInstance, schedules: list[Steps], bound: Fraction) -> bool:
 
 
 def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Counter,
-            exact: ExactResult | None) -> CPStepPlan:
+            exact: ExactResult | None, counted: bool) -> CPStepPlan:
     if exact is not None and exact.steps is not None:
         pool = [*pool, ("exact", exact.steps, exact.proven)]
     valid = [(schedule_time(inst, steps), k, name, steps, done)
@@ -287,12 +306,12 @@ def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Coun
         if exact.proven and exact.time is not None:
             bound = max(bound, Fraction(exact.time, inst.scale))
     status = "optimal" if best_t <= bound else "feasible"
-    if status == "optimal":
-        stopped = "proven"
-    elif exact is not None:  # the exact model ran to its share of the budget
-        stopped = "clock" if counter.clock is not None else "work budget"
-    else:
-        stopped = counter.stopped or ("converged" if done else "starts")
+    clock_cut = counter.stopped == "clock" or exact is not None and exact.clock_cut
+    ran_out = counter.stopped == "work budget" or exact is not None and not exact.proven
+    stopped_by = stop_reason(status == "optimal", safety_net=counted and clock_cut,
+                             clock=not counted and (clock_cut or ran_out),
+                             work=counted and ran_out)
+    bound_source = "cpsat" if exact is not None and bound > cp_lower_bound(inst) else "degree_choice"
     degrees_used = tuple(sorted({len(r) for step in steps for r, _ in step}))
     baselines = {name: _exact(t) for t, _, name, _, _ in valid if "+" not in name and "pack" not in name}
     return CPStepPlan(
@@ -305,6 +324,7 @@ def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Coun
         degrees_used=degrees_used,
         sync=inst.sync,
         method=method,
-        stopped=stopped,
+        stopped_by=stopped_by,
+        bound_source=bound_source,
         baselines=baselines,
     )

@@ -11,6 +11,7 @@ candidates it evaluates so that a work budget, not the clock, can end it.
 
 from __future__ import annotations
 
+import heapq
 import random
 from collections.abc import Callable
 from fractions import Fraction
@@ -266,7 +267,7 @@ def local_search(inst: CPInstance, state: list[list[Group]], counter: Counter) -
     stopped because no move improves (a local optimum), False when the budget ended it."""
     while True:
         improved = False
-        tops = [max(g[5] for g in step) for step in state]
+        tops = _Tops(state)
         order = sorted(range(len(state)), key=lambda s: -tops[s])
         for s in order:
             crit = max(state[s], key=lambda g: g[5])
@@ -279,7 +280,7 @@ def local_search(inst: CPInstance, state: list[list[Group]], counter: Counter) -
             return True
 
 
-def _improve_group(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int,
+def _improve_group(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int,
                    crit: Group, counter: Counter) -> bool:
     """One improving move or swap of a sequence of ``crit`` (step s's slowest group)."""
     base = inst.scale * inst.overhead
@@ -307,19 +308,37 @@ def _improve_group(inst: CPInstance, state: list[list[Group]], tops: list[int], 
     return False
 
 
-def _step_top(step: list[Group], changed: dict[int, int]) -> int:
-    return max(changed.get(id(g), g[5]) for g in step)
+class _Tops:
+    """Each step's three slowest groups: a move changes at most two groups, so the new time of a
+    step is known in O(1), not by scanning its groups."""
+
+    def __init__(self, state: list[list[Group]]) -> None:
+        self.best = [heapq.nlargest(3, ((g[5], id(g)) for g in step)) for step in state]
+
+    def __getitem__(self, s: int) -> int:
+        return self.best[s][0][0]
+
+    def after(self, s: int, changed: dict[int, int]) -> int:
+        """Step s's time once the groups in ``changed`` (id -> new time, all in step s) change."""
+        top = max(changed.values())
+        for value, gid in self.best[s]:
+            if gid not in changed:
+                return max(top, value)
+        return top
 
 
-def _try_move(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int, crit: Group,
+def _delta(tops: _Tops, s: int, crit: Group, new_crit: int, t: int, g: Group, new_g: int) -> int:
+    """How much the barrier time changes when ``crit`` (step s) and ``g`` (step t) change."""
+    if s == t:
+        return tops.after(s, {id(crit): new_crit, id(g): new_g}) - tops[s]
+    return tops.after(s, {id(crit): new_crit}) - tops[s] + tops.after(t, {id(g): new_g}) - tops[t]
+
+
+def _try_move(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int, crit: Group,
               t: int, g: Group, i: int, lo: int, wi: int, base: int) -> bool:
     new_crit = inst.scaled_time(crit[1], crit[3] - wi, crit[4] - lo)
     new_g = inst.scaled_time(g[1], g[3] + wi, g[4] + lo)
-    changed = {id(crit): new_crit, id(g): new_g}
-    if s == t:
-        delta = _step_top(state[s], changed) - tops[s]
-    else:
-        delta = _step_top(state[s], changed) - tops[s] + _step_top(state[t], changed) - tops[t]
+    delta = _delta(tops, s, crit, new_crit, t, g, new_g)
     if delta >= 0:
         return False
     _remove(inst, crit, i)
@@ -327,7 +346,7 @@ def _try_move(inst: CPInstance, state: list[list[Group]], tops: list[int], s: in
     return True
 
 
-def _try_swap(inst: CPInstance, state: list[list[Group]], tops: list[int], s: int, crit: Group,
+def _try_swap(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int, crit: Group,
               t: int, g: Group, i: int, lo: int, wi: int, counter: Counter) -> bool:
     counter.done += len(g[2])
     for j in g[2]:
@@ -338,11 +357,7 @@ def _try_swap(inst: CPInstance, state: list[list[Group]], tops: list[int], s: in
             continue
         new_crit = inst.scaled_time(crit[1], crit[3] - wi + wj, crit[4] - lo + lj)
         new_g = inst.scaled_time(g[1], g[3] + wi - wj, g[4] + lo - lj)
-        changed = {id(crit): new_crit, id(g): new_g}
-        delta = _step_top(state[s], changed) - tops[s]
-        if s != t:
-            delta += _step_top(state[t], changed) - tops[t]
-        if delta < 0:
+        if _delta(tops, s, crit, new_crit, t, g, new_g) < 0:
             _remove(inst, crit, i)
             _remove(inst, g, j)
             _add(inst, crit, j)

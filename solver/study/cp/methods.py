@@ -114,7 +114,7 @@ def run_cp_method(method: str, inst: CPInstance, time_limit: float,
                             cost=inst.cost, cp_comm=inst.cp_comm, overhead=inst.overhead,
                             sync=inst.sync, time_limit=time_limit, options=options)
         # Its bound can be above the model's (CP-SAT's, on small instances): the report uses it.
-        return MethodRun(plan.steps, {"status": plan.status, "stopped": plan.stopped,
+        return MethodRun(plan.steps, {"status": plan.status, "stopped_by": plan.stopped_by,
                                       "start": plan.method, "lower_bound": float(plan.lower_bound)})
     if method == "megatron_greedy":
         return MethodRun(megatron_dynamic_cp_schedule(list(inst.lengths), inst.n_gpus, inst.m))

@@ -4,6 +4,7 @@ which budget ends a call in each timing."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
@@ -112,10 +113,10 @@ def test_clock_timing_is_ended_by_the_clock_and_the_repeatable_mode_by_its_work(
     rng = random.Random(7)
     lengths = [min(16 * 2048, int(rng.lognormvariate(7.0, 1.1)) + 16) for _ in range(256)]
     clock = plan_cp_step(lengths, 16, 2048, time_limit=0.05, **BENCH)
-    assert clock.stopped in ("clock", "converged", "proven")  # never a work count
+    assert clock.stopped_by in ("clock", "complete", "proof")  # never a work count
     det = plan_cp_step(lengths, 16, 2048, time_limit=0.05,
                        options=SolverOptions(deterministic=True), **BENCH)
-    assert det.stopped in ("work budget", "converged", "proven")
+    assert det.stopped_by in ("work", "complete", "proof")
 
 
 @pytest.mark.parametrize("sync", ["barrier", "dag"])
@@ -131,7 +132,7 @@ def test_the_exact_model_proves_the_brute_force_optimum_on_tiny_instances(sync: 
         best = optimum(lengths, n, 4, **model)[sync]
         for options in (None, SolverOptions(deterministic=True)):
             plan = plan_cp_step(lengths, n, 4, sync=sync, time_limit=2.0, options=options, **model)
-            assert plan.status == "optimal" and plan.stopped == "proven", (lengths, n, model)
+            assert plan.status == "optimal" and plan.stopped_by == "proof", (lengths, n, model)
             assert plan.step_time == plan.lower_bound == best, (lengths, n, model)
 
 
@@ -150,3 +151,29 @@ def test_the_exact_model_improves_its_hint_and_its_bound_holds() -> None:
     assert got.time == schedule_time(inst, got.steps) * inst.scale <= horizon
     assert got.bound <= got.time
 
+
+
+def test_strict_timing_reads_no_clock_and_work_timing_has_a_safety_net(monkeypatch) -> None:
+    """A clock that jumps an hour ahead: the repeatable plan does not change, the "work" timing's
+    safety net stops the search and says so."""
+    from seqpart.solver.dynamic_cp import _planner
+
+    rng = random.Random(5)
+    lengths = [min(8 * 2048, int(rng.lognormvariate(7.0, 1.0)) + 16) for _ in range(96)]
+    strict = SolverOptions(deterministic=True)
+    before = plan_cp_step(lengths, 8, 2048, time_limit=0.2, options=strict, **BENCH)
+
+    class Late:
+        @staticmethod
+        def perf_counter() -> float:
+            return time.perf_counter() + (3600.0 if calls.append(1) or len(calls) > 1 else 0.0)
+
+    calls: list[int] = []
+    monkeypatch.setattr(_planner, "time", Late)
+    after = plan_cp_step(lengths, 8, 2048, time_limit=0.2, options=strict, **BENCH)
+    assert after.steps == before.steps and after.stopped_by != "safety_net"
+    calls.clear()
+    cut = plan_cp_step(lengths, 8, 2048, time_limit=0.2, options=SolverOptions(timing="work"),
+                       **BENCH)
+    assert cut.stopped_by == "safety_net" and not find_cp_violations(
+        make_cp_instance(lengths, 8, 2048, **BENCH), cut.steps)
