@@ -200,22 +200,48 @@ for lib in ("numpy", "ortools.sat.python.cp_model"):
     if importlib.util.find_spec(lib.split(".")[0]) is not None:
         importlib.import_module(lib)
 assert not [m for m in sys.modules if m.startswith("seqpart")]
-children = {}
-for name in sys.argv[1:]:
+
+
+def child(name, report=None):
+    \"\"\"Fork a process that imports ``name`` first; it writes the seqpart modules it loaded
+    to the pipe ``report`` when given.\"\"\"
     pid = os.fork()
-    if pid == 0:
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            missing = getattr(err, "name", None) or ""
-            optional = missing.split(".")[0] in ("torch", "matplotlib")
-            print(f"{name}: {'skipped, needs ' + missing if optional else err!r}", flush=True)
-            os._exit(0 if optional else 1)
-        except BaseException:
-            traceback.print_exc()
-            os._exit(1)
-        os._exit(0)
-    children[pid] = name
+    if pid:
+        return pid
+    try:
+        importlib.import_module(name)
+    except ImportError as err:
+        missing = getattr(err, "name", None) or ""
+        optional = missing.split(".")[0] in ("torch", "matplotlib")
+        print(f"{name}: {'skipped, needs ' + missing if optional else err!r}", flush=True)
+        os._exit(0 if optional else 1)
+    except BaseException:
+        traceback.print_exc()
+        os._exit(1)
+    if report is not None:
+        with os.fdopen(report, "w") as out:
+            out.write(" ".join(m for m in sys.modules if m.startswith("seqpart")))
+    os._exit(0)
+
+
+# Importing a.b.c first imports a.b first; when a.b's own import loads a.b.c, that is the whole
+# story. So each package is imported alone first, then each module its package does not load.
+names = sys.argv[1:]
+packages = sorted({n.rsplit(".", 1)[0] for n in names if "." in n})
+children, pipes = {}, {}
+for name in packages:
+    read, write = os.pipe()
+    children[child(name, write)] = name
+    os.close(write)
+    pipes[name] = read
+loaded = {}
+for name, read in pipes.items():
+    with os.fdopen(read) as pipe:
+        loaded[name] = set(pipe.read().split())
+for name in names:
+    parent = name.rsplit(".", 1)[0]
+    if name not in packages and name not in loaded.get(parent, ()):
+        children[child(name)] = name
 failed = 0
 for pid, name in children.items():
     _, status = os.waitpid(pid, 0)
@@ -229,7 +255,8 @@ sys.exit(1 if failed else 0)
 @pytest.mark.skipif(sys.platform == "win32", reason="uses os.fork")
 def test_every_module_imports_alone() -> None:
     """Each module imported first, in a fresh process: catches an import that only works when
-    another module was imported before it (a hidden cycle or order dependency)."""
+    another module was imported before it (a hidden cycle or order dependency). A module that
+    its package's own import loads is checked by importing the package first."""
     names = sorted(n for n in MODULES if not n.endswith("__main__"))
     proc = subprocess.run([sys.executable, "-c", FORK_EACH, *names], capture_output=True,
                           text=True, timeout=300, cwd=ROOT)
