@@ -5,7 +5,7 @@
 * :mod:`~seqpart.solver.engines.count_lp` and :mod:`~seqpart.solver.engines.count_search`:
   the smallest count under a cap (``k=None``): the same LP over item types, waste-limited,
   as a proven bound, and an LP-guided dive with exact repacking of the last items.
-* :mod:`~seqpart.solver.engines.exact`: the exact branch-and-bound search and the dive.
+* :mod:`~seqpart.solver.engines.branch_bound`: the exact branch-and-bound search and the dive.
 * :mod:`~seqpart.solver.engines.prove`: the proof phase that runs them in order.
 * :mod:`~seqpart.solver.engines.budget_costs`: what each step costs, so a work budget can be split.
 * :mod:`~seqpart.solver.engines.interrupt`: a Ctrl-C stops a long CP-SAT solve at once.

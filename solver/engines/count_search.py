@@ -37,6 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
+from .branch_bound import FOUND, ExactBudget, pack
+from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
 from .count_lp import (
     BB_TYPICAL_WORK,
     DP_CELLS,
@@ -46,8 +48,6 @@ from .count_lp import (
     PatternLP,
     Work,
 )
-from .exact import FOUND, ExactBudget, pack
-from .exact import INFEASIBLE as PACK_INFEASIBLE
 
 #: Items left at which the dive hands over to the exact bin completion.
 FINISH_AT = 45

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..errors import InfeasibleError
 from ..options import BestPlan, Budget
 from ..problem import Items
-from .exact import (
+from .branch_bound import (
     DIVE_POOL,
     DIVE_WORDS_PER_ITEM_LEFT,
     DIVE_WORDS_PER_POOL_ITEM,

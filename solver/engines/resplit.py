@@ -25,7 +25,7 @@ import numpy as np
 
 from ..options import BestPlan, Budget
 from ..problem import Items, measure_bins
-from .exact import FOUND, ExactBudget, pack
+from .branch_bound import FOUND, ExactBudget, pack
 from .prove import EXACT_NODES_PER_SECOND, MAX_ITEMS_PER_BIN, exact_budget
 
 #: Largest pooled pair split exhaustively (2**(m-1) subsets: 32768 at 16).
@@ -337,7 +337,7 @@ def exchange_items(
 # packing the pool again at one unit below its load does (on the public bench's adversarial
 # batches of 24-48 sequences, 0.23-0.35% above the optimum at 20 ms, this reaches 0.01-0.05% in
 # 3-8 ms at n = 24-32). The pool's packing is the exact search's decision
-# (:func:`~seqpart.solver.engines.exact.pack`, at most :data:`NODES_PER_GROUP` nodes a group): a
+# (:func:`~seqpart.solver.engines.branch_bound.pack`, at most :data:`NODES_PER_GROUP` nodes a group): a
 # pool of 8-16 sequences in 3-4 micro-batches is decided in a few hundred nodes, where scoring
 # every split of it is 3**12 assignments.
 #

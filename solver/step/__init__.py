@@ -2,26 +2,25 @@
 
 * :mod:`~seqpart.solver.step.planner`: :func:`plan_step`, the orchestrator.
 * :mod:`~seqpart.solver.step.global_plan`: :func:`plan_global`, the cheap two-level proxy.
-* :mod:`~seqpart.solver.step.exact`: the exact makespan's choice and orders, with
+* :mod:`~seqpart.solver.step.makespan`: the exact makespan's choice and orders, with
   :func:`order_for_pipeline` (a rank's micro-batch order under pp > 1) and :func:`order_schedule`;
-  :mod:`~seqpart.solver.step.exact_phase`: plan_step's last phase at pp > 1 (the choice by
+  :mod:`~seqpart.solver.step.makespan_phase`: plan_step's last phase at pp > 1 (the choice by
   exact makespan, then the assignment searched on it).
 * :mod:`~seqpart.solver.step.model`: the step-time model, the schedule validator and :class:`StepPlan`.
 * :mod:`~seqpart.solver.step.pipeline`: the exact makespan of a rank's pipeline schedule
   (:class:`PipelineModel`: Megatron-LM's 1F1B / interleaved 1F1B, GPipe), its bound, order search.
-* :mod:`~seqpart.solver.step.exact`: the planner's choice of schedule and orders by exact makespan.
 * :mod:`~seqpart.solver.step.bound`: :func:`step_lower_bound`, below every valid schedule's step time.
 * :mod:`~seqpart.solver.step.starts`, :mod:`~seqpart.solver.step.starts.trainers`: starting
   schedules (seqpart's constructions, and the trainers' schedulers as fast starts).
-* :mod:`~seqpart.solver.step.search`, :mod:`~seqpart.solver.step.cpsat`: local search on the step
+* :mod:`~seqpart.solver.step.search`, :mod:`~seqpart.solver.step.tiny_cpsat`: local search on the step
   time, and the exact CP-SAT model for small cases.
 """
 
 from __future__ import annotations
 
 from .bound import step_lower_bound
-from .exact import order_for_pipeline, order_schedule
 from .global_plan import plan_global, round_up
+from .makespan import order_for_pipeline, order_schedule
 from .model import (
     StepPlan,
     check_schedule,

@@ -7,7 +7,7 @@ allows, never what a repeatable plan is.
 
 from __future__ import annotations
 
-from .exact import OPS_PER_SECOND
+from .makespan import OPS_PER_SECOND
 from .model import StepInstance
 
 #: The two constructions at one count, in candidate evaluations per sequence (measured 10-20 us

@@ -19,10 +19,10 @@ shares and the measured times in :mod:`~seqpart.solver.step.budget`):
    left each time), one more count while the budget allows;
 5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
    small;
-6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`~seqpart.solver.step.exact_phase`):
+6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`~seqpart.solver.step.makespan_phase`):
    ``EXACT_SHARE`` of the time evaluates the best
    candidates exactly and searches their orders; the trainers' and given schedules each get
-   the order search :func:`~seqpart.solver.step.exact.order_schedule` gives them, in full.
+   the order search :func:`~seqpart.solver.step.makespan.order_schedule` gives them, in full.
 """
 
 from __future__ import annotations
@@ -54,14 +54,13 @@ from .budget import (
     assembly_reserve,
     exact_reserve,
 )
-from .cpsat import exact_fits, solve_step_exactly
-from .exact import (
+from .makespan import (
     OPS_PER_SECOND,
     Ordered,
     assemble,
     count_penalty,
 )
-from .exact_phase import choose_by_exact_makespan
+from .makespan_phase import choose_by_exact_makespan
 from .model import StepInstance, StepPlan
 from .model import exact as exact_time
 from .pipeline import (
@@ -74,6 +73,7 @@ from .starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
 from .starts.trainers import (
     OpenEnded,
 )
+from .tiny_cpsat import exact_fits, solve_step_exactly
 from .trainer_phase import (
     finish_trainer_starts,
     given_and_trainer_starts,

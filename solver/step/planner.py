@@ -4,10 +4,10 @@
 smallest step time under the model of :mod:`seqpart.solver.step.model` (re-exported here:
 :func:`step_time`, :func:`rank_times`, :func:`step_lower_bound`, :func:`check_schedule`,
 :class:`StepPlan`). Its parts: starts in :mod:`~seqpart.solver.step.starts`, local search in
-:mod:`~seqpart.solver.step.search`, CP-SAT in :mod:`~seqpart.solver.step.cpsat`.
+:mod:`~seqpart.solver.step.search`, CP-SAT in :mod:`~seqpart.solver.step.tiny_cpsat`.
 
 :func:`plan_global` (:mod:`~seqpart.solver.step.global_plan`) and :func:`order_for_pipeline`
-(:mod:`~seqpart.solver.step.exact`) are its cheaper neighbours. The collective forms live in
+(:mod:`~seqpart.solver.step.makespan`) are its cheaper neighbours. The collective forms live in
 :mod:`seqpart.solver.distributed.planners`, which only moves data between ranks and calls these.
 """
 
@@ -62,7 +62,7 @@ def plan_step(
     given and the trainers' schedules in a pool, whose best unsearched start is improved by
     local search (:mod:`~seqpart.solver.step.search`); CP-SAT solves tiny instances exactly
     (proving the plan optimal at pp = 1); with ``pp > 1`` a quarter of the budget then goes to
-    the exact makespan (:mod:`~seqpart.solver.step.exact`), which picks the fastest candidate
+    the exact makespan (:mod:`~seqpart.solver.step.makespan`), which picks the fastest candidate
     and the order of its ranks. ``step_time`` is that schedule's exact makespan,
     ``formula_step_time`` the formula's figure for it.
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
-from .exact import order_given
+from .makespan import order_given
 from .model import StepInstance
 from .pipeline import PipelineModel
 from .starts import Row, from_schedule
@@ -91,7 +91,7 @@ def order_given_starts(search: StepSearch) -> None:
     order seqpart finds for it), so the later phases' clock must see its time (six such
     searches took 0.14 s at n=1,024, dp=64, pp=2, vpp=4). Those that arrive later (the
     trainers' open-ended parts) get theirs in the exact phase
-    (:mod:`~seqpart.solver.step.exact_phase`)."""
+    (:mod:`~seqpart.solver.step.makespan_phase`)."""
     if search.inst.pp == 1:
         return
     rows = [row for row in search.pool

@@ -72,7 +72,7 @@ def test_nested_pauses_restore_only_at_the_outermost() -> None:
 
 
 def test_plan_step_pauses_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    step_module = importlib.import_module("seqpart.solver.step.exact")  # plan_step assembles there
+    step_module = importlib.import_module("seqpart.solver.step.makespan")  # plan_step assembles there
     seen: list[bool] = []
     original = step_module.check_schedule  # every schedule it returns passes it
 

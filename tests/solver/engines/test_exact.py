@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import load_lower_bound
 from seqpart.solver import check_plan, partition
-from seqpart.solver.engines import exact as exact_module
-from seqpart.solver.engines.exact import (
+from seqpart.solver.engines import branch_bound as exact_module
+from seqpart.solver.engines.branch_bound import (
     FOUND,
     INFEASIBLE,
     UNKNOWN,

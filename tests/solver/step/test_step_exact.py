@@ -18,7 +18,7 @@ from seqpart.solver.step import (
     step_lower_bound,
     step_time,
 )
-from seqpart.solver.step.exact import light_ends_order
+from seqpart.solver.step.makespan import light_ends_order
 from seqpart.solver.step.pipeline import makespan
 
 
@@ -100,8 +100,8 @@ def test_refine_assignment_lowers_the_exact_makespan_and_keeps_the_schedule_vali
     import random
 
     from seqpart.solver import MicroBatchCost
-    from seqpart.solver.step.exact import order_ranks, rank_time_rows
-    from seqpart.solver.step.exact_phase import refine_assignment
+    from seqpart.solver.step.makespan import order_ranks, rank_time_rows
+    from seqpart.solver.step.makespan_phase import refine_assignment
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.pipeline import DEFAULT_MODEL, scaled_makespans, schedule_error
 
@@ -139,7 +139,7 @@ def test_the_exact_choice_and_the_order_search_start_nothing_past_their_deadline
     clock cut it; the order search returns its start as it was."""
     import time
 
-    from seqpart.solver.step.exact import choose_exact, order_ranks, rank_time_rows
+    from seqpart.solver.step.makespan import choose_exact, order_ranks, rank_time_rows
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.pipeline import DEFAULT_MODEL, improve_order, scaled_makespans
 

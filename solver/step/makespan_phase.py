@@ -2,7 +2,7 @@
 
 The search ranks schedules by the closed formula, which at pp > 1 is neither exact nor a bound.
 This phase weighs the searches' results, the best unsearched starts and the trainers' and given
-schedules (each with the order search of :func:`~seqpart.solver.step.exact.order_schedule`) by
+schedules (each with the order search of :func:`~seqpart.solver.step.makespan.order_schedule`) by
 the exact pipeline makespan (:func:`choose_by_exact_makespan`). :func:`refine_assignment` then
 spends what is left of the time on moves of sequences between ranks scored by that makespan,
 each rank keeping its order, and the plan is assembled.
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..options import SolverOptions
 from .bound import exact_scaled_bounds
-from .exact import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
+from .makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
 from .model import StepInstance, StepPlan
 from .model import exact as exact_time
 from .pipeline import PipelineModel, scale, scaled_makespans
