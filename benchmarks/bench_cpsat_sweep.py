@@ -5,17 +5,19 @@
 
 Small tight and infeasible batches (n = 8-64 sequences, about 2 per micro-batch, the cap
 within 15% of the longest sequence, some below the count's need) are planned by ``partition``
-and, on the smaller ones, by ``plan_step`` (whose exact phase runs CP-SAT), each ``--runs``
-times with its own drawn options: 1-4 CP-SAT workers, the clock or the repeatable timing, and
-a time limit of 0.01-2 s. Every call runs in a worker subprocess, so a process abort inside
-OR-Tools is counted, not fatal: the worker announces each case before it starts, and the
-parent restarts it past a case that killed it. A case that says nothing within its limit plus
-10 s is a hang (the worker is killed and restarted).
+and, on the smaller ones, by ``plan_step`` (whose exact phase runs CP-SAT) and by
+``plan_cp_step`` on 2 or 4 GPUs (4-10 sequences: its exact CP-SAT model runs, under the barrier
+or the dag sync model), each ``--runs`` times with its own drawn options: 1-4 CP-SAT workers,
+the clock or the repeatable timing, and a time limit of 0.01-2 s. Every call runs in a worker
+subprocess, so a process abort inside OR-Tools is counted, not fatal: the worker announces each
+case before it starts, and the parent restarts it past a case that killed it. A case that says
+nothing within its limit plus 10 s is a hang (the worker is killed and restarted).
 
 A wrong claim is a plan or an error that another run of the same batch contradicts: a plan
 (or a step time) below a run's proven optimum or lower bound, or a plan where another run
 proved that none exists. Every returned plan is re-checked here too: k non-empty micro-batches,
-each sequence once, none over the cap.
+each sequence once, none over the cap (a dynamic-CP schedule: every GPU in one aligned group per
+step, each sequence once, no group over its tokens).
 """
 
 from __future__ import annotations
@@ -47,15 +49,16 @@ class Case:
 
     index: int
     instance: int
-    kind: str  # "partition" or "plan_step"
+    kind: str  # "partition", "plan_step" or "plan_cp_step"
     lengths: list[int]
     k: int
     cap: int
     workers: int
     deterministic: bool
     time_limit: float
-    dp: int = 1
+    dp: int = 1  # plan_cp_step: the GPUs
     pp: int = 1
+    sync: str = "barrier"
 
 
 def _pool(seed: int) -> list[int]:
@@ -77,8 +80,8 @@ def make_cases(instances: int, runs: int, seed: int) -> list[Case]:
     pool = _pool(seed)
     cases: list[Case] = []
     for inst in range(instances):
-        kind = "plan_step" if inst % 5 == 4 else "partition"
-        n = int(rng.integers(8, 17 if kind == "plan_step" else 65))
+        kind = {4: "plan_step", 3: "plan_cp_step"}.get(inst % 5, "partition")
+        n = int(rng.integers(*{"plan_step": (8, 17), "plan_cp_step": (4, 11)}.get(kind, (8, 65))))
         # Half real long-tail lengths, half uniform up to 32K (many near the longest).
         if rng.random() < 0.5:
             lengths = [int(pool[j]) for j in rng.integers(0, len(pool), n)]
@@ -96,11 +99,16 @@ def make_cases(instances: int, runs: int, seed: int) -> list[Case]:
             k = max(1, min(n, int(round(n / rng.uniform(1.6, 2.6)))))
         dp = int(rng.integers(1, 3)) if kind == "plan_step" else 1
         pp = int(rng.integers(1, 3)) if kind == "plan_step" else 1
+        sync = "barrier"
+        if kind == "plan_cp_step":  # the cap is the GPUs' tokens: the longest fills its group
+            dp = int(rng.choice([2, 4]))
+            cap = -(-cap // dp)  # max_tokens_per_gpu
+            sync = str(rng.choice(["barrier", "dag"]))
         for _ in range(runs):
             cases.append(Case(
                 index=len(cases), instance=inst, kind=kind, lengths=lengths, k=k, cap=cap,
                 workers=int(rng.integers(1, 5)), deterministic=bool(rng.integers(0, 2)),
-                time_limit=float(rng.choice(LIMITS, p=LIMIT_WEIGHTS)), dp=dp, pp=pp))
+                time_limit=float(rng.choice(LIMITS, p=LIMIT_WEIGHTS)), dp=dp, pp=pp, sync=sync))
     return cases
 
 
@@ -119,8 +127,26 @@ def _check_bins(bins: Sequence[Sequence[int]], lengths: Sequence[int], k: int, c
     return ""
 
 
+def _check_cp(steps: Sequence[Any], lengths: Sequence[int], n_gpus: int, m: int) -> str:
+    """What is wrong with a dynamic-CP schedule, checked here, not by seqpart's validator."""
+    seen = []
+    for step in steps:
+        covered = []
+        for ranks, ids in step:
+            c = len(ranks)
+            if not ids or list(ranks) != list(range(ranks[0], ranks[0] + c)) or ranks[0] % c:
+                return "an empty or unaligned group"
+            if sum(lengths[i] for i in ids) > c * m:
+                return "a group over its tokens"
+            covered += list(ranks)
+            seen += list(ids)
+        if sorted(covered) != list(range(n_gpus)):
+            return "a step that does not run every GPU once"
+    return "" if sorted(seen) == list(range(len(lengths))) else "not every sequence exactly once"
+
+
 def run_case(case: Case) -> dict[str, Any]:
-    from seqpart.solver import InfeasibleError, SolverOptions, partition, plan_step
+    from seqpart.solver import InfeasibleError, SolverOptions, partition, plan_cp_step, plan_step
 
     options = SolverOptions(deterministic=case.deterministic, workers=case.workers)
     out: dict[str, Any] = {"index": case.index}
@@ -130,6 +156,12 @@ def run_case(case: Case) -> dict[str, Any]:
             plan = partition(case.lengths, case.k, case.cap, time_limit=case.time_limit, options=options)
             out.update(status=plan.status, value=plan.max_load, bound=plan.lower_bound,
                        bad=_check_bins(plan.bins, case.lengths, case.k, case.cap))
+        elif case.kind == "plan_cp_step":
+            cp = plan_cp_step(case.lengths, case.dp, case.cap, cost=(24576, 1),
+                              overhead=512 * 24576, cp_comm=6144, sync=case.sync,
+                              time_limit=case.time_limit, options=options)
+            out.update(status=cp.status, value=float(cp.step_time), bound=float(cp.lower_bound),
+                       bad=_check_cp(cp.steps, case.lengths, case.dp, case.cap))
         else:
             step = plan_step(case.lengths, case.dp, case.cap, pp=case.pp, cost="tokens",
                              time_limit=case.time_limit, options=options)
@@ -285,7 +317,8 @@ def _report(cases: list[Case], results: dict[int, dict[str, Any]], path: str | N
         for i in found[:10]:
             c = cases[i]
             print(f"  {label}: {c.kind}(lengths={c.lengths}, k={c.k}, cap={c.cap}, workers={c.workers}, "
-                  f"deterministic={c.deterministic}, time_limit={c.time_limit}, dp={c.dp}, pp={c.pp})")
+                  f"deterministic={c.deterministic}, time_limit={c.time_limit}, dp={c.dp}, pp={c.pp}, "
+                  f"sync={c.sync})")
     for r in errors[:10]:
         print(f"  error in call {r['index']}: {r['error']}")
     for line in wrong[:10]:
