@@ -283,28 +283,18 @@ def local_search(inst: CPInstance, state: list[list[Group]], counter: Counter) -
 def _improve_group(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int,
                    crit: Group, counter: Counter) -> bool:
     """One improving move or swap of a sequence of ``crit`` (step s's slowest group)."""
-    base = inst.scale * inst.overhead
     ids = sorted(crit[2], key=lambda i: -inst.work(i))
     # Moves first (one evaluation per group), then swaps (one per pair): a cheap improving
-    # move is found before the first swap is scanned.
-    if len(crit[2]) > 1:
+    # move is found before the first swap is scanned. A group's last sequence never moves.
+    for attempt in ([_try_move] if len(crit[2]) > 1 else []) + [_try_swap]:
         for i in ids:
             lo, wi = inst.lengths[i], inst.work(i)
             for t, step in enumerate(state):
                 if not counter.spend(len(step)):
                     return False
                 for g in step:
-                    if g is not crit and g[4] + lo <= g[1] * inst.m and \
-                            _try_move(inst, state, tops, s, crit, t, g, i, lo, wi, base):
+                    if g is not crit and attempt(inst, tops, s, crit, t, g, i, lo, wi, counter):
                         return True
-    for i in ids:
-        lo, wi = inst.lengths[i], inst.work(i)
-        for t, step in enumerate(state):
-            if not counter.spend(len(step)):
-                return False
-            for g in step:
-                if g is not crit and _try_swap(inst, state, tops, s, crit, t, g, i, lo, wi, counter):
-                    return True
     return False
 
 
@@ -334,8 +324,10 @@ def _delta(tops: _Tops, s: int, crit: Group, new_crit: int, t: int, g: Group, ne
     return tops.after(s, {id(crit): new_crit}) - tops[s] + tops.after(t, {id(g): new_g}) - tops[t]
 
 
-def _try_move(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int, crit: Group,
-              t: int, g: Group, i: int, lo: int, wi: int, base: int) -> bool:
+def _try_move(inst: CPInstance, tops: _Tops, s: int, crit: Group, t: int, g: Group, i: int,
+              lo: int, wi: int, counter: Counter) -> bool:
+    if g[4] + lo > g[1] * inst.m:
+        return False
     new_crit = inst.scaled_time(crit[1], crit[3] - wi, crit[4] - lo)
     new_g = inst.scaled_time(g[1], g[3] + wi, g[4] + lo)
     delta = _delta(tops, s, crit, new_crit, t, g, new_g)
@@ -346,8 +338,8 @@ def _try_move(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int, c
     return True
 
 
-def _try_swap(inst: CPInstance, state: list[list[Group]], tops: _Tops, s: int, crit: Group,
-              t: int, g: Group, i: int, lo: int, wi: int, counter: Counter) -> bool:
+def _try_swap(inst: CPInstance, tops: _Tops, s: int, crit: Group, t: int, g: Group, i: int,
+              lo: int, wi: int, counter: Counter) -> bool:
     counter.done += len(g[2])
     for j in g[2]:
         lj, wj = inst.lengths[j], inst.work(j)

@@ -33,7 +33,9 @@ from .step_study import (
 # --------------------------------------------------------------------------- CLI
 
 
-def _positive(kind: type) -> Callable[[str], Any]:
+def positive(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a finite number > 0 of ``kind`` (the study commands' sizes and limits)."""
+
     def parse(text: str) -> Any:
         try:
             value = kind(text)
@@ -62,7 +64,7 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--field", "--column", dest="fields", action="append", metavar="NAME",
                    help="the field(s) of --data holding the lengths (repeat or join with '+' "
                         "to sum, e.g. prompt and response lengths)")
-    p.add_argument("--global-batch", type=_positive(int), default=None, metavar="N",
+    p.add_argument("--global-batch", type=positive(int), default=None, metavar="N",
                    help="with --data: sequences per training step, in file order (default: the "
                         "whole file is one step)")
     p.add_argument("--methods", default=None, help="comma list")
@@ -75,11 +77,11 @@ def add_step_parser(sub: Any) -> None:
                    "one int with --data)")
     p.add_argument("--pp", default=None, help=f"pipeline depth(s) (default {DEFAULT_PP}; one "
                    "int with --data, default 1)")
-    p.add_argument("--vpp", type=_positive(int), default=1,
+    p.add_argument("--vpp", type=positive(int), default=1,
                    help="virtual stages per rank (default 1); with --data and vpp > 1 the count "
                         "per rank is a multiple of pp (Megatron's interleaved schedule) unless "
                         "--multiple-of says otherwise")
-    p.add_argument("--multiple-of", type=_positive(int), default=None,
+    p.add_argument("--multiple-of", type=positive(int), default=None,
                    help="with --data: the count per rank is a multiple of this")
     p.add_argument("--caps", "--cap", dest="caps", default=None,
                    help=f"token cap(s), or multiples of the longest sequence like 2x (default "
@@ -95,18 +97,18 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--overhead-tokens", type=int, default=None,
                    help="per-micro-batch overhead as the linear cost of this many tokens "
                         f"(default {DEFAULT_OVERHEAD_TOKENS})")
-    p.add_argument("--time-limit", type=_positive(float), default=None,
+    p.add_argument("--time-limit", type=positive(float), default=None,
                    help=f"seconds for plan_step (and plan_global) per step (default "
                         f"{DEFAULT_TIME_LIMIT} in the grid; 1 with --data, plan_step's own default)")
-    p.add_argument("--reps", type=_positive(int), default=1, help="batches per setting")
+    p.add_argument("--reps", type=positive(int), default=1, help="batches per setting")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=_positive(int), default=None, help="processes (default: all cores)")
-    p.add_argument("--timed-jobs", type=_positive(int), default=None,
+    p.add_argument("--jobs", type=positive(int), default=None, help="processes (default: all cores)")
+    p.add_argument("--timed-jobs", type=positive(int), default=None,
                    help="time-budgeted runs (plan_step, plan_global, per_rank) at a time, after "
                         "the others (default: as --jobs)")
     p.add_argument("--out", default=None, help="output directory (default seqpart-step-study; "
                    "seqpart-step-data with --data)")
-    p.add_argument("--limit", type=_positive(int), default=None,
+    p.add_argument("--limit", type=positive(int), default=None,
                    help="run at most this many new results")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress output")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 from ...errors import UsageError
 from ..runner import add_executor_arguments
-from ..step_cli import profile_from_flags
+from ..step_cli import positive, profile_from_flags
 from .methods import CP_METHODS
 from .report import format_summary
 from .study import (
@@ -33,19 +32,6 @@ from .study import (
 COMMAND = "cp-study"
 
 
-def _positive(kind: type) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not value > 0 or (kind is float and math.isinf(value)):
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-        return value
-
-    return parse
-
-
 def add_cp_parser(sub: Any) -> None:
     """Register ``seqpart cp-study`` on the CLI's subparsers (the CLI's only hunk for it)."""
     p = sub.add_parser(COMMAND, help="dynamic context parallelism: plan_cp_step against "
@@ -64,7 +50,7 @@ def add_cp_parser(sub: Any) -> None:
                    help="your lengths, any format `seqpart solve` reads: only they are studied")
     p.add_argument("--field", "--column", dest="fields", action="append", metavar="NAME",
                    help="the field(s) of --data holding the lengths (repeat or join with '+')")
-    p.add_argument("--global-batch", type=_positive(int), default=None, metavar="N",
+    p.add_argument("--global-batch", type=positive(int), default=None, metavar="N",
                    help="with --data: sequences per training step, in file order (default: the "
                         "whole file is one step)")
     p.add_argument("--methods", default=",".join(CP_METHODS), help="comma list (default all)")
@@ -90,21 +76,21 @@ def add_cp_parser(sub: Any) -> None:
     p.add_argument("--cp-comm", default=None, metavar="X",
                    help="exposed cost per KV token a GPU receives from its group, as a multiple "
                         f"of the cost's per-token term (default {DEFAULT_CP_COMM}; 0: overlapped)")
-    p.add_argument("--time-limit", type=_positive(float), default=DEFAULT_TIME_LIMIT,
+    p.add_argument("--time-limit", type=positive(float), default=DEFAULT_TIME_LIMIT,
                    help=f"seconds for plan_cp_step, spent as counted work so that records "
                         f"repeat (default {DEFAULT_TIME_LIMIT:g}); fixed_cp gets the planner's "
                         "share of it")
     p.add_argument("--quick", action="store_true",
                    help=f"a small grid: --n {QUICK['n']} --n-gpus {QUICK['gpus']} "
                         f"--max-tokens-per-gpu {QUICK['max_tokens']} (flags given win)")
-    p.add_argument("--reps", type=_positive(int), default=1, help="batches per setting")
+    p.add_argument("--reps", type=positive(int), default=1, help="batches per setting")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=_positive(int), default=None, help="processes (default: all cores)")
-    p.add_argument("--timed-jobs", type=_positive(int), default=None,
+    p.add_argument("--jobs", type=positive(int), default=None, help="processes (default: all cores)")
+    p.add_argument("--timed-jobs", type=positive(int), default=None,
                    help="plan_cp_step and fixed_cp runs at a time, after the others (default: "
                         "as --jobs)")
     p.add_argument("--out", default="seqpart-cp-study", help="output directory")
-    p.add_argument("--limit", type=_positive(int), default=None,
+    p.add_argument("--limit", type=positive(int), default=None,
                    help="run at most this many new results")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress output")
