@@ -179,6 +179,13 @@ def cmd_step(args: argparse.Namespace) -> int:
                          "run the same command again to resume\n")
         return EXIT_INTERRUPTED
     print(format_summary(outcome.rows, outcome.pps))
+    print_study_end(outcome, "step_summary.csv", say)
+    return 0
+
+
+def print_study_end(outcome: Any, summary: str, say: Callable[[str], None]) -> None:
+    """What every study command prints after its table: the timing note, what is left to run,
+    the plots and where the results are."""
     if outcome.timing_note:
         print(outcome.timing_note)
     if outcome.missing:
@@ -188,9 +195,8 @@ def cmd_step(args: argparse.Namespace) -> int:
         say(outcome.plots_skipped)
     if outcome.plots:
         print("plots: " + ", ".join(str(p) for p in outcome.plots))
-    print(f"results: {outcome.results_path}, summary: {outcome.out / 'step_summary.csv'} "
+    print(f"results: {outcome.results_path}, summary: {outcome.out / summary} "
           f"({outcome.seconds:.1f}s)")
-    return 0
 
 
 def _one_int(text: str | None, flag: str, default: int | None) -> int:

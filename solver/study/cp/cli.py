@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import UsageError
 from ..runner import add_executor_arguments
-from ..step_cli import positive, profile_from_flags
+from ..step_cli import positive, print_study_end, profile_from_flags
 from .methods import CP_METHODS
 from .report import format_summary
 from .study import (
@@ -172,15 +172,5 @@ def cmd_cp_study(args: argparse.Namespace) -> int:
     if outcome.clipped:
         print(f"\n{outcome.clipped} of {outcome.settings} settings clipped sequences longer than "
               "n_gpus x max_tokens_per_gpu to it (records count them: 'clipped')")
-    if outcome.timing_note:
-        print(outcome.timing_note)
-    if outcome.missing:
-        print(f"({outcome.missing} of {outcome.wanted} results still to run: run the same "
-              "command to resume)")
-    if outcome.plots_skipped:
-        say(outcome.plots_skipped)
-    if outcome.plots:
-        print("plots: " + ", ".join(str(p) for p in outcome.plots))
-    print(f"results: {outcome.results_path}, summary: {outcome.out / 'cp_summary.csv'} "
-          f"({outcome.seconds:.1f}s)")
+    print_study_end(outcome, "cp_summary.csv", say)
     return 0
