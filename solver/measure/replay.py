@@ -16,7 +16,6 @@ pipeline model (:mod:`.pipeline_replay`), since one machine cannot run a real pi
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import socket
 import time
@@ -27,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .checks import positive_int
+from .cp.procs import rank_processes
 
 Schedule = Sequence[Sequence[Sequence[int]]]
 
@@ -186,7 +186,7 @@ def run_trials(schedules: dict[str, list[list[list[int]]]], spec: RunnerSpec, *,
     for r in range(warmup + repeats):
         for i in rng.permutation(len(names)):
             order.append((-1 if r < warmup else len(order), names[i], r - warmup))
-    ctx = mp.get_context("spawn")
+    ctx = rank_processes()
     out = ctx.Queue()
     port = _free_port()
     procs = []

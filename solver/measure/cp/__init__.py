@@ -10,7 +10,7 @@ and does a schedule's measured time rank as the dynamic-CP model predicts?
 * :func:`~.replay.replay_cp` replays any two schedules (per step, the groups as
   ``(ranks, sequence ids)``) on real processes; :func:`~.report.measure_fit` times and fits.
 
-torch is imported only by the functions that run the model and in the spawned processes.
+torch is imported only by the functions that run the model and in the rank processes.
 """
 
 from __future__ import annotations

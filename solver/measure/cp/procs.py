@@ -32,6 +32,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def rank_processes() -> Any:
+    """How ranks start: fresh processes forked from one server that imported torch once
+    ("forkserver"; safe with CUDA, unlike fork), where the platform has it, else spawned. Each
+    spawned rank imports torch again, about 1 s of CPU."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch.distributed"])
+    return ctx
+
+
 @dataclass
 class RankContext:
     """What a task sees on its rank: the distributed set-up and its runner's device."""
@@ -102,12 +113,12 @@ def check_backend(backend: str | None, device: str, world: int) -> str:
 def run_ranks(task: Callable[..., Any], args: tuple[Any, ...] = (), *, world: int = 2,
               backend: str = "gloo", device: str = "cpu", degrees: tuple[int, ...] | None = None,
               timeout: float = 600.0, collective_timeout: float = 120.0) -> list[Any]:
-    """``task(ctx, *args)`` on ``world`` spawned processes; the results by rank. ``task`` and
-    ``args`` must be picklable (a module-level function)."""
+    """``task(ctx, *args)`` on ``world`` new processes (:func:`rank_processes`); the results by
+    rank. ``task`` and ``args`` must be picklable (a module-level function)."""
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
         raise ValueError(f"world must be an int >= 1 (the number of processes), got {world!r}")
     degs = tuple(default_degrees(world) if degrees is None else degrees)
-    ctx = mp.get_context("spawn")
+    ctx = rank_processes()
     out = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, world, port, backend, device, degs, collective_timeout,

@@ -1,4 +1,4 @@
-"""What each rank runs (module-level, so that spawned processes can import them): the
+"""What each rank runs (module-level, so that the rank processes can import them): the
 equivalence check, the timing of micro-batches at each degree, and the replay of schedules.
 
 Timing rounds are paired and interleaved as :mod:`~seqpart.solver.measure.calibrate`'s are:
