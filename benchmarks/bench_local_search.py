@@ -62,7 +62,7 @@ def main() -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     batches = generated_instances(sizes, args.seeds) + real_instances(
         DEFAULT_DATA_DIR, sizes, args.seeds)
-    impls = {"this": importlib.import_module("seqpart.heuristics.local_search")}
+    impls = {"this": importlib.import_module("seqpart.heuristics._local_search")}
     if args.against:
         impls["against"] = load_module(args.against)
     # (impl, start) -> per batch: (valid, gap, at the bound, seconds)

@@ -15,7 +15,7 @@ start-up and exit (module teardown, 50-150 ms whatever n is) are left out: timed
 noise (+-250 ms on a loaded machine) swamped the figure. ``--memory`` runs n = 10^6 in a fresh
 process and reports its peak RSS (imports included) and the peak RSS after imports.
 ``--calibrate`` prints the per-item CPU costs the budget split uses (solver/budget_costs.py,
-heuristics/local_search.py WORK_SECONDS, solver/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
+heuristics/_search_state.py WORK_SECONDS, solver/engines/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
 time (the least of 3 runs) so a loaded machine skews them less. Print ``uptime`` with any
 figure.
 """
@@ -212,7 +212,7 @@ def _calibrate_row(n: int) -> list[str]:
         lpt_lists,
     )
 
-    cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
+    cb_module = importlib.import_module("seqpart.heuristics._capped_balance")
     tokens = long_tail(n).tolist()
     cap = 2 * max(tokens)
     k = -(-sum(tokens) // cap) + 2
@@ -245,7 +245,7 @@ def calibrate() -> None:
     """Per-item CPU costs of the steps the budget split estimates."""
     from seqpart.heuristics.kernels import lpt_lists
 
-    cb_module = importlib.import_module("seqpart.heuristics.capped_balance")
+    cb_module = importlib.import_module("seqpart.heuristics._capped_balance")
     rows = [_calibrate_row(n) for n in (2048, 10_000, 100_000)]
     lengths, k, cap = tight_batch()
     ones = [1] * len(lengths)

@@ -14,6 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ._capped_balance import capped_balance
+from ._first_fit import first_fit
+from ._first_fit_decreasing import first_fit_decreasing
+from ._karmarkar_karp import karmarkar_karp
+from ._local_search import improve, local_search
+from ._lpt import lpt
 from .bounds import (
     load_lower_bound,
     load_lower_bound_packing,
@@ -21,12 +27,6 @@ from .bounds import (
     min_bins_l2,
     min_bins_lower_bound,
 )
-from .capped_balance import capped_balance
-from .first_fit import first_fit
-from .first_fit_decreasing import first_fit_decreasing
-from .karmarkar_karp import karmarkar_karp
-from .local_search import improve, local_search
-from .lpt import lpt
 from .trainer_baselines import TRAINER_SCHEDULERS, get_trainer_scheduler
 
 Heuristic = Callable[..., list[list[int]]]

@@ -20,7 +20,7 @@ _FLAT_KEYS_UP_TO = 4096
 _CHUNK_LOAD = 256
 
 
-def _best_fit_lists(
+def best_fit_lists(
     tokens: Sequence[int],
     count: Sequence[int],
     k: int | None,
@@ -37,11 +37,11 @@ def _best_fit_lists(
     """
     if max_count is not None:
         return _best_fit_counted(list(tokens), list(count), k, cap, max_count)
-    return _best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
+    return best_fit_with_room(np.asarray(tokens, dtype=np.int64), k, cap)[0]
 
 
-def _best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
-    """:func:`_best_fit_lists` without a sample limit, also returning each bin's room left
+def best_fit_with_room(arr: np.ndarray, k: int | None, cap: int | None) -> tuple[Bins, list[int]]:
+    """:func:`best_fit_lists` without a sample limit, also returning each bin's room left
     (cap minus its tokens; negative for a bin a sequence that fitted nowhere went to)."""
     n = len(arr)
     if n == 0:

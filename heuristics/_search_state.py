@@ -33,7 +33,7 @@ _BATCH = 16
 
 
 #: Work units (see _State.work): a fixed charge per step for the numpy calls it makes, and
-#: one per item for building the state. _WORK_SECONDS converts work to CPU seconds on the
+#: one per item for building the state. WORK_SECONDS converts work to CPU seconds on the
 #: reference machine (2 cores, ortools 9.15, numpy 2.4); measured with
 #: ``python benchmarks/bench_scale.py --calibrate``.
 _STEP_WORK = 25_000
@@ -60,7 +60,7 @@ _HEAVY_ITEM_WORK = 29
 #: the 90th percentile of single calls (1.25x slower inside partition than alone on the same
 #: start: caches). 6.5 ns fitted more steps but let the safety net cut 5 of 70 calls at
 #: n=1024-2048 on real batches, so the charge stays near the p90.
-_WORK_SECONDS = 8e-9
+WORK_SECONDS = 8e-9
 
 
 Step = tuple[int, int, int, int]  # (new max of the two bins, item a, target bin, item b or -1)
@@ -93,7 +93,7 @@ class _State:
     keyable: bool  # the keys fit in int64 (else only pairs in range and full scans are used)
     keys: np.ndarray | None = None  # sorted keys, rebuilt lazily after a change
     #: Work done so far, in elements processed by the vectorised operations plus a fixed
-    #: charge per step: a deterministic stand-in for time (see _WORK_SECONDS).
+    #: charge per step: a deterministic stand-in for time (see WORK_SECONDS).
     work: int = 0
 
     @property

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
+from ._karmarkar_karp import karmarkar_karp_lists
 from .inputs import as_lengths, as_positive_int, order_desc
-from .karmarkar_karp import _karmarkar_karp_lists
 
 __all__ = [
     "TRAINER_SCHEDULERS",
@@ -140,7 +140,7 @@ def _equal_count_kk(weights: list[int], k: int) -> list[list[int]]:
     """Equal-count Karmarkar-Karp: ``len(weights)`` (a multiple of k) items into k groups of
     the same size, balancing group sums; groups hold item positions, ascending."""
     n = len(weights)
-    return _karmarkar_karp_lists(list(weights), [1] * n, k, n // k)
+    return karmarkar_karp_lists(list(weights), [1] * n, k, n // k)
 
 
 def _deal_equal_count(weights: list[int], dp_size: int, pad_weight: int) -> list[list[int]]:
@@ -374,7 +374,7 @@ def _verl_rank_micro_batches(members: list[int], cost: list[int], k: int) -> lis
     looked at), heaviest first, then reordered so the light ones sit at both ends (verl's
     choice, to shorten the pipeline warm-up and cool-down)."""
     sub = [cost[i] for i in members]
-    bins = _karmarkar_karp_lists(sub, [1] * len(sub), k, None)
+    bins = karmarkar_karp_lists(sub, [1] * len(sub), k, None)
     micro = [sorted(members[j] for j in b) for b in bins if b]  # k > sequences: fewer, raw
     loads = [sum(cost[i] for i in b) for b in micro]
     order = sorted(range(len(micro)), key=lambda b: (loads[b], micro[b][0]), reverse=True)

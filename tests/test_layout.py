@@ -181,15 +181,20 @@ LONG_FUNCTIONS: set[tuple[str, str]] = set()
 
 
 def test_heuristic_modules_show_one_public_function() -> None:
-    """Each registered heuristic's module exports just that function; the solver's fast paths are
-    reached through seqpart.heuristics.kernels."""
-    from seqpart.heuristics import HEURISTICS
+    """Each registered heuristic lives in a private module named for it (``_lpt`` defines
+    ``lpt``), which exports just that function; the solver's fast paths are reached through
+    seqpart.heuristics.kernels, which re-exports no private name."""
+    from seqpart.heuristics import HEURISTICS, kernels
 
-    for fn in HEURISTICS.values():
+    for name, fn in HEURISTICS.items():
+        assert fn.__module__ == f"seqpart.heuristics._{name}", (name, fn.__module__)
         module = sys.modules[fn.__module__]
         public = getattr(module, "__all__", None)
         assert public is not None, f"{fn.__module__} has no __all__"
         assert fn.__name__ in public and len(public) <= 2, f"{fn.__module__} exports {public}"
+    for name in kernels.__all__:
+        if callable(getattr(kernels, name)):
+            assert not getattr(kernels, name).__name__.startswith("_"), name
 
 
 FORK_EACH = """

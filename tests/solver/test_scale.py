@@ -20,7 +20,7 @@ from seqpart.solver import SolverOptions, check_plan, partition
 
 from _patching import patch_solver
 
-lpt_module = importlib.import_module("seqpart.heuristics.lpt")
+lpt_module = importlib.import_module("seqpart.heuristics._lpt")
 
 
 

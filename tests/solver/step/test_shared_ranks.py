@@ -20,7 +20,7 @@ from seqpart.solver.step.starts import micro_first, rank_first
 from seqpart.solver.step.starts.ranks import counts_by_ranks, kk_ranks
 from seqpart.solver.step.starts.trainers import trainer_starts
 
-_KK = importlib.import_module("seqpart.heuristics.karmarkar_karp")
+_KK = importlib.import_module("seqpart.heuristics._karmarkar_karp")
 
 
 @settings(max_examples=60, deadline=None)

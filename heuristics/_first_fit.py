@@ -30,10 +30,10 @@ def first_fit(
 ) -> Bins:
     """Each sequence, in the given order, into the first micro-batch with room."""
     tokens, _cost, count, k, cap = prepare(lengths, k, cap, costs, counts, k_required=False)
-    return _first_fit_lists(tokens, count, k, cap, max_count, range(len(tokens)))
+    return first_fit_lists(tokens, count, k, cap, max_count, range(len(tokens)))
 
 
-def _first_fit_lists(
+def first_fit_lists(
     tokens: list[int],
     count: list[int],
     k: int | None,
@@ -43,10 +43,10 @@ def _first_fit_lists(
 ) -> Bins:
     """First-fit over ``order``; fixed k sends a sequence that fits nowhere to the emptiest bin."""
     if cap is not None and (max_count is None or max(count, default=1) == 1):
-        return _first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order, max_count)
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, cap, order, max_count)
     if cap is None and max_count is not None and max(count, default=1) == 1:
         # No cap: the total is one (every bin has room for any sequence), only counts bind.
-        return _first_fit_tree(np.asarray(tokens, dtype=np.int64), k, max(sum(tokens), 1),
+        return first_fit_tree(np.asarray(tokens, dtype=np.int64), k, max(sum(tokens), 1),
                               order, max_count)
     bins: Bins = [[] for _ in range(k or 0)]
     tok: list[int] = [0] * (k or 0)
@@ -70,7 +70,7 @@ def _first_fit_lists(
     return bins
 
 
-def _first_fit_tree(
+def first_fit_tree(
     tokens: np.ndarray,
     k: int | None,
     cap: int,

@@ -33,10 +33,10 @@ def lpt(
 ) -> Bins:
     """Greedy largest-cost-first to the least-loaded micro-batch; returns exactly ``k`` bins."""
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    return _lpt_lists(tokens, cost, count, k, cap, max_count)
+    return lpt_lists(tokens, cost, count, k, cap, max_count)
 
 
-def _lpt_lists(
+def lpt_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],
@@ -113,7 +113,7 @@ def _lpt_lists(
 
 def _lpt_capped(tokens: list[int], cost: list[int], k: int, cap: int, order: list[int]) -> Bins:
     """Capped LPT with a cost apart from the tokens and no count limit: the same bins as the
-    general loop of :func:`_lpt_lists`, whose usual step (the least-loaded bin has the room)
+    general loop of :func:`lpt_lists`, whose usual step (the least-loaded bin has the room)
     is kept to one heap call on plain ints here (rank balancing with a token room runs it
     262,144 times: ints compare faster than tuples)."""
     shift = k.bit_length()  # a heap key is load << shift | bin: by load, ties by bin

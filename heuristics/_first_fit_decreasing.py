@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .first_fit import _first_fit_lists
+from ._first_fit import first_fit_lists
 from .inputs import Bins, order_desc, prepare
 
 __all__ = ["first_fit_decreasing"]
@@ -27,4 +27,4 @@ def first_fit_decreasing(
 ) -> Bins:
     """First-fit with the longest sequences placed first."""
     tokens, _cost, count, k, cap = prepare(lengths, k, cap, costs, counts, k_required=False)
-    return _first_fit_lists(tokens, count, k, cap, max_count, order_desc(tokens))
+    return first_fit_lists(tokens, count, k, cap, max_count, order_desc(tokens))

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from ._capped_balance import capped_balance_lists
+from ._lpt import lpt_lists
 from ._search_state import (
     _BATCH,
     _SETUP_WORK_PER_ITEM,
@@ -45,9 +47,7 @@ from ._search_state import (
     _single_step,
     _State,
 )
-from .capped_balance import _capped_balance_lists
 from .inputs import Bins, check_bins, prepare
-from .lpt import _lpt_lists
 
 __all__ = ["local_search", "improve"]
 
@@ -72,10 +72,10 @@ def improve(
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
     check_bins(bins, len(tokens))
-    return _improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
+    return improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
 
 
-def _improve_lists(
+def improve_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],
@@ -96,7 +96,7 @@ def _improve_lists(
     ``repair_deadline`` / ``repair_work``: for a start that breaks the cap, the time or the
     work by which the search must have got every bin under it, or stop (so the caller keeps
     time for another construction). ``max_steps``, ``max_work`` and ``repair_work`` are the
-    deterministic budget (work in the units of :data:`_WORK_SECONDS`); ``deadline`` is a
+    deterministic budget (work in the units of :data:`WORK_SECONDS`); ``deadline`` is a
     wall-clock one. ``report``, when given, receives ``steps`` and ``work`` (done) and
     ``stopped`` ("converged", "target", "steps", "repair", "repaired" or "deadline"): the
     caller can tell whether the clock decided. ``until_repaired``: stop as soon as a start that
@@ -189,14 +189,14 @@ def local_search(
     tight packings (measured on the bundled data). Same signature as the other heuristics.
     """
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    start = [sorted(b) for b in _lpt_lists(tokens, cost, count, k, cap, max_count)]
+    start = [sorted(b) for b in lpt_lists(tokens, cost, count, k, cap, max_count)]
     fits = _fits(start, tokens, count, cap, max_count)
     if fits or (cost == tokens and all(start)):
-        out = _improve_lists(tokens, cost, count, start, cap, max_count)
+        out = improve_lists(tokens, cost, count, start, cap, max_count)
         if fits or _fits(out, tokens, count, cap, max_count):
             return out
-    start = _capped_balance_lists(tokens, cost, count, k, cap, max_count)
-    return _improve_lists(tokens, cost, count, start, cap, max_count)
+    start = capped_balance_lists(tokens, cost, count, k, cap, max_count)
+    return improve_lists(tokens, cost, count, start, cap, max_count)
 
 
 def _type_ids(s: _State, n: int) -> np.ndarray:

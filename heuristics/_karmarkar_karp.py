@@ -41,22 +41,22 @@ def karmarkar_karp(
     of k consecutive sequences in cost order, so every bin ends with exactly n/k sequences.
     """
     _tokens, cost, count, k, _cap = prepare(lengths, k, cap, costs, counts)
-    return _karmarkar_karp_lists(cost, count, k, max_count)
+    return karmarkar_karp_lists(cost, count, k, max_count)
 
 
 @overload
-def _karmarkar_karp_lists(
+def karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None, deadline: None = None
 ) -> Bins: ...
 
 
 @overload
-def _karmarkar_karp_lists(
+def karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None, deadline: float
 ) -> Bins | None: ...
 
 
-def _karmarkar_karp_lists(
+def karmarkar_karp_lists(
     cost: list[int], count: list[int], k: int, max_count: int | None,
     deadline: float | None = None,
 ) -> Bins | None:
@@ -158,7 +158,7 @@ _NUMPY_EQUAL_MIN_BINS = 64
 
 
 def _equal_count_numpy(cost: list[int], order: list[int], k: int) -> Bins:
-    """The equal-count form of :func:`_karmarkar_karp_lists` (every state full: k subsets of
+    """The equal-count form of :func:`karmarkar_karp_lists` (every state full: k subsets of
     one run of k sequences each), with the same merges in the same order and the same ties:
     subset j of the state with the largest spread pairs with subset k-1-j of the next, new
     node ids in that order, sums re-sorted stably. The merge tree is flattened by pointer

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from ._best_fit import (
-    _best_fit_lists,
+    best_fit_lists,
 )
-from .first_fit import _first_fit_lists
+from ._first_fit import first_fit_lists
+from ._lpt import lpt_lists
 from .inputs import Bins, apply_move_or_swap, order_desc, prepare
-from .lpt import _lpt_lists
 
 __all__ = ["capped_balance"]
 
@@ -39,10 +39,10 @@ def capped_balance(
 ) -> Bins:
     """Exactly ``k`` non-empty bins, under ``cap`` whenever one of its constructions finds it."""
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    return _capped_balance_lists(tokens, cost, count, k, cap, max_count)
+    return capped_balance_lists(tokens, cost, count, k, cap, max_count)
 
 
-def _fill_empty(
+def fill_empty(
     bins: Bins,
     cost: list[int],
     count: list[int],
@@ -98,7 +98,7 @@ def _per_bin(bins: Bins, values: list[int]) -> list[int]:
     return (prefix[ends] - prefix[ends - sizes]).tolist()
 
 
-def _capped_balance_lists(
+def capped_balance_lists(
     tokens: list[int],
     cost: list[int],
     count: list[int],
@@ -115,7 +115,7 @@ def _capped_balance_lists(
     Constructions run in order, balance first, and the first valid one wins; the later ones
     only pack tighter. Once ``deadline`` (a ``time.perf_counter()`` value) has passed, no new
     construction starts unless none so far is valid. When none is, the least-violating one goes
-    through :func:`_repair_lists`.
+    through :func:`repair_lists`.
     """
     orders: dict[int, list[int]] = {}  # sorted once, when a construction first needs it
 
@@ -128,20 +128,20 @@ def _capped_balance_lists(
         # The same as LPT by cost when both orders agree (costs that are the tokens).
         if cost is tokens or order(tokens) == order(cost):
             return None
-        return _lpt_lists(tokens, cost, count, k, cap, max_count, order(tokens))
+        return lpt_lists(tokens, cost, count, k, cap, max_count, order(tokens))
 
     # ``lpt_bins``: the caller's LPT by cost, the first construction, when it has it already.
     constructions: list[Callable[[], Bins | None]] = [
         (lambda: lpt_bins) if lpt_bins is not None
-        else (lambda: _lpt_lists(tokens, cost, count, k, cap, max_count, order(cost)))
+        else (lambda: lpt_lists(tokens, cost, count, k, cap, max_count, order(cost)))
     ]
     if cap is not None:
         constructions.append(lpt_by_tokens)
         # Best fit first: O(n log n) and at least as tight as first fit, which scans every
         # bin per sequence and only runs when best fit left the plan invalid.
-        constructions.append(lambda: _best_fit_lists(tokens, count, k, cap, max_count))
+        constructions.append(lambda: best_fit_lists(tokens, count, k, cap, max_count))
         constructions.append(
-            lambda: _first_fit_lists(tokens, count, k, cap, max_count, order(tokens))
+            lambda: first_fit_lists(tokens, count, k, cap, max_count, order(tokens))
         )
     best: Bins | None = None
     best_score: tuple[int, int, int] | None = None
@@ -149,7 +149,7 @@ def _capped_balance_lists(
         built = build()
         if built is None:
             continue
-        bins = _fill_empty(built, cost, count, max_count)
+        bins = fill_empty(built, cost, count, max_count)
         score = _score(bins, tokens, cost, count, cap, max_count)
         if best_score is None or score < best_score:
             best, best_score = bins, score
@@ -157,7 +157,7 @@ def _capped_balance_lists(
             break
     assert best is not None and best_score is not None
     if best_score[0] > 0 and cap is not None:
-        best = _repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
+        best = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
     return [sorted(b) for b in best]
 
 
@@ -167,13 +167,13 @@ _ALL_PARTNERS_UP_TO = 20_000
 _ROOMY_BINS = 256
 
 
-def _repair_step_seconds(n: int) -> float:
+def repair_step_seconds(n: int) -> float:
     """Estimated CPU seconds of one repair step over n items (64 heavy items against every
     partner, or the roomy bins' items above _ALL_PARTNERS_UP_TO): for a step budget."""
     return 5e-5 + 2e-7 * min(n, _ALL_PARTNERS_UP_TO)
 
 
-def _repair_lists(
+def repair_lists(
     tokens: list[int],
     count: list[int],
     bins: Bins,
