@@ -13,6 +13,12 @@ each sequence's least GPU-time among the degrees that T allows fits the GPUs; it
 exactly by walking the ``t_i(c)`` in order. This contains two simpler bounds: the area (every
 sequence at its smallest feasible degree) and each sequence alone at its fastest degree.
 
+Under "barrier" one more bound holds: the step that runs a long sequence i at degree c lasts at
+least ``t_i(c) + overhead``; in it the other ``n - c`` GPUs take at most ``m`` tokens each, and
+at most that step's length of work, so the rest of the others' least GPU-time waits for the
+other steps, each as long as its average GPU's load at least. Taking i's best degree, for each
+of the longest sequences, this catches a long sequence next to memory-bound short ones.
+
 ``S_min`` is the fewest steps: ``ceil(sum l / (n*m))``, at least one per sequence longer than
 ``n*m/2`` (two of them never share a step), and at least one.
 """
@@ -46,7 +52,38 @@ def cp_lower_bound(inst: CPInstance) -> Fraction:
         assert ts  # make_cp_instance refused longer sequences
         options.append([(t, c * t) for t, c in zip(ts, [c for c in inst.degrees
                                                           if lo <= c * inst.m], strict=True)])
-    return Fraction(_least_makespan(options, n), k) + min_steps(inst) * inst.overhead
+    bound = Fraction(_least_makespan(options, n), k) + min_steps(inst) * inst.overhead
+    if inst.sync == "barrier":
+        bound = max(bound, _long_step_bound(inst, options))
+    return bound
+
+
+#: The barrier bound looks at this many sequences, the slowest alone (it binds for the long).
+_LONG = 16
+
+
+def _long_step_bound(inst: CPInstance, options: list[list[tuple[int, int]]]) -> Fraction:
+    """The barrier bound above: the best, over the longest sequences i, of i's step at its
+    best degree plus the others' work its step cannot take, spread over the GPUs."""
+    k, n, m = inst.scale, inst.n_gpus, inst.m
+    least = [opts[0][1] for opts in options]  # GPU-time at the smallest feasible degree
+    if len(least) < 2:
+        return Fraction(0)
+    total = sum(least)
+    degrees = [[c for c in inst.degrees if lo <= c * inst.m] for lo in inst.lengths]
+    # The two largest GPU-times per token: the others' largest is one of them.
+    ratios = sorted(range(len(least)), key=lambda j: Fraction(least[j], inst.lengths[j]))[-2:]
+    best = Fraction(0)
+    for i in sorted(range(len(least)), key=lambda i: -min(t for t, _ in options[i]))[:_LONG]:
+        j = ratios[-1] if ratios[-1] != i else ratios[-2]
+        rest = total - least[i]
+        per_token = Fraction(least[j], inst.lengths[j])
+        steps = []
+        for (t, _), c in zip(options[i], degrees[i], strict=True):
+            taken = min(per_token * (n - c) * m, Fraction((n - c) * t), Fraction(rest))
+            steps.append(Fraction(t) + max(Fraction(0), rest - taken) / n)
+        best = max(best, min(steps))
+    return best / k + min_steps(inst) * inst.overhead
 
 
 def _least_makespan(options: list[list[tuple[int, int]]], n: int) -> Fraction:

@@ -62,9 +62,10 @@ __all__ = ["plan_cp_step"]
 
 #: Counted work (candidate evaluations and groups scanned) per second of the repeatable mode's
 #: budget. Measured in clock timing at 1 s on the 32 benchmark batches' shapes (every third,
-#: 2-core Intel Xeon, idle): 0.6-4.0 million units per second of the whole call, so at this rate
-#: the counted work ends before the safety net on every one of them.
-EVALS_PER_SECOND = 500_000
+#: 2-core Intel Xeon, idle): 0.6-4.0 million units per second of the whole call. Two calls at
+#: once on the 2 cores (as ``seqpart cp-study`` runs them) ran about 1.45x slower per unit: at
+#: 500,000 a 1 s call on 512 sequences took 1.05 s there; this rate leaves room for that.
+EVALS_PER_SECOND = 420_000
 #: Share of the budget given to seqpart's fixed-CP plans (split among the degrees).
 FIXED_SHARE = 0.35
 #: Clock timing: the search and the exact model end at this share of the limit; validating and
@@ -133,15 +134,17 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
         work = int(work * (1 - EXACT_SHARE))
     end = t0 + seconds * (search_end if mode == "clock" else SAFETY_END)
     counter = Counter(work, None if mode == "strict" else lambda: time.perf_counter() > end)
-    pool = _starts(inst, seconds, options, counter, t0)
+    bound = cp_lower_bound(inst)
+    pool = _starts(inst, seconds, options, counter, t0, bound)
     # Small instances: CP-SAT, not perturbation rounds, after the local search.
-    found = _improve(inst, pool, counter, random.Random(options.seed), perturb=not small)
-    exact = _run_exact(inst, found, max_steps, seconds, options, t0) if small else None
-    return _finish(inst, found, counter, exact, counted)
+    found = _improve(inst, pool, counter, random.Random(options.seed), bound, perturb=not small)
+    exact = _run_exact(inst, found, max_steps, seconds, options, t0, bound) if small else None
+    return _finish(inst, found, counter, exact, counted, bound)
 
 
 def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps: int,
-               seconds: float, options: SolverOptions, t0: float) -> ExactResult | None:
+               seconds: float, options: SolverOptions, t0: float,
+               bound: Fraction) -> ExactResult | None:
     """The exact model from the fastest schedule found, on the rest of the budget."""
     best = min((schedule_time(inst, steps), k) for k, (_, steps, _) in enumerate(found)
                if not find_cp_violations(inst, steps))
@@ -149,7 +152,7 @@ def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps
     horizon = int(best[0] * inst.scale)
     if inst.overhead:  # a step costs every GPU its overhead at least
         max_steps = min(max_steps, horizon // (inst.scale * inst.overhead))
-    if best[0] <= cp_lower_bound(inst) or max_steps < len(hint):
+    if best[0] <= bound or max_steps < len(hint):
         return None  # proven already
     # CP-SAT's own clock limit (none in "strict" timing), and the watchdog's stop ("clock").
     wall = None if options.mode == "strict" else t0 + seconds * (
@@ -186,7 +189,7 @@ def _fewest_groups(n: int, degrees: tuple[int, ...]) -> int:
 
 
 def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: Counter,
-            t0: float) -> list[tuple[str, Steps]]:
+            t0: float, bound: Fraction) -> list[tuple[str, Steps]]:
     """The greedy (always run: the plan is never behind it), seqpart's construction, the
     fixed-CP plans on their share, then the wide constructions and the construction by tokens
     while the budget's first part lasts."""
@@ -198,7 +201,7 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
     by_time = sorted(range(len(inst.lengths)), key=lambda i: (-inst.work(i), i))
     by_tokens = sorted(range(len(inst.lengths)), key=lambda i: (-inst.lengths[i], i))
     _construct_into(pool, inst, "pack-by-time", by_time, counter)
-    if _meets(inst, [steps for _, steps in pool], cp_lower_bound(inst)):
+    if _meets(inst, [steps for _, steps in pool], bound):
         return pool  # optimal already
     degs = fixed_degrees(inst)
     share = seconds * FIXED_SHARE / max(1, len(degs))
@@ -247,7 +250,8 @@ def _megatron_degrees(n: int) -> tuple[int, ...]:
 
 
 def _improve(inst: CPInstance, pool: list[tuple[str, Steps]], counter: Counter,
-             rng: random.Random, perturb: bool = True) -> list[tuple[str, Steps, bool]]:
+             rng: random.Random, bound: Fraction,
+             perturb: bool = True) -> list[tuple[str, Steps, bool]]:
     """Local search from every start, fastest first, then (``perturb``) perturbation rounds from
     the best local optimum, while the budget lasts and nothing meets the bound; under "dag",
     the fastest also re-placed."""
@@ -256,7 +260,6 @@ def _improve(inst: CPInstance, pool: list[tuple[str, Steps]], counter: Counter,
     _place_fastest(inst, out)
     # A schedule at the bound is optimal: nothing to search for. A barrier time at the bound is
     # (the dag time is never above it).
-    bound = cp_lower_bound(inst)
     target = int(bound * inst.scale)
     searched: list[tuple[int, str, list]] = []
     proven = _meets(inst, [steps for _, steps, _ in out], bound)
@@ -292,7 +295,7 @@ def _meets(inst: CPInstance, schedules: list[Steps], bound: Fraction) -> bool:
 
 
 def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Counter,
-            exact: ExactResult | None, counted: bool) -> CPStepPlan:
+            exact: ExactResult | None, counted: bool, model_bound: Fraction) -> CPStepPlan:
     if exact is not None and exact.steps is not None:
         pool = [*pool, ("exact", exact.steps, exact.proven)]
     valid = [(schedule_time(inst, steps), k, name, steps, done)
@@ -300,7 +303,7 @@ def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Coun
     if not valid:
         raise ValueError("no valid schedule was found in the budget: raise time_limit")
     best_t, _, method, steps, done = min(valid, key=lambda x: (x[0], x[1]))
-    bound = cp_lower_bound(inst)
+    bound = model_bound
     if exact is not None:  # CP-SAT's bound holds for every schedule no slower than its hint
         bound = max(bound, min(best_t, Fraction(exact.bound, inst.scale)))
         if exact.proven and exact.time is not None:
@@ -311,7 +314,7 @@ def _finish(inst: CPInstance, pool: list[tuple[str, Steps, bool]], counter: Coun
     stopped_by = stop_reason(status == "optimal", safety_net=counted and clock_cut,
                              clock=not counted and (clock_cut or ran_out),
                              work=counted and ran_out)
-    bound_source = "cpsat" if exact is not None and bound > cp_lower_bound(inst) else "degree_choice"
+    bound_source = "cpsat" if bound > model_bound else "degree_choice"
     degrees_used = tuple(sorted({len(r) for step in steps for r, _ in step}))
     baselines = {name: _exact(t) for t, _, name, _, _ in valid if "+" not in name and "pack" not in name}
     return CPStepPlan(

@@ -143,3 +143,21 @@ def test_one_sequence_at_each_degree_raises_the_bound_below_the_optimum(case, bo
     lengths, n, m, model = case
     assert cp_lower_bound(make_cp_instance(lengths, n, m, **model)) == bound
     assert optimum(lengths, n, m, **model)["dag"] == best
+
+
+#: Batches where, under "barrier", a long sequence's step cannot take the short ones' work:
+#: (case, the bound under "dag", the bound under "barrier", the brute-force barrier optimum).
+LONG_STEP = [
+    (([7, 4, 4, 4], 4, 4, {"cost": (3, 1), "cp_comm": 2, "overhead": 0}), 42, 49, 55),
+    (([3, 2, 2, 2], 4, 2, {"cost": (3, 1), "cp_comm": 2, "overhead": 3}),
+     Fraction(39, 2), Fraction(41, 2), Fraction(47, 2)),
+    (([3, 1, 2, 2], 4, 2, {"cost": (0, 1), "cp_comm": 1, "overhead": 3}), 9, Fraction(37, 4), 10),
+]
+
+
+@pytest.mark.parametrize("case, dag, barrier, best", LONG_STEP)
+def test_the_barrier_bound_adds_the_long_step_below_the_optimum(case, dag, barrier, best) -> None:
+    lengths, n, m, model = case
+    assert cp_lower_bound(make_cp_instance(lengths, n, m, sync="dag", **model)) == dag
+    assert cp_lower_bound(make_cp_instance(lengths, n, m, sync="barrier", **model)) == barrier
+    assert optimum(lengths, n, m, **model)["barrier"] == best
