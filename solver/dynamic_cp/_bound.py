@@ -44,14 +44,14 @@ def cp_lower_bound(inst: CPInstance) -> Fraction:
     k = inst.scale  # every time below is k times the real one, an int (CPInstance.scaled_time)
     fixed = k * inst.overhead
     n = inst.n_gpus
-    # Each sequence's options, narrowest first: (time on each of its GPUs, GPU-time), times k.
+    # Each sequence's options, narrowest first: (time on each of its GPUs, GPU-time, degree),
+    # times k.
     options = []
     for i, lo in enumerate(inst.lengths):
         w = inst.work(i)
-        ts = [inst.scaled_time(c, w, lo) - fixed for c in inst.degrees if lo <= c * inst.m]
+        ts = [(inst.scaled_time(c, w, lo) - fixed, c) for c in inst.degrees if lo <= c * inst.m]
         assert ts  # make_cp_instance refused longer sequences
-        options.append([(t, c * t) for t, c in zip(ts, [c for c in inst.degrees
-                                                          if lo <= c * inst.m], strict=True)])
+        options.append([(t, c * t, c) for t, c in ts])
     bound = Fraction(_least_makespan(options, n), k) + min_steps(inst) * inst.overhead
     if inst.sync == "barrier":
         bound = max(bound, _long_step_bound(inst, options))
@@ -62,7 +62,7 @@ def cp_lower_bound(inst: CPInstance) -> Fraction:
 _LONG = 16
 
 
-def _long_step_bound(inst: CPInstance, options: list[list[tuple[int, int]]]) -> Fraction:
+def _long_step_bound(inst: CPInstance, options: list[list[tuple[int, int, int]]]) -> Fraction:
     """The barrier bound above: the best, over the longest sequences i, of i's step at its
     best degree plus the others' work its step cannot take, spread over the GPUs."""
     k, n, m = inst.scale, inst.n_gpus, inst.m
@@ -70,31 +70,30 @@ def _long_step_bound(inst: CPInstance, options: list[list[tuple[int, int]]]) -> 
     if len(least) < 2:
         return Fraction(0)
     total = sum(least)
-    degrees = [[c for c in inst.degrees if lo <= c * inst.m] for lo in inst.lengths]
     # The two largest GPU-times per token: the others' largest is one of them.
     ratios = sorted(range(len(least)), key=lambda j: Fraction(least[j], inst.lengths[j]))[-2:]
     best = Fraction(0)
-    for i in sorted(range(len(least)), key=lambda i: -min(t for t, _ in options[i]))[:_LONG]:
+    for i in sorted(range(len(least)), key=lambda i: -min(o[0] for o in options[i]))[:_LONG]:
         j = ratios[-1] if ratios[-1] != i else ratios[-2]
         rest = total - least[i]
         per_token = Fraction(least[j], inst.lengths[j])
         steps = []
-        for (t, _), c in zip(options[i], degrees[i], strict=True):
+        for t, _, c in options[i]:
             taken = min(per_token * (n - c) * m, Fraction((n - c) * t), Fraction(rest))
             steps.append(Fraction(t) + max(Fraction(0), rest - taken) / n)
         best = max(best, min(steps))
     return best / k + min_steps(inst) * inst.overhead
 
 
-def _least_makespan(options: list[list[tuple[int, int]]], n: int) -> Fraction:
+def _least_makespan(options: list[list[tuple[int, int, int]]], n: int) -> Fraction:
     """The smallest T with every sequence at a degree whose time is at most T, and the least
     GPU-time of those degrees summed at most ``n*T``."""
-    floor = max(min(t for t, _ in opts) for opts in options)  # each sequence alone
+    floor = max(min(o[0] for o in opts) for opts in options)  # each sequence alone
     # chosen[i]: the narrowest option allowed so far (the least GPU-time: it grows with c).
-    chosen = [min(j for j, (t, _) in enumerate(opts) if t <= floor) for opts in options]
+    chosen = [min(j for j, o in enumerate(opts) if o[0] <= floor) for opts in options]
     area = sum(opts[j][1] for opts, j in zip(options, chosen, strict=True))
-    later = sorted((t, i, j) for i, opts in enumerate(options) for j, (t, _) in enumerate(opts)
-                   if t > floor and j < chosen[i])
+    later = sorted((o[0], i, j) for i, opts in enumerate(options) for j, o in enumerate(opts)
+                   if o[0] > floor and j < chosen[i])
     level = floor
     for t, i, j in later:
         if area <= n * level:

@@ -90,10 +90,11 @@ def solve_exact(inst: CPInstance, hint: Steps, horizon: int, max_steps: int, min
                 model.add_implication(v, active[s, j])
             model.add_bool_or([v for _, v in members]).only_enforce_if(active[s, j])
             model.add(sum(inst.lengths[i] * v for i, v in members) <= c * inst.m)
-            per = scale // c
-            comm = inst.cp_comm.numerator * (per // inst.cp_comm.denominator)
-            group_time[s, j] = sum((per * inst.work(i) + comm * inst.lengths[i] * (c - 1)) * v
-                                   for i, v in members) + scale * inst.overhead * active[s, j]
+            # The model's group time is linear in its sequences: each adds its own time alone
+            # less the overhead, which the group pays once.
+            group_time[s, j] = sum(
+                (inst.scaled_time(c, inst.work(i), inst.lengths[i]) - scale * inst.overhead) * v
+                for i, v in members) + scale * inst.overhead * active[s, j]
     objective = _objective(inst, model, blocks, group_time, steps, active, horizon)
     _hint(model, hint, blocks, use, active, x, max_steps)
     solver = new_cp_solver(workers=1, seed=options.seed, log=options.log)

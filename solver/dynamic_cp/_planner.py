@@ -282,11 +282,14 @@ def _improve(inst: CPInstance, pool: list[tuple[str, Steps]], counter: Counter,
 
 
 def _place_fastest(inst: CPInstance, out: list[tuple[str, Steps, bool]]) -> None:
-    """Under "dag", the fastest schedules re-placed (groups and steps moved, not changed)."""
+    """Under "dag", the fastest schedules re-placed (groups and steps moved, not changed); each
+    schedule once."""
     if inst.sync == "dag":
+        names = {name for name, _, _ in out}
         fastest = sorted((x for x in out if not x[0].endswith("+placed")),
                          key=lambda x: schedule_time(inst, x[1]))[:PLACED]
-        out += [(name + "+placed", place_for_dag(inst, steps), done) for name, steps, done in fastest]
+        out += [(name + "+placed", place_for_dag(inst, steps), done)
+                for name, steps, done in fastest if name + "+placed" not in names]
 
 
 def _meets(inst: CPInstance, schedules: list[Steps], bound: Fraction) -> bool:
