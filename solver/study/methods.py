@@ -450,10 +450,7 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
         all_tasks = [method_task(inst, m, config.cost, workers) for inst in instances
                      for m in methods]
         wanted = {t.key for t in all_tasks}
-        tasks = store.pending(all_tasks)
-        resumed = len(all_tasks) - len(tasks)
-        if config.limit is not None:
-            tasks = tasks[: config.limit]
+        tasks, resumed = store.to_run(all_tasks, config.limit)
         say(f"seqpart study: {len(instances)} instances x {len(methods)} methods; "
             f"{resumed} results already in {store.path}, {len(tasks)} to run on {jobs} "
             f"process(es), time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT "

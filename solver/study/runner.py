@@ -9,7 +9,7 @@ it, and another kind of study can be too:
 - :class:`ResultStore` -- ``results.jsonl``, one JSON record per line. ``records()`` reads every
   record (a line cut short by an interruption is skipped; the last record of a key wins), so a
   summary made from it covers earlier runs too; ``keys()`` the done keys; ``pending(tasks)`` the
-  tasks not done yet.
+  tasks not done yet; ``to_run(tasks, limit)`` those (at most ``limit``) and how many are done.
 - :func:`run_tasks` ``(tasks, runner, store, jobs=, exclusive_jobs=, pool=, progress=,
   desc=)`` -- calls ``runner(task.payload)`` for each task (``runner`` is a module-level function
   returning a JSON-able dict), adds ``"key": task.key`` and appends the record to the store as
@@ -97,6 +97,13 @@ class ResultStore:
     def pending(self, tasks: Iterable[Task]) -> list[Task]:
         done = self.keys()
         return [t for t in tasks if t.key not in done]
+
+    def to_run(self, tasks: Sequence[Task], limit: int | None = None) -> tuple[list[Task], int]:
+        """A study's run: the tasks not done yet (the first ``limit`` of them, when given) and
+        how many of ``tasks`` are done already."""
+        pending = self.pending(tasks)
+        resumed = len(tasks) - len(pending)
+        return (pending if limit is None else pending[:limit]), resumed
 
     @contextmanager
     def appender(self) -> Iterator[Callable[[dict[str, Any]], None]]:

@@ -373,10 +373,7 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     t0 = time.perf_counter()
     all_tasks = step_tasks(settings, methods, config.time_limit, workers)
     wanted = {t.key for t in all_tasks}
-    tasks = store.pending(all_tasks)
-    resumed = len(all_tasks) - len(tasks)
-    if config.limit is not None:
-        tasks = tasks[: config.limit]
+    tasks, resumed = store.to_run(all_tasks, config.limit)
     say(f"seqpart step: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} runs); "
         f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
         f"time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT worker(s)"

@@ -293,10 +293,7 @@ def run_cp_study(config: CPStudyConfig, say: Callable[[str], None] = lambda _: N
     t0 = time.perf_counter()
     all_tasks = cp_tasks(settings, methods, syncs, config.time_limit)
     wanted = {t.key for t in all_tasks}
-    tasks = store.pending(all_tasks)
-    resumed = len(all_tasks) - len(tasks)
-    if config.limit is not None:
-        tasks = tasks[: config.limit]
+    tasks, resumed = store.to_run(all_tasks, config.limit)
     say(f"seqpart cp-study: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} "
         f"runs); {resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
         f"time-budgeted ones {timed_jobs} at a time")
