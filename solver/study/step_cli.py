@@ -100,20 +100,27 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--time-limit", type=positive(float), default=None,
                    help=f"seconds for plan_step (and plan_global) per step (default "
                         f"{DEFAULT_TIME_LIMIT} in the grid; 1 with --data, plan_step's own default)")
+    add_run_arguments(p, timed="time-budgeted runs (plan_step, plan_global, per_rank)",
+                      out=None, out_help="output directory (default seqpart-step-study; "
+                      "seqpart-step-data with --data)")
+    p.set_defaults(func=cmd_step)
+
+
+def add_run_arguments(p: Any, *, timed: str, out: str | None, out_help: str) -> None:
+    """The flags every study command shares after its grid: batches per setting, seed,
+    processes, the timed runs at a time (``timed`` names them), the output folder, a limit on
+    new results, plots, progress and where the tasks run."""
     p.add_argument("--reps", type=positive(int), default=1, help="batches per setting")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs", type=positive(int), default=None, help="processes (default: all cores)")
     p.add_argument("--timed-jobs", type=positive(int), default=None,
-                   help="time-budgeted runs (plan_step, plan_global, per_rank) at a time, after "
-                        "the others (default: as --jobs)")
-    p.add_argument("--out", default=None, help="output directory (default seqpart-step-study; "
-                   "seqpart-step-data with --data)")
+                   help=f"{timed} at a time, after the others (default: as --jobs)")
+    p.add_argument("--out", default=out, help=out_help)
     p.add_argument("--limit", type=positive(int), default=None,
                    help="run at most this many new results")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     add_executor_arguments(p)
-    p.set_defaults(func=cmd_step)
 
 
 def _cost_profile_loader() -> Callable[[str], Any] | None:

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from ..runner import add_executor_arguments
-from ..step_cli import positive, print_study_end, profile_from_flags
+from ..step_cli import add_run_arguments, positive, print_study_end, profile_from_flags
 from .methods import CP_METHODS
 from .report import format_summary
 from .study import (
@@ -83,18 +82,8 @@ def add_cp_parser(sub: Any) -> None:
     p.add_argument("--quick", action="store_true",
                    help=f"a small grid: --n {QUICK['n']} --n-gpus {QUICK['gpus']} "
                         f"--max-tokens-per-gpu {QUICK['max_tokens']} (flags given win)")
-    p.add_argument("--reps", type=positive(int), default=1, help="batches per setting")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--jobs", type=positive(int), default=None, help="processes (default: all cores)")
-    p.add_argument("--timed-jobs", type=positive(int), default=None,
-                   help="plan_cp_step and fixed_cp runs at a time, after the others (default: "
-                        "as --jobs)")
-    p.add_argument("--out", default="seqpart-cp-study", help="output directory")
-    p.add_argument("--limit", type=positive(int), default=None,
-                   help="run at most this many new results")
-    p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    add_executor_arguments(p)
+    add_run_arguments(p, timed="plan_cp_step and fixed_cp runs", out="seqpart-cp-study",
+                      out_help="output directory")
     p.set_defaults(func=cmd_cp_study)
 
 
