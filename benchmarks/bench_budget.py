@@ -37,10 +37,10 @@ from common import (
 )
 
 options_module = importlib.import_module("seqpart.solver.options")
-partition_module = importlib.import_module("seqpart.solver.partition")
+partition_module = importlib.import_module("seqpart.solver._partition")
 phase_module = importlib.import_module("seqpart.solver.engines.heuristic_phase")
 
-#: partition's step functions (as partition.py names them) -> the step they are.
+#: partition's step functions (as _partition.py names them) -> the step they are.
 STEPS = {
     "karmarkar_karp_lists": "kk", "lpt_lists": "lpt", "improve_lists": "local search",
     "capped_balance_lists": "fallback", "pack_fallback": "fallback", "first_fit_tree": "fallback",

@@ -93,7 +93,7 @@ def run_partition(sizes: list[int], limits: list[float], repeats: int) -> list[l
 #: interpreter and every module the command imports are loaded.
 _SOLVE = (
     "import sys, time\n"
-    "import seqpart.solver.cli as cli, seqpart.solver.partition\n"
+    "import seqpart.solver.cli as cli, seqpart.solver._partition\n"
     "sys.stderr.write(f'ready {time.perf_counter()!r}\\n')\n"
     "code = cli.main(sys.argv[1:])\n"
     "sys.stdout.flush()\n"
@@ -186,10 +186,10 @@ def _cpu(fn: Callable[[], object], repeats: int = 3) -> float:
 def _fixed_work(lengths: np.ndarray, k: int, cap: int) -> float:
     """CPU seconds of what FIXED_SECONDS_PER_ITEM stands for: checking the input, the items,
     the load bound, and checking and assembling a plan (best fit's, packed untimed)."""
+    from seqpart.solver._partition import _load_bound
     from seqpart.solver.assemble import finish_plan as _finish
     from seqpart.solver.engines.heuristic_phase import pack_fallback as _pack
     from seqpart.solver.options import BestPlan
-    from seqpart.solver.partition import _load_bound
     from seqpart.solver.problem import make_items, make_problem
 
     bins = _pack(make_items(make_problem(lengths, k, cap)), k, cap, None)

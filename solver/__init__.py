@@ -71,11 +71,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads them
+    from ._partition import partition
     from .batch_cost import MicroBatchCost
     from .distributed import (
         partition_across_ranks,
@@ -93,7 +92,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
     )
     from .measure.profile import CostProfile, load_cost_profile
     from .options import ENGINES, SolverOptions
-    from .partition import partition
     from .plan import Plan, Violations, check_plan, find_violations
     from .problem import Cost
     from .step import (
@@ -113,6 +111,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
 #: Where each name of the front door lives. Each loads on first use (PEP 562), so that a
 #: worker, the command line or one module imported alone loads only what it uses (with every
 #: name loaded up front, ``import seqpart.solver.errors`` alone took 0.57 s).
+#: No module of this package is named like one of these names (``partition`` lives in the
+#: private ``_partition``), so importing a module never binds it here over a function.
 _HOME: dict[str, str] = {
     "check_plan": "seqpart.solver.plan",
     "check_cp_schedule": "seqpart.solver.dynamic_cp",
@@ -132,7 +132,7 @@ _HOME: dict[str, str] = {
     "MicroBatchCost": "seqpart.solver.batch_cost",
     "order_for_pipeline": "seqpart.solver.step",
     "order_schedule": "seqpart.solver.step",
-    "partition": "seqpart.solver.partition",
+    "partition": "seqpart.solver._partition",
     "partition_across_ranks": "seqpart.solver.distributed",
     "PipelineModel": "seqpart.solver.step",
     "Plan": "seqpart.solver.plan",
@@ -205,16 +205,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
-
-
-class _FrontDoor(types.ModuleType):
-    """Importing the module ``seqpart.solver.partition`` binds it here, over the function of
-    that name: the front door keeps its own names (as it did when it loaded them up front)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOME and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _FrontDoor

@@ -159,8 +159,8 @@ def _as_flags(message: str) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from ._partition import partition
     from .errors import InfeasibleError
-    from .partition import partition
 
     if args.file is not None and args.data is not None:
         raise UsageError("give the file once: as FILE or as --data FILE")

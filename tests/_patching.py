@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 #: The modules whose globals partition's phases read their step functions from.
-SOLVER_MODULES = ("seqpart.solver.partition", "seqpart.solver.engines.heuristic_phase")
+SOLVER_MODULES = ("seqpart.solver._partition", "seqpart.solver.engines.heuristic_phase")
 
 
 def patch_solver(monkeypatch: pytest.MonkeyPatch, name: str, value: Any) -> None:

@@ -49,7 +49,7 @@ def _imports(name: str, path: Path) -> set[str]:
 
 
 def test_the_modules_are_found() -> None:
-    assert {"seqpart.solver.cli", "seqpart.solver.study.methods", "seqpart.solver.partition",
+    assert {"seqpart.solver.cli", "seqpart.solver.study.methods", "seqpart.solver._partition",
             "seqpart.heuristics"} <= set(MODULES)
 
 
@@ -111,13 +111,15 @@ LAYERS: list[tuple[str, ...]] = [
      "seqpart.solver.flops", "seqpart.solver.plan",
      "seqpart.solver.options", "seqpart.solver.measure.profile", "seqpart.solver.measure.checks"),
     ("seqpart.solver.engines", "seqpart.solver.assemble"),
-    ("seqpart.solver.partition",),
+    ("seqpart.solver._partition",),
     ("seqpart.solver.step", "seqpart.solver.dynamic_cp"),
     ("seqpart.solver.distributed",),
     ("seqpart.solver",),  # the front door
     ("seqpart.solver.dropins", "seqpart.solver.measure"),
     ("seqpart.solver.study",),
     ("seqpart.solver.cli", "seqpart.solver.__main__"),
+    # Installed as the top-level ``seqpart``: it hands on the front door's names, from above.
+    ("seqpart.solver._toplevel",),
 ]
 
 
@@ -139,17 +141,52 @@ def test_imports_flow_one_way() -> None:
                 f"{name} (layer {_layer(name)}) imports {target} (layer {_layer(target)})")
 
 
-def _package(name: str, path: Path) -> str:
-    return name if path.stem == "__init__" else name.rsplit(".", 1)[0]
+def _private_owner(target: str) -> str | None:
+    """The package that holds ``target``'s deepest private (``_x``) part, or None when no part
+    of its path is private: ``seqpart.solver.dynamic_cp._model`` -> ``seqpart.solver.dynamic_cp``."""
+    parts = target.split(".")
+    private = [i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+    return ".".join(parts[:private[-1]]) if private else None
 
 
-def test_no_module_imports_a_private_module_of_another_package() -> None:
-    for name, path in MODULES.items():
-        for target in _imports(name, path):
-            leaf = target.rsplit(".", 1)[1]
-            if leaf.startswith("_") and not leaf.startswith("__"):
-                owner = target.rsplit(".", 1)[0]
-                assert owner == _package(name, path), f"{name} imports {owner}'s private {target}"
+def _private_import_violations(modules: dict[str, Path]) -> list[str]:
+    """A private module is its package's own: any module inside that package may import it, its
+    subpackages included (``seqpart.solver.step`` may import ``seqpart.solver._partition``);
+    nothing outside it may (neither ``seqpart.heuristics`` nor a sibling subpackage, e.g.
+    ``seqpart.solver.step`` importing ``seqpart.solver.dynamic_cp._model``). What others use
+    goes through the package's public modules or its __init__."""
+    found = []
+    for name, path in modules.items():
+        for target in sorted(_imports(name, path)):
+            owner = _private_owner(target)
+            if owner is not None and name != owner and not name.startswith(owner + "."):
+                found.append(f"{name} imports {owner}'s private {target}")
+    return found
+
+
+def test_no_module_imports_a_private_module_from_outside_its_package() -> None:
+    assert not _private_import_violations(MODULES)
+
+
+def test_the_private_module_rule_catches_an_import_from_outside(tmp_path: Path) -> None:
+    """The rule can fail: a sibling subpackage's or another package's private module is caught;
+    the package's own modules, its subpackages and its __init__ pass."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ..dynamic_cp._model import CPInstance\nfrom .._partition import partition\n",
+                     encoding="utf-8")
+    assert _private_import_violations({"seqpart.solver.step.probe": probe}) == [
+        "seqpart.solver.step.probe imports seqpart.solver.dynamic_cp's private "
+        "seqpart.solver.dynamic_cp._model"]
+    assert _private_import_violations({"seqpart.solver.dynamic_cp.probe": probe}) == []
+    (tmp_path / "pkg").mkdir()
+    init = tmp_path / "pkg" / "__init__.py"
+    init.write_text("from ._partition import partition\n", encoding="utf-8")
+    assert _private_import_violations({"seqpart.solver": init}) == []
+    outside = tmp_path / "outside.py"
+    outside.write_text("from ..solver import _partition\n", encoding="utf-8")
+    assert _private_import_violations({"seqpart.heuristics.outside": outside}) == [
+        "seqpart.heuristics.outside imports seqpart.solver's private seqpart.solver._partition"]
+    assert _private_owner("seqpart.solver.dynamic_cp") is None
 
 
 def test_modules_folders_and_functions_stay_small() -> None:

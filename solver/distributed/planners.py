@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ...heuristics.inputs import as_lengths, as_positive_int
+from .._partition import partition
 from ..errors import DistributedPlanError
-from ..partition import partition
 from ..plan import Plan
 from ..problem import check_groups
 from ..step import order_for_pipeline, plan_global

@@ -26,11 +26,11 @@ from ...heuristics import (
     min_bins_lower_bound,
 )
 from ...heuristics.bounds import min_bins_fekete_schepers
+from .._partition import partition
 from ..engines.count_lp import Work
 from ..engines.count_search import count_allowance, search_count
 from ..errors import InfeasibleError, TrainerInputError
 from ..options import SolverOptions
-from ..partition import partition
 from ..plan import find_violations
 from ..problem import Cost
 from ._original_kk import original_karmarkar_karp

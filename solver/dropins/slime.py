@@ -81,9 +81,9 @@ from typing import Any
 
 import numpy as np
 
+from .._partition import partition
 from ..batch_cost import MicroBatchCost
 from ..errors import InfeasibleError, TrainerInputError
-from ..partition import partition
 from ..plan import find_violations
 from ..problem import Cost
 from ..step import PipelineModel, plan_step, round_up

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from ...heuristics.inputs import as_lengths, as_positive_int
+from .._partition import partition
 from ..errors import InfeasibleError
 from ..options import as_seconds
-from ..partition import partition
 from ..plan import Plan, find_violations
 
 

@@ -234,7 +234,8 @@ def resolve_min_k(lengths: Sequence[int], cap: int, seconds: float) -> tuple[int
     """Smallest feasible k: the bin-packing bound when first-fit decreasing meets it, else
     partition(k=None) in the repeatable mode. Returns (k, "optimal" | "upper_bound")."""
     from ...heuristics import first_fit_decreasing, min_bins_lower_bound
-    from ..partition import SolverOptions, partition
+    from .._partition import partition
+    from ..options import SolverOptions
 
     floor = min_bins_lower_bound(lengths, cap)
     if len(first_fit_decreasing(lengths, None, cap)) == floor:
@@ -315,8 +316,9 @@ def run_method(
 ) -> dict[str, Any]:
     """One method on one instance, measured; the raw bins are validated, not trusted."""
     from ...heuristics import HEURISTICS, load_lower_bound
+    from .._partition import partition
     from ..errors import InfeasibleError
-    from ..partition import SolverOptions, partition
+    from ..options import SolverOptions
     from ..plan import find_violations
     from ..problem import Cost
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...heuristics import first_fit, karmarkar_karp
-from ..partition import partition
+from .._partition import partition
 from ..plan import find_violations
 
 #: The issue's example.

@@ -238,7 +238,7 @@ def per_rank_agreement(
     (the dispatch order), plans ``partition(k=None)`` on it, the ranks agree on the MAX count
     (rounded up to ``multiple_of``: the all-reduce) and each re-plans its chunk with that count.
     Raises :class:`~seqpart.solver.plan.InfeasibleError` when a rank cannot fill the count."""
-    from ..partition import partition
+    from .._partition import partition
 
     chunks = np.array_split(np.arange(len(lengths)), dp)
     local = [[int(lengths[i]) for i in c] for c in chunks]

@@ -47,13 +47,32 @@ def test_one_module_imported_alone_loads_only_what_it_uses() -> None:
     """The front door's names load on first use: a worker importing the errors alone does not
     pay for OR-Tools and the whole solver."""
     code = ("import sys, seqpart.solver.errors; "
-            "print('ortools' in sys.modules, 'seqpart.solver.partition' in sys.modules)")
+            "print('ortools' in sys.modules, 'seqpart.solver._partition' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False False", out.stderr
 
 
-def test_the_partition_module_does_not_shadow_the_partition_function() -> None:
-    code = ("import seqpart.solver.partition, seqpart.solver as s; "
-            "print(callable(s.partition), s.partition.__module__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "True seqpart.solver.partition", out.stderr
+PARTITION_IS_THE_FUNCTION = """
+import importlib, types
+import seqpart.solver as s
+from seqpart.solver import partition
+assert type(s) is types.ModuleType, type(s)  # a plain module: no class swapped in
+import seqpart.solver._partition as home  # the private module, imported (as a test may)
+assert s.partition is partition is home.partition and callable(partition)
+assert s._partition is home  # bound under its own name, not over the function
+try:
+    importlib.import_module("seqpart.solver.partition")
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError("seqpart.solver.partition imported as a module")
+print(partition.__module__)
+"""
+
+
+def test_partition_is_the_function_with_no_module_in_the_way() -> None:
+    """The orchestrator lives in the private module ``_partition``, so ``seqpart.solver.partition``
+    is the function however the package was imported; no module shares its name."""
+    out = subprocess.run([sys.executable, "-c", PARTITION_IS_THE_FUNCTION], capture_output=True,
+                         text=True, timeout=60)
+    assert out.stdout.strip() == "seqpart.solver._partition", out.stderr

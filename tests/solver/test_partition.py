@@ -33,7 +33,7 @@ from _brute import brute_force_min_max
 from _patching import patch_solver
 
 # the module, not the function the package re-exports under the same name
-partition_module = importlib.import_module("seqpart.solver.partition")
+partition_module = importlib.import_module("seqpart.solver._partition")
 
 SEED = [8, 7, 6, 5, 4]
 
