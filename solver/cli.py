@@ -40,7 +40,7 @@ from .study.methods import (
 from .study.methods_report import format_summary
 from .study.readers import load_lengths
 from .study.runner import add_executor_arguments
-from .study.step_cli import add_step_parser, profile_from_flags
+from .study.step_cli import add_step_parser, profile_from_flags, run_fields
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -217,11 +217,8 @@ def cmd_study(args: argparse.Namespace) -> int:
     config = StudyConfig(
         methods=args.methods, datasets=args.datasets, data=tuple(args.data or ()),
         fields=tuple(args.fields or ()), generated=args.generated, n=args.n, k=args.k, caps=args.caps,
-        cost=profile.cost if profile is not None else args.cost or "tokens", reps=args.reps,
-        seed=args.seed, min_k_time=args.min_k_time,
-        jobs=args.jobs, timed_jobs=args.timed_jobs, out=args.out, limit=args.limit,
-        plots=not args.no_plots,
-        progress=not args.quiet, executor=args.executor, address=args.address,
+        cost=profile.cost if profile is not None else args.cost or "tokens",
+        min_k_time=args.min_k_time, **run_fields(args),
     )
     outcome = run_study(config, say=lambda message: _say(args, message))
     if outcome.interrupted:

@@ -31,7 +31,7 @@ from .methods_report import (
 )
 from .readers import load_lengths
 from .runner import (
-    ResultStore,
+    RunConfig,
     Task,
     TaskExecutor,
     keep_sigint,
@@ -56,8 +56,9 @@ WHOLE_FILE_MAX = 4096
 
 
 @dataclass(frozen=True)
-class StudyConfig:
-    """The method study's settings; the comma-list strings are the CLI's syntax, parsed here."""
+class StudyConfig(RunConfig):
+    """The method study's grid (how it runs: :class:`~.runner.RunConfig`); the comma-list
+    strings are the CLI's syntax, parsed here."""
 
     methods: str = DEFAULT_METHODS
     datasets: str | None = None  # names, "all" or "none"; None: all, or none with ``data``
@@ -70,17 +71,7 @@ class StudyConfig:
     k: str = DEFAULT_K
     caps: str = DEFAULT_CAPS
     cost: Any = "tokens"  # "tokens", "attention" or a Cost (a profile's); records hold str(cost)
-    reps: int = 1
-    seed: int = 0
     min_k_time: float = 0.5
-    jobs: int | None = None  # None: all cores
-    timed_jobs: int | None = None  # partition@ runs at a time, apart; None: as jobs
-    out: str = "seqpart-study"
-    limit: int | None = None  # at most this many new results
-    plots: bool = True
-    progress: bool = True
-    executor: str = "local"  # or "ray" (the ray extra)
-    address: str | None = None  # the Ray cluster; None: a local Ray
 
 
 @dataclass(frozen=True)
@@ -426,19 +417,13 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     ``say`` gets progress messages (the CLI sends them to stderr unless ``--quiet``).
     """
     methods = parse_methods(config.methods)
-    cores = os.cpu_count() or 1
-    jobs = config.jobs or cores
     # Timed methods run after the others, timed_jobs at a time, and CP-SAT gets the cores they
     # leave: no more busy threads of the study than cores (the note under the table shows how
     # much CPU they really had).
-    timed_jobs = config.timed_jobs or jobs
-    workers = max(1, cores // timed_jobs)
+    jobs, timed_jobs = config.job_counts()
+    workers = max(1, (os.cpu_count() or 1) // timed_jobs)
+    store = config.open_store()
     out = Path(config.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"--out {config.out}: cannot create it ({err.strerror})") from None
-    store = ResultStore(out / "results.jsonl")
     outcome = StudyOutcome(out, store.path)
     t0 = time.perf_counter()
     cache_path = out / "min_k.json"

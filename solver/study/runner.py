@@ -20,6 +20,8 @@ it, and another kind of study can be too:
   ``run = {wall_s, cpu_s, load_avg_1m, cores, pid, at_a_time}`` so a summary can show whether anything
   else competed. Ctrl-C stops it cleanly: finished records are kept and it returns
   ``RunOutcome(interrupted=True)``; running again with ``store.pending(tasks)`` resumes.
+- :class:`RunConfig` -- the settings every study shares (batches per setting, seed, processes,
+  output folder, limit, plots, progress, executor); each study's config extends it.
 - :func:`worker_pool` / :func:`pool_map` -- one process pool for the tasks and for side
   computations, so workers start once.
 - :func:`open_executor` ``(kind, jobs, address=)`` -- where the tasks run: ``"local"`` (this
@@ -137,6 +139,62 @@ def read_results(path: Path) -> list[dict[str, Any]]:
             if isinstance(record, dict) and "key" in record:
                 records.append(record)
     return records
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a study runs, whatever it studies: the settings the method study, the step study and
+    the dynamic-CP study share (each study's config extends it with its grid). Each is one flag
+    of every study command (``--reps``, ``--seed``, ``--jobs``, ...)."""
+
+    reps: int = 1
+    """Batches drawn per setting of the grid."""
+
+    seed: int = 0
+    """Seed of the drawn batches: with the same seed a study draws the same batches (its keys
+    hold it, so results of another seed are not mistaken for these)."""
+
+    jobs: int | None = None
+    """Processes for the untimed runs; None: all cores."""
+
+    timed_jobs: int | None = None
+    """Time-budgeted runs at a time, run after the others and apart, so that their times do not
+    depend on siblings sharing the cores; None: as ``jobs``."""
+
+    out: str = "seqpart-study"
+    """Output folder: ``results.jsonl`` (running the same study again resumes from it), the
+    summary and the plots. The method study's default; the others have their own."""
+
+    limit: int | None = None
+    """At most this many new results in this run (the rest stay for the next); None: all."""
+
+    plots: bool = True
+    """Write the study's plots (matplotlib, the ``plot`` extra)."""
+
+    progress: bool = True
+    """Show a progress bar on stderr."""
+
+    executor: str = "local"
+    """Where the runs go: ``"local"`` (this machine's processes) or ``"ray"`` (the ``ray``
+    extra); see :func:`open_executor`."""
+
+    address: str | None = None
+    """With ``executor="ray"``: the Ray cluster to join; None: a local Ray of ``jobs`` CPUs."""
+
+    def job_counts(self) -> tuple[int, int]:
+        """``(jobs, timed_jobs)`` with their defaults filled in."""
+        jobs = self.jobs or os.cpu_count() or 1
+        return jobs, self.timed_jobs or jobs
+
+    def open_store(self) -> ResultStore:
+        """``out/results.jsonl``, its folder made; a folder that cannot be made is a usage error
+        naming ``--out``."""
+        out = Path(self.out)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UsageError(f"--out {self.out}: cannot create it ({err.strerror})") from None
+        return ResultStore(out / "results.jsonl")
 
 
 def _worker_init() -> None:

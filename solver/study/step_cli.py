@@ -123,6 +123,14 @@ def add_run_arguments(p: Any, *, timed: str, out: str | None, out_help: str) -> 
     add_executor_arguments(p)
 
 
+def run_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~.runner.RunConfig` fields from the flags :func:`add_run_arguments` adds (and
+    ``seqpart study``'s own copies of them), for any study's config."""
+    return {"reps": args.reps, "seed": args.seed, "jobs": args.jobs, "timed_jobs": args.timed_jobs,
+            "out": args.out, "limit": args.limit, "plots": not args.no_plots,
+            "progress": not args.quiet, "executor": args.executor, "address": args.address}
+
+
 def _cost_profile_loader() -> Callable[[str], Any] | None:
     """The front door's ``load_cost_profile`` where this install has it (the calibration):
     ``--cost-profile`` is offered only then."""
@@ -175,9 +183,8 @@ def cmd_step(args: argparse.Namespace) -> int:
         overhead_tokens=DEFAULT_OVERHEAD_TOKENS if args.overhead_tokens is None
         else args.overhead_tokens, cost_profile=profile,
         time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
-        reps=args.reps, seed=args.seed, jobs=args.jobs, timed_jobs=args.timed_jobs,
-        out=args.out or "seqpart-step-study", limit=args.limit, plots=not args.no_plots,
-        progress=not args.quiet, executor=args.executor, address=args.address,
+        # --out defaults to None here: with --data the default folder is another one.
+        **{**run_fields(args), "out": args.out or StepStudyConfig.out},
     )
 
     outcome = run_step_study(config, say)

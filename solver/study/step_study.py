@@ -41,7 +41,7 @@ from .methods import (
     stable_seed,
 )
 from .methods_report import format_timing_note
-from .runner import ResultStore, Task, open_executor, run_tasks
+from .runner import RunConfig, Task, open_executor, run_tasks
 from .step_report import (
     TRAINERS,
     summarize,
@@ -66,8 +66,9 @@ EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
-class StepStudyConfig:
-    """The step study's settings; comma-list strings are the CLI's syntax, parsed here."""
+class StepStudyConfig(RunConfig):
+    """The step study's grid (how it runs: :class:`~.runner.RunConfig`); comma-list strings are
+    the CLI's syntax, parsed here."""
 
     methods: str = ",".join(STEP_METHODS)
     datasets: str = "all"  # bundled names, "all" or "none"
@@ -83,16 +84,7 @@ class StepStudyConfig:
     #: ``overhead_tokens`` (the CLI refuses both at once).
     cost_profile: Any = None
     time_limit: float = DEFAULT_TIME_LIMIT
-    reps: int = 1
-    seed: int = 0
-    jobs: int | None = None  # None: all cores
-    timed_jobs: int | None = None  # time-budgeted runs at a time, apart; None: as jobs
-    out: str = "seqpart-step-study"
-    limit: int | None = None  # at most this many new results
-    plots: bool = True
-    progress: bool = True
-    executor: str = "local"  # or "ray" (the ray extra)
-    address: str | None = None  # the Ray cluster; None: a local Ray
+    out: str = "seqpart-step-study"  # RunConfig's, with this study's folder
 
 
 @dataclass(frozen=True)
@@ -357,17 +349,11 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     if not config.time_limit > 0 or math.isinf(config.time_limit):
         raise UsageError("--time-limit must be a positive number of seconds")
     settings, skipped = build_settings(config)
-    cores = os.cpu_count() or 1
-    jobs = config.jobs or cores
     # Timed methods run after the others, timed_jobs at a time, CP-SAT on the cores they leave.
-    timed_jobs = config.timed_jobs or jobs
-    workers = max(1, cores // timed_jobs)
+    jobs, timed_jobs = config.job_counts()
+    workers = max(1, (os.cpu_count() or 1) // timed_jobs)
+    store = config.open_store()
     out = Path(config.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"--out {config.out}: cannot create it ({err.strerror})") from None
-    store = ResultStore(out / "results.jsonl")
     pps = tuple(_ints(config.pp, "--pp"))
     outcome = StepStudyOutcome(out, store.path, pps=pps)
     t0 = time.perf_counter()

@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
-from ..step_cli import add_run_arguments, positive, print_study_end, profile_from_flags
+from ..step_cli import (
+    add_run_arguments,
+    positive,
+    print_study_end,
+    profile_from_flags,
+    run_fields,
+)
 from .methods import CP_METHODS
 from .report import format_summary
 from .study import (
@@ -127,9 +133,7 @@ def _config(args: argparse.Namespace, say: Callable[[str], None]) -> CPStudyConf
         max_tokens=args.max_tokens or quick.get("max_tokens", DEFAULT_MAX_TOKENS),
         syncs=args.sync, overhead_tokens=DEFAULT_OVERHEAD_TOKENS if args.overhead_tokens is None
         else args.overhead_tokens, cp_comm=args.cp_comm or DEFAULT_CP_COMM,
-        time_limit=args.time_limit, reps=args.reps, seed=args.seed, jobs=args.jobs,
-        timed_jobs=args.timed_jobs, out=args.out, limit=args.limit, plots=not args.no_plots,
-        progress=not args.quiet, executor=args.executor, address=args.address,
+        time_limit=args.time_limit, **run_fields(args),
     )
     return CPStudyConfig(**{**fields, **terms, **_user_data(args, say)})
 

@@ -17,7 +17,6 @@ the same command again resumes), then ``OUT/cp_summary.csv`` and the plots.
 from __future__ import annotations
 
 import math
-import os
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -33,7 +32,7 @@ from ...errors import UsageError
 from ...options import SolverOptions
 from ..methods import Source, parse_ns, split_list, stable_seed
 from ..methods_report import format_timing_note
-from ..runner import ResultStore, Task, open_executor, run_tasks
+from ..runner import RunConfig, Task, open_executor, run_tasks
 from .methods import CP_METHODS, TIMED, MethodRun, run_cp_method, score
 from .report import summarize, timing_rows, write_summary_csv
 
@@ -51,8 +50,9 @@ EXIT_INTERRUPTED = 130
 
 
 @dataclass(frozen=True)
-class CPStudyConfig:
-    """The CP study's settings; comma-list strings are the CLI's syntax, parsed here."""
+class CPStudyConfig(RunConfig):
+    """The CP study's grid (how it runs: :class:`~seqpart.solver.study.runner.RunConfig`);
+    comma-list strings are the CLI's syntax, parsed here."""
 
     methods: str = ",".join(CP_METHODS)
     datasets: str = "all"  # bundled names, "all" or "none"
@@ -70,16 +70,7 @@ class CPStudyConfig:
     overhead: int | None = None  # in the cost's units; None: overhead_tokens of the linear cost
     cp_comm: str = DEFAULT_CP_COMM
     time_limit: float = DEFAULT_TIME_LIMIT
-    reps: int = 1
-    seed: int = 0
-    jobs: int | None = None  # None: all cores
-    timed_jobs: int | None = None  # None: as jobs
-    out: str = "seqpart-cp-study"
-    limit: int | None = None
-    plots: bool = True
-    progress: bool = True
-    executor: str = "local"
-    address: str | None = None
+    out: str = "seqpart-cp-study"  # RunConfig's, with this study's folder
 
 
 @dataclass(frozen=True)
@@ -281,14 +272,9 @@ def run_cp_study(config: CPStudyConfig, say: Callable[[str], None] = lambda _: N
     if not config.time_limit > 0 or math.isinf(config.time_limit):
         raise UsageError("--time-limit must be a positive number of seconds")
     settings = build_settings(config)
-    jobs = config.jobs or os.cpu_count() or 1
-    timed_jobs = config.timed_jobs or jobs
+    jobs, timed_jobs = config.job_counts()
+    store = config.open_store()
     out = Path(config.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"--out {config.out}: cannot create it ({err.strerror})") from None
-    store = ResultStore(out / "results.jsonl")
     outcome = CPStudyOutcome(out, store.path, settings=len(settings))
     t0 = time.perf_counter()
     all_tasks = cp_tasks(settings, methods, syncs, config.time_limit)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import inspect
 import json
 import os
 import time
 from pathlib import Path
 
-from seqpart.solver.study.runner import ResultStore, Task, run_tasks, worker_pool
+import pytest
+
+from seqpart.solver.errors import UsageError
+from seqpart.solver.study.cp import CPStudyConfig
+from seqpart.solver.study.methods import StudyConfig
+from seqpart.solver.study.runner import ResultStore, RunConfig, Task, run_tasks, worker_pool
+from seqpart.solver.study.step_study import StepStudyConfig
 
 
 def _square(payload: tuple[int, str]) -> dict:
@@ -63,3 +72,25 @@ def test_a_given_pool_is_reused(tmp_path: Path) -> None:
                   progress=False)
         pids = {r["pid"] for r in store.records()}
     assert os.getpid() not in pids and len(store.records()) == 4
+
+
+def test_the_three_studies_share_one_run_config(tmp_path: Path) -> None:
+    """The method, step and dynamic-CP studies take their run settings from RunConfig (one
+    definition, each field documented), each with its own output folder."""
+    run = {f.name for f in dataclasses.fields(RunConfig)}
+    assert {"reps", "seed", "jobs", "timed_jobs", "out", "limit", "executor"} <= run
+    configs = (StudyConfig, StepStudyConfig, CPStudyConfig)
+    assert all(issubclass(c, RunConfig) for c in configs)
+    assert len({c().out for c in configs}) == 3  # no study writes into another's folder by default
+    body = ast.parse(inspect.getsource(RunConfig)).body[0].body
+    pairs = zip(body[:-1], body[1:], strict=True)  # a field, then its docstring
+    documented = {a.target.id for a, doc in pairs if isinstance(a, ast.AnnAssign)
+                  and isinstance(a.target, ast.Name) and isinstance(doc, ast.Expr)
+                  and isinstance(doc.value, ast.Constant)}
+    assert documented == run, run - documented
+    assert RunConfig(jobs=3).job_counts() == (3, 3)
+    assert RunConfig(jobs=3, timed_jobs=1).job_counts() == (3, 1)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="--out"):
+        RunConfig(out=str(tmp_path / "file" / "sub")).open_store()
+    assert RunConfig(out=str(tmp_path / "new")).open_store().path == tmp_path / "new" / "results.jsonl"
