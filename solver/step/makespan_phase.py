@@ -40,6 +40,7 @@ class SearchState(Protocol):
     t0: float
     final_deadline: float | None
     exact_work: int
+    exact_spent: int  # what this phase counted, set here
     pool: list[Row]
     searched: set[int]
     finals: list[Row]
@@ -183,6 +184,38 @@ def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineMod
     return (pairs[best][0], pairs[best][1]), work
 
 
+def _best_inner_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,
+                     ) -> tuple[tuple[int, int] | None, int]:
+    """The move of a sequence of the slowest rank ``r`` to another of its own micro-batches
+    that lowers its exact makespan the most (None: none lowers it), and the work spent: the
+    split within a rank sets its bubble (its first micro-batch's forward and its last one's
+    backward cross every stage), which moves between ranks do not reach."""
+    inst, m = state.inst, state.m
+    ops = 2 * inst.pp * inst.vpp * m
+    row_r = state.row(r)
+    room = max(m, _REFINE_STEP_OPS // ops)
+    pairs, rows = [], []
+    for i in _sources(state, r):
+        b = int(state.where[i])
+        out = state.change(b, i, -1)
+        for pos in range(m):
+            dst = r * m + pos
+            if dst == b or not state.fits(dst, i):
+                continue
+            new = row_r.copy()
+            new[state.slot[b]] += out
+            new[state.slot[dst]] += state.change(dst, i, +1)
+            pairs.append((i, dst))
+            rows.append(new)
+        if len(rows) >= room:
+            break
+    if not rows:
+        return None, 0
+    after = scaled_makespans(rows, inst.pp, inst.vpp, model)
+    best = min(range(len(rows)), key=lambda j: (after[j], j))
+    return (pairs[best] if after[best] < values[r] else None), ops * len(rows)
+
+
 def refine_assignment(
     inst: StepInstance,
     model: PipelineModel,
@@ -197,7 +230,8 @@ def refine_assignment(
 
     Each step moves one sequence of the slowest rank to a micro-batch of one of the least loaded
     ranks, every rank keeping its order, when both ranks then end strictly below the slowest
-    rank's old makespan (so the sorted makespans fall and the search ends). Stops at a local
+    rank's old makespan, or where none does, to another of the slowest rank's own micro-batches
+    when its makespan falls (so the sorted makespans fall and the search ends). Stops at a local
     optimum, when ``work_budget`` (operations evaluated: deterministic) is spent or past
     ``deadline`` (a safety net). Keeps every micro-batch non-empty and under the cap."""
     state = _Assignment(inst, m, mb_of, orders)
@@ -214,13 +248,19 @@ def refine_assignment(
         move, spent = _best_move(state, r, values, model)
         work += spent
         if move is None:
+            move, spent = _best_inner_move(state, r, values, model)
+            work += spent
+        if move is None:
             break
         i, dst = move
         q = dst // m
         state.move(i, dst)
         moves += 1
-        values[r], values[q] = scaled_makespans([state.row(r), state.row(q)], inst.pp, inst.vpp,
-                                                model)
+        if q == r:
+            values[r] = scaled_makespans([state.row(r)], inst.pp, inst.vpp, model)[0]
+        else:
+            values[r], values[q] = scaled_makespans([state.row(r), state.row(q)], inst.pp,
+                                                    inst.vpp, model)
     return Refined(state.where, values, moves, work, cut)
 
 
@@ -310,6 +350,7 @@ def choose_by_exact_makespan(search: SearchState) -> StepPlan:
     # once the clock has run out.
     refined = None if search.out_of_clock_final() else refine_assignment(
         inst, model, m, mb_of, ordered.orders, left, search.final_deadline)
+    search.exact_spent = work + (refined.work if refined is not None else 0)
     search.clock_short |= refined is None or refined.clock_cut
     search.work_short |= refined is not None and refined.work >= left
     if refined is not None and refined.step < step:

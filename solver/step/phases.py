@@ -54,12 +54,7 @@ from .budget import (
     assembly_reserve,
     exact_reserve,
 )
-from .makespan import (
-    OPS_PER_SECOND,
-    Ordered,
-    assemble,
-    count_penalty,
-)
+from .makespan import OPS_PER_SECOND, Ordered, assemble, count_penalty
 from .makespan_phase import choose_by_exact_makespan
 from .model import StepInstance, StepPlan
 from .model import exact as exact_time
@@ -95,7 +90,10 @@ class StepSearch:
     best schedule so far, and the counts still to build."""
 
     def __init__(self, inst: StepInstance, seconds: float, t0: float, options: SolverOptions,
-                 engine: str, trainer_starts: bool | None, model: PipelineModel) -> None:
+                 engine: str, trainer_starts: bool | None, model: PipelineModel,
+                 count: tuple[int, dict[int, int]] | None = None) -> None:
+        """``count``: plan at this one count only, with the formula's bounds of the whole
+        instance (the count search of :mod:`~seqpart.solver.step.count_portfolio`)."""
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
         # Kept back from the clock: the plan's assembly, and with pp > 1 the exact makespans,
@@ -111,9 +109,13 @@ class StepSearch:
         # Of the formula: the search's proxy (exact at pp = 1). With pp > 1 their rank-maxima
         # refinement only orders the counts; it is left out when it would take a large share of
         # the limit (0.42 s at n=262,144, dp=1,024): decided from the input, not the clock.
-        refine = rank_maxima_seconds(inst) <= RANK_MAXIMA_SHARE * seconds
-        self.bounds = scaled_bounds(inst, rank_maxima=refine)
+        if count is None:
+            refine = rank_maxima_seconds(inst) <= RANK_MAXIMA_SHARE * seconds
+            self.bounds = scaled_bounds(inst, rank_maxima=refine)
+        else:  # the whole instance's bounds were computed once; none is recomputed here
+            refine, self.bounds = True, {count[0]: count[1][count[0]]}
         self.exact_work = 0
+        self.exact_spent = 0  # operations the exact makespan's phase counted
         self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
         if inst.pp > 1:
             self.exact_work = int(EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
@@ -181,6 +183,11 @@ class StepSearch:
         self.fit_final_deadline()
         return self.finish(choose_by_exact_makespan(self))
 
+    def counted_seconds(self) -> float:
+        """The work this search counted (candidates and exact makespan operations), in seconds
+        at the rates that turn a limit into work."""
+        return self.spent / CANDIDATES_PER_SECOND + self.exact_spent / OPS_PER_SECOND
+
     def finish(self, plan: StepPlan) -> StepPlan:
         """The plan with what is known of how its search ended: why (``stopped_by``), which
         bound it met, and the trainers whose schedules may not have run to their end."""
@@ -219,8 +226,8 @@ class StepSearch:
         return self.final_deadline is not None and time.perf_counter() > self.final_deadline
 
     def add(self, method: str, m: int, mb_of: np.ndarray) -> None:
-        if not self.usable(m):
-            return
+        if m not in self.bounds or not self.usable(m):
+            return  # a count this search does not plan (one count only: the count search)
         if not method.startswith(("start ", "trainer:")):
             self.constructed.append(method)
         inst = self.inst

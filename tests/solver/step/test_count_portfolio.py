@@ -1,0 +1,88 @@
+"""plan_step at pp > 1 plans each promising count on its own (solver/step/count_portfolio.py)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from seqpart.solver import SolverOptions
+from seqpart.solver.step import check_schedule, count_portfolio, plan_step, step_lower_bound, step_time
+from seqpart.solver.step.count_portfolio import _split
+from seqpart.solver.step.model import make_instance
+from seqpart.solver.step.phases import StepSearch
+
+STRICT = SolverOptions(deterministic=True)
+COST = (64, 1)
+OVERHEAD = 64 * 32
+
+
+def _batch(seed: int, n: int) -> list[int]:
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in np.clip(rng.lognormal(6.5, 1.0, n), 16, 6000)]
+
+
+def _plan(lengths: list[int], seconds: float, **kw: object) -> object:
+    args = {"pp": 4, "vpp": 1, "cost": COST, "overhead": OVERHEAD, "time_limit": seconds,
+            "options": STRICT, **kw}
+    return plan_step(lengths, 2, 2 * max(lengths), **args)
+
+
+def test_a_longer_limit_is_never_slower_in_the_repeatable_mode(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Every limit from BASE_SECONDS / BASE_SHARE on runs the same first part (1 s as shipped;
+    # 0.1 s here, to keep the test short): a longer one only searches more counts, or longer.
+    monkeypatch.setattr(count_portfolio, "BASE_SECONDS", 0.04)
+    lengths = _batch(0, 48)
+    short, longer = _plan(lengths, 0.1), _plan(lengths, 0.3)
+    assert Fraction(longer.step_time) <= Fraction(short.step_time)
+    again = _plan(lengths, 0.1)
+    assert again.ranks == short.ranks and again.step_time == short.step_time
+
+
+def test_the_plan_is_valid_and_keeps_the_callers_bound_and_multiple() -> None:
+    lengths = _batch(2, 40)
+    cap = 2 * max(lengths)
+    plan = plan_step(lengths, 2, cap, pp=2, vpp=2, cost=COST, overhead=OVERHEAD, time_limit=0.3,
+                     options=STRICT)
+    assert plan.multiple_of == 2  # the interleaved schedule's rule, not a count's own search
+    check_schedule(plan.ranks, lengths, 2, plan.m, cap, 2)
+    assert plan.m % 2 == 0
+    assert step_time(plan.ranks, lengths, cost=COST, overhead=OVERHEAD, pp=2, vpp=2) == plan.step_time
+    # The bound of every count, not of the multiples of the chosen one.
+    assert plan.lower_bound == step_lower_bound(lengths, 2, cap, cost=COST, overhead=OVERHEAD,
+                                                pp=2, vpp=2, multiple_of=2)
+    assert plan.stopped_by in ("work", "complete", "proof")
+
+
+def test_the_count_search_is_never_behind_the_whole_search_alone() -> None:
+    lengths = _batch(3, 64)
+    inst = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4, vpp=1,
+                         multiple_of=1)
+    base_seconds, _ = _split(inst, 0.3)  # type: ignore[misc]
+    alone = StepSearch(inst, base_seconds, 0.0, STRICT, "auto", None, inst.pipeline).run(())
+    assert Fraction(_plan(lengths, 0.3).step_time) <= Fraction(alone.step_time)
+
+
+def test_where_the_count_search_applies() -> None:
+    small = make_instance(_batch(4, 64), 2, None, pp=4)
+    assert _split(make_instance(_batch(4, 64), 2, None, pp=1), 1.0) is None
+    base, quantum = _split(small, 1.0)  # type: ignore[misc]
+    assert base == pytest.approx(0.4) and 2 * quantum <= 1.0 - base
+    assert _split(small, 0.01) is None  # no room for two counts' searches
+    assert _split(small, 10.0)[0] == pytest.approx(0.4)  # type: ignore[index]
+    big = make_instance([100] * 40_000, 8, None, pp=4)
+    assert _split(big, 1.0) is None  # one count's search would not fit twice
+
+
+def test_a_search_of_one_count_keeps_to_it() -> None:
+    lengths = _batch(5, 32)
+    inst = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=2,
+                         multiple_of=1)
+    full = StepSearch(inst, 0.2, 0.0, STRICT, "auto", None, inst.pipeline)
+    m = sorted(full.bounds)[1]
+    one = StepSearch(inst, 0.2, 0.0, STRICT, "auto", None, inst.pipeline, count=(m, full.bounds))
+    one.add("elsewhere", m + 1, np.arange(len(lengths)) % (2 * (m + 1)))
+    assert one.pool == []  # a row of another count is not taken
+    assert one.run(()).m == m
