@@ -37,21 +37,21 @@ from typing import Any
 from ..errors import InfeasibleError
 from ..options import SolverOptions
 from ..plan import stop_reason
+from ..tuning import BASE_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
 from .bound import exact_scaled_bounds
-from .makespan import count_penalty
+from .budget import assembly_reserve, exact_reserve
+from .makespan import OPS_PER_SECOND, count_penalty
 from .model import StepInstance, StepPlan
 from .phases import StepSearch
 from .pipeline import PipelineModel, scale
+from .search import CANDIDATES_PER_SECOND
 from .starts import Row
 
 __all__ = ["plan_by_count"]
 
-#: The first part's share of the limit, and its most seconds (so that every limit from
-#: ``BASE_SECONDS / BASE_SHARE`` on runs the same first part: a longer limit only adds counts).
-BASE_SHARE = 0.4
+#: The first part's most seconds (its share of the limit is ``BASE_SHARE``, in the tuning table:
+#: every limit from ``BASE_SECONDS / BASE_SHARE`` on runs the same first part).
 BASE_SECONDS = 0.4
-#: One count's search, in seconds per sequence of the batch (0.02 s at n = 512).
-QUANTUM_SECONDS_PER_SEQUENCE = 40e-6
 #: The shortest search of one count.
 QUANTUM_FLOOR_SECONDS = 0.005
 #: Each round after the first gives a count this many times the time of the last.
@@ -99,14 +99,18 @@ def plan_by_count(
     if split is None:
         return StepSearch(inst, seconds, t0, options, engine, trainer_starts, model).run(starts)
     base_seconds, quantum = split
-    first = StepSearch(inst, base_seconds, t0, options, engine, trainer_starts, model)
+    # The trainers' and given schedules' order searches may take from the counts' time (so
+    # that the plan is never behind one of them in seqpart's order, as without the counts).
+    reserve = assembly_reserve(inst) + exact_reserve(inst, inst.n)
+    first = StepSearch(inst, base_seconds, t0, options, engine, trainer_starts, model,
+                       order_deadline=None if options.deterministic else t0 + seconds - reserve)
     base = best = first.run(starts)
     if best.optimal:
         return best
     counts, formula_bounds, exact_bounds = _ordered_counts(inst, model, first.bounds)
     seeds = _seeds(first)
-    # Kept back for the last plan's return (the sub-searches assemble and check their own).
-    end = t0 + seconds
+    # Kept back: the last plan's return (each count's search assembles and checks its own).
+    end = t0 + seconds - assembly_reserve(inst)
     left = seconds - base_seconds
     runs, tried, cut = 0, 0, False
     pool = [_Count(m) for m in counts]
@@ -134,7 +138,7 @@ def plan_by_count(
                 plan = None
             # Charged its time, or the work it counted where that was more (a count's
             # constructions and exact evaluation run whatever its share): deterministic.
-            left -= max(size, search.counted_seconds())
+            left -= max(size, _counted_seconds(search))
             runs += 1
             tried += entry.plan is None
             entry.open = plan is not None and plan.stopped_by in ("work", "clock")
@@ -149,6 +153,12 @@ def plan_by_count(
         pool = pool[: max(1, len(pool) // 2)] if pool else []
         size *= ROUND_GROWTH
     return _finish(base, best, t0, runs, tried, len(counts), cut, options)
+
+
+def _counted_seconds(search: StepSearch) -> float:
+    """The work a search counted (candidates and exact makespan operations), in seconds at the
+    rates that turn a limit into work."""
+    return search.spent / CANDIDATES_PER_SECOND + search.exact_spent / OPS_PER_SECOND
 
 
 def _seeds(first: StepSearch) -> dict[int, list[Row]]:

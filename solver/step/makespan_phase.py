@@ -64,6 +64,8 @@ _REFINE_SOURCES = 32
 _REFINE_RANKS = 8
 #: Operations scored per step at most (a few ms here), so that the clock is read often.
 _REFINE_STEP_OPS = 200_000
+#: Operations scored at once: a step takes the best move of the first such chunk that helps.
+_REFINE_CHUNK_OPS = 20_000
 
 
 @dataclass
@@ -141,9 +143,12 @@ def _sources(state: _Assignment, r: int) -> list[int]:
 
 def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,
                ) -> tuple[tuple[int, int] | None, int]:
-    """The move of a sequence of the slowest rank ``r`` to a micro-batch of a less loaded rank
-    that lowers the larger of the two ranks' exact makespans the most (None: none lowers it
-    below ``values[r]``), and the work spent. Each rank keeps its order."""
+    """A move of a sequence of the slowest rank ``r`` to a micro-batch of a less loaded rank
+    that lowers the larger of the two ranks' exact makespans below ``values[r]`` (None: none
+    does), and the work spent. Each rank keeps its order. The sources are tried largest relief
+    first, ``_REFINE_CHUNK_OPS`` at a time: the best move of the first chunk that holds one
+    (first improvement: 10x faster per move than the best of all, and as good on the
+    benchmark's batches)."""
     inst, m = state.inst, state.m
     pp, vpp, target = inst.pp, inst.vpp, values[r]
     ops = 2 * pp * vpp * m
@@ -162,10 +167,23 @@ def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineMod
     ranks = sorted((q for q in range(inst.dp_size) if q != r), key=lambda q: (values[q], q))
     receiving = [(q, state.row(q)) for q in ranks[:_REFINE_RANKS]]
     room = max(m, _REFINE_STEP_OPS // ops)  # rows scored this step; the largest relief first
-    pairs, rows = [], []
-    for value_r, i in sorted(zip(after_r, sources, strict=True)):
-        if value_r >= target or len(rows) >= room:
-            break
+    chunk = max(m, _REFINE_CHUNK_OPS // ops)
+    scored = 0
+    pairs: list[tuple[int, int, int]] = []
+    rows: list[list[int]] = []
+    for value_r, i in [*sorted(zip(after_r, sources, strict=True)), (target, -1)]:
+        # Scored a chunk at a time: the first chunk holding a move that helps gives its best.
+        if len(rows) >= chunk or value_r >= target or scored + len(rows) >= room:
+            if rows:
+                after_q = scaled_makespans(rows, pp, vpp, model)
+                work += ops * len(rows)
+                scored += len(rows)
+                best = min(range(len(rows)), key=lambda j: (max(pairs[j][2], after_q[j]), j))
+                if max(pairs[best][2], after_q[best]) < target:
+                    return (pairs[best][0], pairs[best][1]), work
+                pairs, rows = [], []
+            if value_r >= target or scored >= room:
+                break
         for q, row_q in receiving:
             for pos in range(m):
                 dst = q * m + pos
@@ -174,14 +192,7 @@ def _best_move(state: _Assignment, r: int, values: list[int], model: PipelineMod
                     new[state.slot[dst]] += state.change(dst, i, +1)
                     pairs.append((i, dst, value_r))
                     rows.append(new)
-    if not rows:
-        return None, work
-    after_q = scaled_makespans(rows, pp, vpp, model)
-    work += ops * len(rows)
-    best = min(range(len(rows)), key=lambda j: (max(pairs[j][2], after_q[j]), j))
-    if max(pairs[best][2], after_q[best]) >= target:
-        return None, work
-    return (pairs[best][0], pairs[best][1]), work
+    return None, work
 
 
 def _best_inner_move(state: _Assignment, r: int, values: list[int], model: PipelineModel,

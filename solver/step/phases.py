@@ -58,16 +58,11 @@ from .makespan import OPS_PER_SECOND, Ordered, assemble, count_penalty
 from .makespan_phase import choose_by_exact_makespan
 from .model import StepInstance, StepPlan
 from .model import exact as exact_time
-from .pipeline import (
-    PipelineModel,
-    schedule_error,
-)
+from .pipeline import PipelineModel, schedule_error
 from .search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
 from .starts import CONSTRUCTIONS, Row, micro_first, rank_first
 from .starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
-from .starts.trainers import (
-    OpenEnded,
-)
+from .starts.trainers import OpenEnded
 from .tiny_cpsat import exact_fits, solve_step_exactly
 from .trainer_phase import (
     finish_trainer_starts,
@@ -91,9 +86,10 @@ class StepSearch:
 
     def __init__(self, inst: StepInstance, seconds: float, t0: float, options: SolverOptions,
                  engine: str, trainer_starts: bool | None, model: PipelineModel,
-                 count: tuple[int, dict[int, int]] | None = None) -> None:
-        """``count``: plan at this one count only, with the formula's bounds of the whole
-        instance (the count search of :mod:`~seqpart.solver.step.count_portfolio`)."""
+                 count: tuple[int, dict[int, int]] | None = None,
+                 order_deadline: float | None = None) -> None:
+        """For :mod:`~seqpart.solver.step.count_portfolio`: ``count``, one count to plan and the
+        formula's bounds; ``order_deadline``, the given schedules' order searches' own."""
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
         # Kept back from the clock: the plan's assembly, and with pp > 1 the exact makespans,
@@ -102,6 +98,7 @@ class StepSearch:
         self.deadline = None if options.deterministic else t0 + seconds - reserve
         # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
         self.final_deadline = self.deadline
+        self.order_deadline = order_deadline  # None: final_deadline's
         if self.deadline is not None and inst.pp > 1:
             self.deadline = t0 + (seconds - reserve) * (1 - EXACT_SHARE)
         self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
@@ -182,11 +179,6 @@ class StepSearch:
                                         self.t0))
         self.fit_final_deadline()
         return self.finish(choose_by_exact_makespan(self))
-
-    def counted_seconds(self) -> float:
-        """The work this search counted (candidates and exact makespan operations), in seconds
-        at the rates that turn a limit into work."""
-        return self.spent / CANDIDATES_PER_SECOND + self.exact_spent / OPS_PER_SECOND
 
     def finish(self, plan: StepPlan) -> StepPlan:
         """The plan with what is known of how its search ended: why (``stopped_by``), which

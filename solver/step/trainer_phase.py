@@ -34,6 +34,7 @@ class StepSearch(Protocol):
     trainer_starts: bool | None
     deadline: float | None
     final_deadline: float | None
+    order_deadline: float | None  # the given and trainers' order searches' own (None: final)
     budget: int
     spent: int
     bounds: dict[int, int]
@@ -96,7 +97,8 @@ def order_given_starts(search: StepSearch) -> None:
         return
     rows = [row for row in search.pool
             if row.method.startswith(("start ", "trainer:")) and row.arrival not in search.fixed]
-    fixed, work, late = order_given(search.inst, search.model, rows, search.final_deadline)
+    until = search.final_deadline if search.order_deadline is None else search.order_deadline
+    fixed, work, late = order_given(search.inst, search.model, rows, until)
     search.fixed.update((row.arrival, (row, ordered)) for row, ordered in fixed)
     search.fixed_work += work
     search.late += late
