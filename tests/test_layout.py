@@ -107,6 +107,7 @@ def test_no_module_imports_the_front_door() -> None:
 #: Matched by the longest prefix; the front door ``seqpart.solver`` re-exports the layers below it.
 LAYERS: list[tuple[str, ...]] = [
     ("seqpart.heuristics",),
+    ("seqpart.solver.tuning",),  # the table of tuned shares and rates: imports nothing of seqpart
     ("seqpart.solver.errors", "seqpart.solver.problem", "seqpart.solver.batch_cost",
      "seqpart.solver.flops", "seqpart.solver.plan",
      "seqpart.solver.options", "seqpart.solver.measure.profile", "seqpart.solver.measure.checks"),

@@ -32,6 +32,9 @@ from typing import Any
 
 from ..options import SolverOptions, as_options, as_seconds, pauses_gc
 from ..plan import stop_reason
+from ..tuning import CP_EXACT_SHARE as EXACT_SHARE
+from ..tuning import CP_FIXED_SHARE as FIXED_SHARE
+from ..tuning import EVALS_PER_SECOND, MORE_STARTS_SHARE
 from ._bound import cp_lower_bound, min_steps
 from ._cpsat_model import ExactResult, exact_fits, solve_exact
 from ._fixed import fixed_cp_schedule, fixed_degrees
@@ -60,14 +63,6 @@ from ._search import (
 
 __all__ = ["plan_cp_step"]
 
-#: Counted work (candidate evaluations and groups scanned) per second of the repeatable mode's
-#: budget. Measured in clock timing at 1 s on the 32 benchmark batches' shapes (every third,
-#: 2-core Intel Xeon, idle): 0.6-4.0 million units per second of the whole call. Two calls at
-#: once on the 2 cores (as ``seqpart cp-study`` runs them) ran about 1.45x slower per unit: at
-#: 500,000 a 1 s call on 512 sequences took 1.05 s there; this rate leaves room for that.
-EVALS_PER_SECOND = 420_000
-#: Share of the budget given to seqpart's fixed-CP plans (split among the degrees).
-FIXED_SHARE = 0.35
 #: Clock timing: the search and the exact model end at this share of the limit; validating and
 #: timing every schedule found takes the rest.
 SEARCH_END = 0.8
@@ -77,12 +72,6 @@ SAFETY_END = 0.9
 #: The "wide" constructions: a long sequence gets the smallest degree whose time is within
 #: this many times one step's share of the area bound (see ``wide_degrees``).
 WIDE_SLACKS = ("1", "3/2", "2")
-#: The starts after the greedy, the first construction and the fixed-CP plans are built only
-#: while less than this share of the budget is spent: the rest is the search's.
-MORE_STARTS_SHARE = 0.5
-#: Share of the budget for the exact CP-SAT model where the instance is small enough for it
-#: (``exact_fits``); the starts and the search take the rest first.
-EXACT_SHARE = 0.5
 #: Under "dag", this many of the fastest schedules are re-placed (``place_for_dag``).
 PLACED = 3
 

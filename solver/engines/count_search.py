@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
+from ..tuning import COUNT_SHARE, WORK_PER_SECOND
 from .branch_bound import FOUND, ExactBudget, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
 from .count_lp import (
@@ -360,15 +361,6 @@ def search_count(
     return result
 
 
-#: Work units per second (LP cells, solves, fills, exact nodes as counted above), measured
-#: on Falkenauer's t120-t501 and u500 instances (benchmarks/bench_binpack.py) on a 2-core
-#: machine at load ~7: 235 million per second at the 10th percentile, 272 median, 361 at
-#: the 90th. Near the slow end, so the charge stays at or above the time taken.
-WORK_PER_SECOND = 220_000_000
-#: Share of the call's time limit the count search may spend (the rest balances the loads
-#: at the count it found). The count comes first: one micro-batch fewer is one forward and
-#: backward less for every rank.
-COUNT_SHARE = 0.85
 #: Above this many sequences per micro-batch (on average, at the lower bound), or when the
 #: pricing needs the branch and bound (large caps), the search gets the smaller share: there
 #: local search at a fixed count, which runs after it, often finds the count (Scholl's

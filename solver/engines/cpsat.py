@@ -30,27 +30,24 @@ from ortools.sat.python import cp_model
 from ..errors import InfeasibleError
 from ..options import BestPlan, Budget, SolverOptions, new_cp_solver
 from ..problem import Items
+from ..tuning import (
+    BUILD_SECONDS_PER_VAR,
+    DETERMINISTIC_PER_SECOND,
+    FREE_SECONDS_PER_VAR,
+    LOAD_SECONDS_PER_VAR,
+    STOP_LATENCY_WORKERS_SHARE,
+)
 from .interrupt import guard_solve
 
-#: Measured on a 2-core machine with ortools 9.15: ~2.7 us per variable to build (variables and
-#: constraints), 2.8 ms (one worker) to 5.3 ms (two) to start a solve. Used to decide whether a
-#: model fits the budget; the clock checks in the build catch a wrong guess.
-BUILD_SECONDS_PER_VAR = 20e-6
+#: Measured on a 2-core machine with ortools 9.15: 2.8 ms (one worker) to 5.3 ms (two) to start
+#: a solve (the build per variable is ``BUILD_SECONDS_PER_VAR``, seqpart.solver.tuning).
 SOLVE_STARTUP_SECONDS = 0.004
 #: Online budgets this short run one worker: a second one costs ~2.5 ms more to start
 #: (measured: 2.8 ms vs 5.3 ms for a trivial model), a big share of a 20 ms budget.
 SINGLE_WORKER_BELOW_SECONDS = 0.05
-#: CP-SAT reads the model before its own clock starts, and freeing a model costs time too:
-#: measured ~0.85 us and ~0.5 us per variable (145k variables: 120 ms and 58 ms). The build
-#: stops, and a solve only starts, while that much is left.
-LOAD_SECONDS_PER_VAR = 1.3e-6
-FREE_SECONDS_PER_VAR = 0.6e-6
-#: CP-SAT's deterministic time for a solve of s wall seconds (one worker, or interleaved
-#: workers), on the reference machine (2 cores, ortools 9.15): about 0.12 units per second
-#: once loading and presolve (~10 ms, which count for little) are done. Measured on the
-#: adversarial bench instances at 0.05-1.5 s: 0.0015 units at 50 ms, 0.02-0.04 at 0.3 s,
-#: 0.16-0.19 at 1.5 s, on a loaded machine (so idle it ends before the wall time would).
-DETERMINISTIC_PER_SECOND = 0.12
+#: CP-SAT's deterministic time for a solve: ``DETERMINISTIC_PER_SECOND`` (seqpart.solver.tuning,
+#: with its measurements) per wall second once loading and presolve (~10 ms) are done, and at
+#: least the minimum.
 DETERMINISTIC_STARTUP_SECONDS = 0.01
 DETERMINISTIC_MINIMUM = 2e-4
 #: "clock" timing: CP-SAT's local search runs in batches of ``feasibility_jump_batch_dtime``
@@ -62,18 +59,15 @@ CLOCK_LS_BATCH_DTIME = 0.005
 #: to notice the limit, join its threads and answer. Measured past the limit on the bench's
 #: models at 0.1 s (load 2.6 on 2 cores): one worker 0.4 ms median, 2.2 ms p99; two workers
 #: (the second runs LNS and local search, whose tasks look at the limit between steps) 1.2 ms
-#: median, 6.7 ms p99. With two workers it grows with the solve, as the LNS tasks do (one took
-#: 1.6 s of wall time for 0.1 deterministic units): 4 ms median and 10 ms max at 3 s, 16 ms at
-#: 10 s. What the margin leaves goes to the perturb-and-search rounds after CP-SAT; the
+#: median, 6.7 ms p99. With two workers it grows with the solve (``STOP_LATENCY_WORKERS_SHARE``
+#: of it, at most ``STOP_LATENCY_WORKERS_MAX``; seqpart.solver.tuning has those measurements).
+#: What the margin leaves goes to the perturb-and-search rounds after CP-SAT; the
 #: deadline's watchdog (``guard_solve``) fires at the same time and stops whatever runs on (at
-#: 1 s, solves stopped only at the deadline itself ended 5-15 ms past it). At 10 s, in one of
-#: three runs of the 125 bench batches with the attention cost, three solves answered 120-200
-#: ms after their limit (none when run again alone): the margin keeps growing with the solve,
-#: to 0.3 s at 10 s. These were measured with CP-SAT's portfolio; the workers now interleave
+#: 1 s, solves stopped only at the deadline itself ended 5-15 ms past it). These were measured
+#: with CP-SAT's portfolio; the workers now interleave
 #: (``_set_limits``), and then no call of 250 at 1 s ended more than 0.2 ms past its deadline.
 STOP_LATENCY_SECONDS = 0.001
 STOP_LATENCY_WORKERS_SECONDS = 0.005
-STOP_LATENCY_WORKERS_SHARE = 0.03
 STOP_LATENCY_WORKERS_MAX = 0.3
 #: Kept back for reading the solution (partition's deadline already leaves room to check and
 #: assemble the plan).

@@ -29,33 +29,33 @@ from ...heuristics.kernels import (
 from ..options import BestPlan, Budget
 from ..plan import BoundSource
 from ..problem import Items, measure_bins
-from .budget_costs import (
+from ..tuning import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
-    CAPPED_BALANCE_UP_TO,
+    EXCHANGE_SHARE,
+    EXCHANGES_PER_SECOND,
     FFD_SECONDS_PER_ITEM,
-    KK_FIRST_ITEMS_PER_BIN,
+    HEURISTIC_DIVE_SHARE,
     KK_SHARE,
     PACK_SECONDS_PER_ITEM,
     SEARCH_SETUP_SECONDS_PER_ITEM,
+    SUBSETS_PER_SECOND,
+)
+from .budget_costs import (
+    CAPPED_BALANCE_UP_TO,
+    KK_FIRST_ITEMS_PER_BIN,
     fallback_cost_seconds,
     karmarkar_karp_seconds,
     lpt_seconds,
     packing_bound_seconds,
     packing_bound_steps,
 )
-from .prove import DIVE_SHARE, dive_items
+from .prove import dive_items
 from .resplit import (
-    EXCHANGES_PER_SECOND,
-    SUBSETS_PER_SECOND,
     exchange_items,
     improve_by_groups,
     resplit_pairs,
 )
 from .resplit import work_for as resplit_work
-
-#: Most of the time limit the exchanges may take (measured: ~0.25 s to converge on a
-#: 500-sequence attention batch at its smallest count).
-EXCHANGE_SHARE = 0.3
 
 
 def valid_bins(
@@ -333,7 +333,7 @@ class _HeuristicPhase:
             return
         dived = dive_items(self.items, self.k, self.cap, self.max_count, best.lower_bound,
                            best.max_load if best.bins is not None else None,
-                           min(DIVE_SHARE * self.time_limit, budget.left()),
+                           min(HEURISTIC_DIVE_SHARE * self.time_limit, budget.left()),
                            deadline=budget.wall_deadline, charge=budget.charge,
                            on_cut=budget.mark_cut, on_short=budget.mark_ran_out)
         if dived is not None:

@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...heuristics import first_fit_decreasing
+from ..tuning import BISECT_SHARE, CLOCK_WORK_PER_SECOND, WORK_PER_SECOND
+from ..tuning import LOAD_SEARCH_DIVE_SHARE as DIVE_SHARE
 from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP, Work
 from .count_search import (
-    WORK_PER_SECOND,
     count_allowance,
     item_types,
     patterns_to_bins,
@@ -53,20 +54,11 @@ SHARE_PER_LOAD = 3 / 4
 #: search is skipped (measured: ~130 on 48 long sequences at k=12 and 16; 100 keeps batches
 #: of 24 at time limits from ~2 s).
 ROOT_ITERATIONS = 100
-#: The share of the search's allowance the root-LP bisection may use. Past it, loads are
-#: decided one at a time from the bound up. adversarial/16's proof is the bisection (12 root
-#: LPs from 46,962 to 47,017, 0.45 s): at 0.3 of 0.85 s it stopped at 46,998, at 0.6 it proved
-#: the optimum in 0.51 s (adversarial/20 and /23 alike at both).
-BISECT_SHARE = 0.6
-#: The share of a load's work the LP dive gets before the exhaustive search takes over ...
-DIVE_SHARE = 0.3
-#: ... and at most this much work: the dive spends what it is given and seldom finds late.
+#: The most work the LP dive gets at one load (its share is ``LOAD_SEARCH_DIVE_SHARE``): the dive
+#: spends what it is given and seldom finds late.
 DIVE_MOST_WORK = 250_000_000
 #: In clock timing the work limit is this multiple of the counted estimate (the clock decides).
 CLOCK_WORK_FACTOR = 1000
-#: In clock timing, the rate that decides whether a root LP fits (idle, 2 cores: 1.2-1.3e9
-#: work units a second on adversarial/16's root LPs; the counted rate is 220M).
-CLOCK_WORK_PER_SECOND = 800_000_000
 NOTE = "bound: waste-limited LP at the load (load search)"
 FOUND, REFUTED, UNKNOWN = "found", "refuted", "unknown"
 

@@ -337,9 +337,8 @@ def lp_load_bound(
 # this LP keeps the heaviest items whole, one per micro-batch, and splits the others ("fluid").
 # Exact: any multipliers >= 0 of its rows bound z in integers; GLOP's duals only choose them.
 
-#: Seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at 500-2048 items),
-#: and the columns each LP counts for besides its own (setting GLOP up: 1-1.5 ms).
-FLUID_SECONDS_PER_VARIABLE = 10e-6
+#: The columns each LP counts for besides its own (setting GLOP up: 1-1.5 ms), each charged
+#: ``FLUID_SECONDS_PER_VARIABLE`` (seqpart.solver.tuning).
 FLUID_LP_WORK = 150
 
 

@@ -20,6 +20,17 @@ from collections.abc import Callable
 from ..errors import InfeasibleError
 from ..options import BestPlan, Budget
 from ..problem import Items
+from ..tuning import (
+    DIVE_PROOF_SHARE,
+    DIVE_WORDS_PER_SECOND,
+    EXACT_NODES_PER_SECOND,
+    FLUID_SECONDS_PER_VARIABLE,
+    FLUID_SHARE,
+    LOAD_SEARCH_SHARE,
+    LP_SHARE,
+    LP_WORK_PER_SECOND,
+)
+from ..tuning import PROVE_EXACT_SHARE as EXACT_SHARE
 from .branch_bound import (
     DIVE_POOL,
     DIVE_WORDS_PER_ITEM_LEFT,
@@ -33,7 +44,6 @@ from .load_search import affordable as loads_affordable
 from .load_search import applies as loads_apply
 from .load_search import search_loads
 from .lp_bound import (
-    FLUID_SECONDS_PER_VARIABLE,
     LPBudget,
     fluid_load_bound,
     iteration_work,
@@ -41,31 +51,14 @@ from .lp_bound import (
     lp_load_bound,
 )
 
-#: Measured throughput on a 2-core machine: LP work units (pricing table cells, plus a fixed
-#: charge per LP solve) and exact-search nodes per second.
-LP_WORK_PER_SECOND = 250_000_000
 #: In clock timing the LP's work is capped at twice the counted rate, the clock deciding within
 #: that (the fastest measured is about 1e9 a second: 165 million units in 166 ms on a
 #: 32-sequence adversarial batch, idle). At 1e9 an LP that cannot converge in its share took
 #: all of it from CP-SAT: a 64-sequence study batch at 1 s ended at 22,394, not 22,246.
 LP_WORK_PER_SECOND_FAST = 500_000_000
-EXACT_NODES_PER_SECOND = 250_000
 #: In clock timing the exact search's nodes are capped at the fastest rate measured (800-850k a
 #: second on few-per-bin batches of 24-32 sequences, idle): the clock, not the count, stops it.
 EXACT_NODES_PER_SECOND_FAST = 1_000_000
-#: Bitset words shifted per second by the dive, its Python counted in words too (exact.py):
-#: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over); 150M
-#: with the per-item stand-ins at 60 and 12 keeps its p90 near its charge (bench_budget.py).
-DIVE_WORDS_PER_SECOND = 150_000_000
-#: Shares of the time limit for each phase (the rest is CP-SAT's).
-LP_SHARE = 0.35
-#: The fluid LP (non-token costs under a cap): a few small LPs, so a small share.
-FLUID_SHARE = 0.4
-EXACT_SHARE = 0.3
-DIVE_SHARE = 0.25  # in the heuristics, before local search
-DIVE_PROOF_SHARE = 0.4  # in the proof phase
-#: The load search (waste-limited LP and LP dive at each load; token costs, few per bin).
-LOAD_SEARCH_SHARE = 0.5
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8

@@ -25,16 +25,15 @@ import numpy as np
 
 from ..options import BestPlan, Budget
 from ..problem import Items, measure_bins
+from ..tuning import EXACT_NODES_PER_SECOND, EXCHANGES_PER_SECOND, GROUP_SHARE, SUBSETS_PER_SECOND
 from .branch_bound import FOUND, ExactBudget, pack
-from .prove import EXACT_NODES_PER_SECOND, MAX_ITEMS_PER_BIN, exact_budget
+from .prove import MAX_ITEMS_PER_BIN, exact_budget
 
 #: Largest pooled pair split exhaustively (2**(m-1) subsets: 32768 at 16).
 MAX_UNION = 16
 #: Default work budget, in subsets scored (~40 ms of numpy at most).
 MAX_WORK = 4_000_000
 _INT64_SAFE = 1 << 62
-#: Subsets scored per second (measured 2-6M on a loaded 2-core machine), for budgets by time.
-SUBSETS_PER_SECOND = 4_000_000
 #: Work charged per pair tried and per bin per round, in subsets, beyond the subsets scored:
 #: a pair's numpy calls cost ~60 us however small its union, and each round sorts the bins
 #: (measured: without these, resplit at n=2048 took 14 ms where 3 ms were charged).
@@ -191,8 +190,6 @@ def _resplit(
 # lowers the sum of squares at the same token count. On a 500-sequence attention batch at its
 # smallest count this took the heaviest load from 1.0% above the fluid LP bound to 0.3%.
 
-#: Candidate exchanges scored per second (numpy, about ten array passes per candidate).
-EXCHANGES_PER_SECOND = 40_000_000
 #: Work charged per step beyond its candidates (numpy calls; the items' and pairs' arrays
 #: gathered: per item), and per bin (and per pair) listed when a bin changes.
 EXCHANGE_STEP_WORK = 20_000
@@ -346,9 +343,6 @@ def exchange_items(
 # counted in search nodes (plus :data:`GROUP_NODES` a group), so the result does not depend on
 # the clock unless the caller's ``deadline`` cuts it.
 
-#: Most of the time limit one call of :func:`improve_by_groups` may take (3-8 ms on the
-#: adversarial batches of 24-32 sequences, where it ends within 0.03% of the optimum).
-GROUP_SHARE = 0.25
 #: Search nodes one pool's decision may take; a pool not decided within them is skipped.
 NODES_PER_GROUP = 500
 #: Nodes charged per pool beyond its search (gathering it and the call: ~12 us measured).

@@ -22,10 +22,8 @@ from fractions import Fraction
 from typing import Any
 
 from ..step.pipeline import DEFAULT_MODEL, PipelineModel, makespan, schedule_error
+from ..tuning import NS_PER_SECOND
 from .replay import Trial
-
-#: Units of the pipeline evaluator per second: integer nanoseconds.
-NS_PER_SECOND = 10**9
 
 
 def to_ns(seconds: float) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 from ..batch_cost import MicroBatchCost
 from ..errors import InvalidPlanError
 from ..plan import Plan
+from ..tuning import OPS_PER_SECOND
 from .model import (
     StepInstance,
     StepPlan,
@@ -59,12 +60,6 @@ __all__ = [
     "order_ranks",
     "rank_time_rows",
 ]
-
-#: Operations of the exact evaluation per second (one op: one micro-batch's forward or backward
-#: on one chunk, for one rank or candidate order). Measured 40-170 million on the 2-core machine
-#: under a load of 2-3 (vectorised over 256 orders); a conservative figure turns a time budget
-#: into a deterministic work budget.
-OPS_PER_SECOND = 50_000_000
 
 
 #: The most operations ``_extra_rounds`` simulates for one residue (about 11 ms here, and one

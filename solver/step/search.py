@@ -29,11 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..batch_cost import MicroBatchCost
+from ..tuning import CANDIDATES_PER_SECOND as CANDIDATES_PER_SECOND  # the phases read it here
+from ..tuning import STEP_SECONDS_PER_MOVE as _SECONDS_PER_MOVE
 
-#: Candidates scored per second on the 2-core machine (numpy, n=4096; measured 8-30 million
-#: under loads of 3-5, so a conservative figure): turns a time
-#: budget into a deterministic work budget.
-CANDIDATES_PER_SECOND = 15_000_000
 #: Moves are scored from at most this many sequences of the slowest rank per step...
 _MOVE_SOURCES = 256
 #: ...to every micro-batch, or at pp = 1, past this many, to those of the lightest ranks.
@@ -44,9 +42,6 @@ _SWAP_PARTNERS = 512
 _SWAP_SOURCES = 64
 #: Fixed cost of one step in candidate evaluations (numpy call overheads, the refresh).
 _STEP_WORK = 4000
-#: Wall time of one move scored in a step of many (measured 2e-8 s, 256 x 26,624, idle): with
-#: the clock, a step begins only when one as long as the last (at first, this estimate) fits.
-_SECONDS_PER_MOVE = 2e-8
 
 
 @dataclass

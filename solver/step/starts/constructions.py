@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ....heuristics.kernels import karmarkar_karp_lists, lpt_lists, order_desc
+from ...tuning import BUBBLE_SECONDS_PER_SEQUENCE as _BUBBLE_SECONDS_PER_SEQUENCE
+from ...tuning import MICRO_FIRST_SECONDS_PER_SEQUENCE as _MICRO_FIRST_SECONDS_PER_SEQUENCE
+from ...tuning import RANK_PACK_SECONDS_PER_SEQUENCE as _PACK_SECONDS_PER_SEQUENCE
 from ..model import StepInstance, find_schedule_violations
 from .ranks import full_kk_fits, kk_ranks
 from .split import from_bins, split_into, split_ranks
@@ -285,19 +288,12 @@ def rank_first_packed(
     return [] if best is None else [("rank_first_packed", best)]
 
 
-#: :func:`micro_first`'s wall time per sequence (measured 1.65 us at n = 262,144, dp = 1,024 on
-#: an idle machine).
-_MICRO_FIRST_SECONDS_PER_SEQUENCE = 2e-6
-#: :func:`rank_first_bubble`'s wall time per sequence (measured 2.5-3.0 us at n = 262,144 on an
-#: idle machine).
-_BUBBLE_SECONDS_PER_SEQUENCE = 3e-6
-#: The packing's bisection steps, the looser targets tried when the split breaks the cap, and
-#: the measured cost per sequence per step (first fit, loaded 2-core machine).
+#: The packing's bisection steps and the looser targets tried when the split breaks the cap (the
+#: measured cost per sequence per step is ``RANK_PACK_SECONDS_PER_SEQUENCE``, in the tuning table).
 _PACK_STEPS = 12
 _PACK_RETRIES = 2
 #: Eighths of a rank's m caps of tokens the packing fills.
 _PACK_TOKEN_SLACK = 7
-_PACK_SECONDS_PER_SEQUENCE = 4e-6
 
 #: The constructions tried at each count, in this order (the cheapest good one first); each is
 #: ``fn(inst, m, seconds, bound, deadline) -> [(method, mb_of)]``, ``bound`` the count's step

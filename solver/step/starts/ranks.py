@@ -11,10 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ....heuristics.kernels import karmarkar_karp_lists
+from ...tuning import KK_SECONDS_PER_SEQUENCE_RANK
 from ..model import StepInstance
-
-#: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
-KK_SECONDS_PER_SEQUENCE_RANK = 1.5e-6
 
 
 def full_kk_fits(inst: StepInstance, seconds: float) -> bool:

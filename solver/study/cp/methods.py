@@ -36,6 +36,7 @@ from ...dynamic_cp import (
     schedule_time,
 )
 from ...options import SolverOptions
+from ...tuning import CP_FIXED_SHARE as FIXED_SHARE  # the planner's: fixed_cp is its own start
 
 __all__ = [
     "BASELINES",
@@ -54,9 +55,6 @@ __all__ = [
 #: cost), 512 tokens' worth of overhead per micro-batch, a quarter of a token's linear cost per
 #: KV token a GPU receives from its group.
 DEFAULT_CP_MODEL: dict[str, Any] = {"cost": (24576, 1), "overhead": 512 * 24576, "cp_comm": 6144}
-#: The share of the time limit the planner gives its fixed-CP starts (split among the degrees);
-#: the ``fixed_cp`` baseline gets the same, so it is the planner's own start.
-FIXED_SHARE = 0.35
 BASELINES = ("megatron_greedy", "dp_balanced", "fixed_cp")
 CP_METHODS = ("plan_cp_step", *BASELINES)
 #: The methods that spend a time limit: a study runs them apart, timed.
