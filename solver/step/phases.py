@@ -87,9 +87,10 @@ class StepSearch:
     def __init__(self, inst: StepInstance, seconds: float, t0: float, options: SolverOptions,
                  engine: str, trainer_starts: bool | None, model: PipelineModel,
                  count: tuple[int, dict[int, int]] | None = None,
-                 order_deadline: float | None = None) -> None:
+                 order_deadline: float | None = None, exact_share: float = EXACT_SHARE) -> None:
         """For :mod:`~seqpart.solver.step.count_portfolio`: ``count``, one count to plan and the
-        formula's bounds; ``order_deadline``, the given schedules' order searches' own."""
+        formula's bounds; ``order_deadline``, the given schedules' order searches' own;
+        ``exact_share``, the exact makespan's share of the time (pp > 1)."""
         self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
         self.trainer_starts, self.model = trainer_starts, model
         # Kept back from the clock: the plan's assembly, and with pp > 1 the exact makespans,
@@ -100,7 +101,7 @@ class StepSearch:
         self.final_deadline = self.deadline
         self.order_deadline = order_deadline  # None: final_deadline's
         if self.deadline is not None and inst.pp > 1:
-            self.deadline = t0 + (seconds - reserve) * (1 - EXACT_SHARE)
+            self.deadline = t0 + (seconds - reserve) * (1 - exact_share)
         self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
         self.notes: list[str] = []
         # Of the formula: the search's proxy (exact at pp = 1). With pp > 1 their rank-maxima
@@ -115,8 +116,8 @@ class StepSearch:
         self.exact_spent = 0  # operations the exact makespan's phase counted
         self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
         if inst.pp > 1:
-            self.exact_work = int(EXACT_SHARE * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
-            self.budget -= int(EXACT_SHARE * self.budget)
+            self.exact_work = int(exact_share * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
+            self.budget -= int(exact_share * self.budget)
         # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
         # so that the split does not depend on the clock.
         self.use_exact = engine == "auto" and exact_fits(inst, list(self.bounds))
