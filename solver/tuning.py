@@ -11,13 +11,14 @@ What the figures do:
   budget) one phase may take; a *rate* (``*_PER_SECOND``) turns seconds into counted work
   (candidates, nodes, LP cells); a wall-time estimate (``*_SECONDS_PER_*``) says what a piece of
   work costs, so that it is begun only when it fits.
-- They were measured on the 2-core benchmark machine (idle or at the load each comment quotes);
-  the charges sit near a step's slow end, so that a faster machine finishes early rather than
-  late.
-- Repeatable plans (``SolverOptions(deterministic=True)``) depend on the input, the time limit
-  and these figures only, never on the clock: the rates turn the limit into counted work and the
-  shares split it. Some wall-time figures (step planning's) only decide what the clock allows in
-  clock timing, and never reach a repeatable plan. Changing a figure here therefore changes
+- They were measured on the 2-core benchmark machine (idle or at the load each comment quotes).
+  Most sit near the slow end of what was measured (a charge near a step's 90th percentile, a
+  conservative rate), so that a call ends within its limit rather than past it.
+- Repeatable plans (``SolverOptions(deterministic=True)``) depend on them, never on the clock:
+  given the input and the time limit, the rates turn the limit into counted work, partition's
+  per-item charges say what each step costs of it and the shares split it, so the same call
+  gives the same plan on any machine. Step planning's wall-time figures only decide what the
+  clock allows in clock timing and never reach a repeatable plan. So a changed figure can change
   repeatable plans: compare the plans before and after, as CONTRIBUTING.md says.
 
 To re-measure, run the benchmark a comment names, from the repository root, and quote the load
