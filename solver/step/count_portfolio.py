@@ -39,7 +39,7 @@ from typing import Any
 from ..errors import InfeasibleError
 from ..options import SolverOptions
 from ..plan import stop_reason
-from ..tuning import BASE_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
+from ..tuning import BASE_SHARE, COUNT_EXACT_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
 from .bound import exact_scaled_bounds
 from .budget import assembly_reserve, exact_reserve
 from .makespan import OPS_PER_SECOND, count_penalty
@@ -56,10 +56,6 @@ __all__ = ["plan_by_count"]
 BASE_SECONDS = 0.4
 #: The shortest search of one count.
 QUANTUM_FLOOR_SECONDS = 0.005
-#: The exact makespan's share of a count's search (its moves between and within ranks find
-#: what the formula's search misses: on the bench_step_pp batches 0.6 gave plans up to 4%
-#: faster than the whole search's 0.25).
-COUNT_EXACT_SHARE = 0.6
 #: A count searched ``level`` times before is searched again ahead of a first search beside
 #: a plan only when its plan is faster by more than this fraction per level.
 EXPLORE_PER_LEVEL = Fraction(1, 100)
