@@ -11,12 +11,14 @@ A schedule whose step time meets it is optimal under the model of :mod:`seqpart.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ..batch_cost import MicroBatchCost
+from .makespan_optimum import LP_BUDGET, LP_OPERATIONS, lp_certificate
 from .model import StepInstance, exact, make_instance
 from .pipeline import (
     DEFAULT_MODEL,
@@ -25,7 +27,14 @@ from .pipeline import (
     scaled_load_bound,
 )
 
-__all__ = ["exact_scaled_bounds", "scaled_bounds", "step_lower_bound"]
+__all__ = [
+    "capped_load_bound",
+    "ends_bound",
+    "exact_scaled_bounds",
+    "max_micro_batch_time",
+    "scaled_bounds",
+    "step_lower_bound",
+]
 
 
 def _sorted_costs(costs: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,6 +216,120 @@ def _rank_maxima_bounds(
     return {int(m): max(lower[int(m)], int(x)) for m, x in zip(ms, lo, strict=True)}
 
 
+def max_micro_batch_time(inst: StepInstance, cost_total: int) -> int | None:
+    """An upper bound on the time of any valid micro-batch (None: no cap, no bound).
+
+    A micro-batch under the cap holds sequences of ``L <= cap`` tokens in all (and no more
+    than every sequence's tokens), so its costs sum to at most ``a*L + b*L*l_max + c*k``
+    (``sum l^2 <= max(l) * sum l``; ``k`` its sequences, at most ``L // l_min``), and never
+    more than every sequence's cost together (``cost_total``); with a size term, plus the largest size on
+    ``[0, L]`` (convex: at an end). An over-cap sequence sits alone: its own time."""
+    if inst.cap is None:
+        return None
+    tokens = inst.tokens
+    over = np.zeros(len(tokens), dtype=bool)
+    over[list(inst.oversize)] = True
+    size = inst.size
+    best = 0
+    for i in inst.oversize:  # alone: its own cost
+        x = int(tokens[i])
+        best = max(best, inst.costs[i] + (0 if size is None else size.size(x)))
+    rest = tokens[~over]
+    if len(rest):
+        a, b, c = inst.cost.linear, inst.cost.quadratic, inst.cost.per_sequence
+        low, high = int(rest.min()), int(rest.max())
+        fill = min(inst.cap, int(rest.sum(dtype=np.int64)) if len(rest) < 2**31 else inst.cap)
+        k = len(rest) if low == 0 else min(len(rest), fill // low)
+        bound = a * fill + b * fill * min(fill, high) + c * k
+        if not inst.oversize:
+            bound = min(bound, cost_total)
+        best = max(best, bound + (0 if size is None else size.size_max(fill)))
+    return inst.overhead + best
+
+
+def ends_bound(total: int, m: int, top: int | None, low: int, two: int, pp: int, vpp: int,
+               model: PipelineModel = DEFAULT_MODEL) -> int:
+    """A lower bound, times :func:`~.pipeline.scale`, on the makespan of ``m >= 2`` micro-batches
+    of times summing to at least ``total`` under the model's schedule, each at least ``low``,
+    any two at least ``two``, none above ``top`` (None: unbounded); 0 when ``m < 2``.
+
+    Proof: in every schedule :mod:`~.pipeline` runs (1F1B, interleaved, GPipe), the last device
+    starts with the forward of the first micro-batch in the order (position 0) on chunk 0 and
+    ends with the backward of the last one (position ``m-1``) on chunk 0. The first cannot start
+    before that micro-batch's forward crossed the ``pp-1`` devices before it (``(pp-1)*F*t_0``
+    scaled, plus ``pp-1`` latencies), and after the last the backward still crosses them
+    (``(pp-1)*B*t_{m-1}``); in between the device does all its work, ``scale*sum t``. So the
+    makespan is at least ``scale*total + (pp-1)*(F*t_0 + B*t_{m-1}) + 2(pp-1)*latency`` with
+    two distinct micro-batches, at least ``(pp-1)*(max(F,B)*y + min(F,B)*x)`` for the two
+    least times ``y <= x``. These are bounded below by ``y >= low``, ``y >= total-(m-1)*top``
+    (the other ``m-1`` hold at most ``top`` each) and ``x + y >= max(two, total-(m-2)*top)``;
+    the least weighted sum puts ``y`` at its floor (the heavier weight) and ``x`` at
+    ``max(y, pair - y)``. Monotone in ``total``: valid for the heaviest rank from any floor on
+    its load."""
+    if m < 2 or pp < 2:
+        return 0
+    y, pair = low, two
+    if top is not None:
+        y = max(y, total - (m - 1) * top)
+        pair = max(pair, total - (m - 2) * top)
+    x = max(y, pair - y)
+    heavy, light = max(model.forward, model.backward), min(model.forward, model.backward)
+    lat2 = 2 * (pp - 1) * model.p2p_latency * scale(vpp, model)
+    return scale(vpp, model) * total + (pp - 1) * (heavy * y + light * x) + lat2
+
+
+def capped_load_bound(total: int, m: int, top: int | None, pp: int, vpp: int,
+                      model: PipelineModel = DEFAULT_MODEL) -> int:
+    """:func:`~.pipeline.scaled_load_bound`'s geometric term when no micro-batch can take more
+    than ``top`` (0: none or ``m > 256``, where it adds nothing worth the arithmetic).
+
+    Proof: every order's makespan is at least ``scale*T_k + bb*t_k`` (+ the latencies) for every
+    ``k``, ``t`` sorted descending, ``T_k`` the ``k`` largest's sum, ``bb = (pp-1)*(F+B)``
+    (:func:`~.pipeline.scaled_lower_bound`). For a value ``Z`` the largest total those
+    constraints allow with every ``t_k <= top`` is reached greedily, each ``t_k`` as large as
+    allowed, ``min(top, (Z - scale*T_{k-1})/(scale+bb))`` (a larger prefix only loosens the
+    next constraint, and the values come out descending): the first ``j`` take ``top``
+    (``(scale+bb)*top <= Z - scale*(k-1)*top``), after which the slack ``D_k = Z - scale*T_k``
+    shrinks by ``q = bb/(scale+bb)`` a step, so ``scale*T_m = Z - (Z - scale*j*top)*q^(m-j)``.
+    ``Z`` is possible only if that reaches ``scale*total``; the least such ``Z`` (bisection over
+    ``j``, then linear in ``Z``; exact ints) bounds the makespan. With ``m*top < total`` no
+    split exists and the bound is vacuous but still valid."""
+    if top is None or top <= 0 or m > 256 or pp < 2:
+        return 0
+    ss = scale(vpp, model)
+    bb = (pp - 1) * (model.forward + model.backward)
+    lat2 = 2 * (pp - 1) * model.p2p_latency * ss
+    if m * top < total:
+        return ss * total + bb * top + lat2
+
+    floor = ss * total
+
+    def edge(j: int) -> int:  # the least Z at which the first j micro-batches take top
+        return floor if j == 0 else max(floor, (ss + bb) * top + ss * (j - 1) * top)
+
+    def possible(z: int, j: int | None = None) -> bool:  # the greedy reaches the total
+        if j is None:
+            j = 0 if z < (ss + bb) * top else min(m, (z - (ss + bb) * top) // (ss * top) + 1)
+        return z >= floor and (z - ss * j * top) * bb ** (m - j) <= (z - floor) * (ss + bb) ** (
+            m - j)
+
+    if possible(floor):
+        return floor + lat2
+    lo, hi = 0, m  # the test fails at edge(lo), holds at edge(hi) (m*top >= total)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if possible(edge(mid)):
+            hi = mid
+        else:
+            lo = mid
+    # The least Z lies in (edge(lo), edge(hi)], in region lo, where the test is linear in Z.
+    p0, p1 = bb ** (m - lo), (ss + bb) ** (m - lo)
+    z = min(max(-(-(floor * p1 - ss * lo * top * p0) // (p1 - p0)), edge(lo) + 1), edge(hi))
+    if not possible(z) or possible(z - 1):  # never seen; a smaller value stays a bound
+        return floor + lat2
+    return z + lat2
+
+
 def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL) -> dict[int, int]:
     """For each feasible count, a lower bound on the step time times
     :func:`~seqpart.solver.step.pipeline.scale` valid for every schedule with that count, in
@@ -237,13 +360,26 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
     # Every feasible count, runnable by the schedule or not (checking is O(pp*vpp*m) a count,
     # and a minimum over more counts is still a bound).
     ms = inst.feasible_ms()
-    out = {}
+    top = max_micro_batch_time(inst, int(prefix[-1]))
+    two = 2 * o + int(asc[min(2, len(asc) - 1)])  # two micro-batches hold two sequences
+    out, totals = {}, {}
     for m, heavy in zip(ms, _load_bounds_many(c, prefix, [dp * m for m in ms]), strict=True):
         rank_floor = _rank_cost_floor(inst, p_rank, int(prefix[-1]), m)
         total = max(rank_floor + m * o, heavy + m * o + int(asc[m - 1]))
         load = scaled_load_bound(total, m, o + int(c[-1]), pp, vpp, model)
         path = pp * sc * (heavy + o) + 2 * (pp * vpp - 1) * lat
-        out[m] = max(load, path)
+        ends = ends_bound(total, m, top, o + int(c[-1]), two, pp, vpp, model)
+        capped = capped_load_bound(total, m, top, pp, vpp, model)
+        out[m] = max(load, path, ends, capped)
+        totals[m] = total
+    spent, free = 0, replace(model, p2p_latency=0)
+    for m in sorted(out, key=lambda x: (out[x], x)):  # the LP where the bound is least first
+        ops = 2 * pp * vpp * m
+        if ops > LP_OPERATIONS or spent + ops > LP_BUDGET:
+            break  # the least bounds are the ones the LP must raise: none past this one
+        spent += ops
+        cost, crossed, flow = lp_certificate(pp, vpp, m, free)
+        out[m] = max(out[m], -(-(cost * totals[m] + crossed * lat) // flow))
     return out
 
 
