@@ -98,8 +98,9 @@ class _Counts:
 
     def plan(self, entry: _Count, size: float) -> None:
         """Search ``entry``'s count for ``size`` seconds, unless the limit has run out."""
-        if size > self.left + 1e-12 or (not self.options.deterministic
-                                         and time.perf_counter() + size > self.end):
+        # Repeatable: the work counted so far; else the clock alone (its time is the caller's).
+        if (size > self.left + 1e-12 if self.options.deterministic
+                else time.perf_counter() + size > self.end):
             self.cut = True
             return
         inst, m = self.inst, entry.m
