@@ -80,10 +80,12 @@ class _Counts:
 
     def __init__(self, inst: StepInstance, model: PipelineModel, options: SolverOptions,
                  engine: str, trainer_starts: bool | None, formula_bounds: dict[int, int],
-                 seeds: dict[int, list[Row]], best: StepPlan, left: float, end: float) -> None:
+                 seeds: dict[int, list[Row]], best: StepPlan, left: float, end: float,
+                 quantum: float) -> None:
         self.inst, self.model, self.options, self.engine = inst, model, options, engine
         self.trainer_starts, self.formula_bounds, self.seeds = trainer_starts, formula_bounds, seeds
         self.best, self.left, self.end = best, left, end
+        self.quantum = quantum
         self.runs, self.cut = 0, False
 
     def promise(self, entry: _Count, beside: list[int], entries: dict[int, _Count],
@@ -98,9 +100,14 @@ class _Counts:
 
     def plan(self, entry: _Count, size: float) -> None:
         """Search ``entry``'s count for ``size`` seconds, unless the limit has run out."""
-        # Repeatable: the work counted so far; else the clock alone (its time is the caller's).
-        if (size > self.left + 1e-12 if self.options.deterministic
-                else time.perf_counter() + size > self.end):
+        # Repeatable: the work counted so far; else the clock alone (its time is the caller's:
+        # a search that does not fit is shortened to the time left, down to one quantum).
+        if self.options.deterministic:
+            fits = size <= self.left + 1e-12
+        else:
+            size = min(size, self.end - time.perf_counter())
+            fits = size >= self.quantum
+        if not fits:
             self.cut = True
             return
         inst, m = self.inst, entry.m
@@ -169,7 +176,7 @@ def plan_by_count(
     search = _Counts(inst, model, options, engine, trainer_starts, formula_bounds, _seeds(first),
                      best, seconds - base_seconds,
                      # Kept back: the last plan's return (each count's search checks its own).
-                     t0 + seconds - assembly_reserve(inst))
+                     t0 + seconds - assembly_reserve(inst), quantum)
     sc = scale(inst.vpp, model)
     # One search at a time, the most promising first: a count not searched yet is as promising
     # as the fastest plan beside it, one searched as its own plan (searched again four times as
