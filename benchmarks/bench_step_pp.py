@@ -31,6 +31,9 @@ import numpy as np
 from common import machine_header, table, verdict, write_json
 
 from seqpart.solver import InfeasibleError, SolverOptions, plan_step
+from seqpart.solver.step.makespan_optimum import optimal_step
+from seqpart.solver.step.model import default_multiple_of, make_instance
+from seqpart.solver.step.pipeline import scale
 from seqpart.solver.study import datasets as ds
 
 COST = (24576, 1)
@@ -42,6 +45,8 @@ SHAPES = [(2, 64, 2, 1), (4, 128, 2, 2), (8, 256, 2, 1), (2, 128, 4, 1), (4, 256
           (8, 512, 8, 2), (2, 64, 8, 1), (4, 64, 2, 1), (8, 128, 2, 2), (2, 512, 4, 2),
           (4, 256, 8, 1)]
 GAP_TARGETS = {2: 1.03, 4: 1.05, 8: 1.08}
+#: The exhaustive search's work limit per tiny step (a few seconds at most).
+OPTIMUM_WORK = 200_000_000
 
 
 def batches(quick: bool) -> list[dict[str, Any]]:
@@ -57,6 +62,70 @@ def batches(quick: bool) -> list[dict[str, Any]]:
                     "lengths": [int(x) for x in lengths], "dp": dp, "cap": cap, "pp": pp,
                     "vpp": vpp})
     return out
+
+
+def tiny_batches(count: int) -> list[dict[str, Any]]:
+    """Tiny steps whose optimum the exhaustive search finds: 5-8 sequences drawn from the
+    bundled real lengths, dp 1-2, pp 2-4, vpp 1-2, the cap 1.2-3x the longest sequence."""
+    names = ds.list_datasets()
+    pools = {name: ds.load_dataset(name).lengths for name in names}
+    out = []
+    for k in range(count):
+        rng = np.random.default_rng([38, 1000 + k])
+        dp = int(rng.integers(1, 3))
+        pp, vpp = [(2, 1), (2, 2), (4, 1), (4, 2), (3, 1)][k % 5]
+        # Enough sequences for the interleaved schedule's pp micro-batches per rank.
+        n = int(rng.integers(max(5, dp * default_multiple_of(pp, vpp)), 9))
+        source = names[k % len(names)]
+        while True:  # drawn again while the cap leaves too few sequences for the counts
+            lengths = [int(x) for x in ds.sample_batch(pools[source], n, rng)]
+            cap = int(max(lengths) * rng.uniform(1.2, 3.0))
+            try:
+                make_instance(lengths, dp, cap, pp=pp, vpp=vpp,
+                              multiple_of=default_multiple_of(pp, vpp))
+                break
+            except InfeasibleError:
+                continue
+        out.append({"name": f"tiny/{source.split('_')[0]}/n{n}/dp{dp}/pp{pp}/vpp{vpp}",
+                    "lengths": lengths, "dp": dp, "cap": cap, "pp": pp, "vpp": vpp})
+    return out
+
+
+def optimum(b: dict[str, Any]) -> Fraction | None:
+    """The exact optimal step over every count, split, assignment and order (None: the
+    exhaustive search's work limit ran out first)."""
+    inst = make_instance(b["lengths"], b["dp"], b["cap"], cost=COST, overhead=OVERHEAD,
+                         pp=b["pp"], vpp=b["vpp"], multiple_of=default_multiple_of(b["pp"], b["vpp"]))
+    found = optimal_step(inst, inst.pipeline, work_limit=OPTIMUM_WORK)
+    return None if found is None else Fraction(found[0], scale(inst.vpp, inst.pipeline))
+
+
+def run_tiny(b: dict[str, Any], seconds: float) -> dict[str, Any] | None:
+    best = optimum(b)
+    if best is None:
+        return None
+    plan = call(b, seconds)
+    return {"name": b["name"], "pp": b["pp"], "optimum": float(best),
+            "plan": float(plan.step_time), "ratio": float(Fraction(plan.step_time) / best),
+            "bound_ratio": float(Fraction(plan.lower_bound) / best), "status": plan.status,
+            "wrong_claim": plan.optimal and Fraction(plan.step_time) > best}
+
+
+def report_tiny(rows: list[dict[str, Any]], skipped: int) -> list[tuple[str, bool, str]]:
+    print(table(["pp", "batches", "mean plan / optimum", "max", "mean bound / optimum",
+                 "proven optimal"],
+                [[str(pp), str(len(g)), f"{mean(r['ratio'] for r in g):.4f}",
+                  f"{max(r['ratio'] for r in g):.4f}", f"{mean(r['bound_ratio'] for r in g):.4f}",
+                  str(sum(r['status'] == 'optimal' for r in g))]
+                 for pp in sorted({r["pp"] for r in rows})
+                 for g in [[r for r in rows if r["pp"] == pp]]]))
+    if skipped:
+        print(f"({skipped} tiny batches skipped: the exhaustive search's work limit ran out)")
+    ratios = [r["ratio"] for r in rows]
+    wrong = sum(r["wrong_claim"] for r in rows)
+    return [("plan_step at most 1% above the optimum on average (tiny steps)",
+             mean(ratios) <= 1.01, f"{mean(ratios):.4f}x over {len(rows)}, max {max(ratios):.4f}x"),
+            ("plan_step never claims optimal wrongly (tiny steps)", wrong == 0, f"{wrong} wrong")]
 
 
 def call(b: dict[str, Any], seconds: float, multiple_of: int | None = None) -> Any:
@@ -86,7 +155,8 @@ def run(b: dict[str, Any], forced: int, long: bool) -> dict[str, Any]:
     return row
 
 
-def report(rows: list[dict[str, Any]], long: bool) -> bool:
+def report(rows: list[dict[str, Any]], long: bool,
+           extra: Sequence[tuple[str, bool, str]] = ()) -> bool:
     body = [[r["name"], str(r["m"]), f"{r['plan'] / r['bound']:.3f}", f"{r['forced'] / r['bound']:.3f}",
              f"{r['forced_c']} (m={r['forced_m']})", f"{r['plan'] / r['forced']:.4f}",
              f"{r['long'] / r['bound']:.3f}" if "long" in r else "-", r["status"]] for r in rows]
@@ -110,6 +180,7 @@ def report(rows: list[dict[str, Any]], long: bool) -> bool:
     if long:
         worse = [r for r in rows if r["long"] > r["plan"] * (1 + 1e-9)]
         checks.append(("10 s never worse than 1 s", not worse, f"{len(worse)} worse"))
+    checks += extra
     print()
     for text, ok, detail in checks:
         print(f"{verdict(ok)}  {text}  ({detail})")
@@ -121,6 +192,8 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="every third batch")
     ap.add_argument("--forced", type=int, default=20, help="multiple_of = 1..this (default 20)")
     ap.add_argument("--long", action="store_true", help="also plan_step at 10 s")
+    ap.add_argument("--tiny", type=int, default=40,
+                    help="tiny steps checked against their exact optimum (default 40; 0: none)")
     ap.add_argument("--json", help="write the rows as JSON")
     args = ap.parse_args(argv)
     print(machine_header(["benchmarks/bench_step_pp.py", *argv]))
@@ -128,9 +201,13 @@ def main(argv: Sequence[str]) -> int:
     for b in batches(args.quick):
         rows.append(run(b, args.forced, args.long))
         print(f"  {rows[-1]['name']:28s} {rows[-1]['seconds']:6.1f} s", flush=True)
-    ok = report(rows, args.long)
+    tiny = [run_tiny(b, 1.0) for b in tiny_batches(args.tiny // (3 if args.quick else 1))]
+    tiny_rows = [r for r in tiny if r is not None]
+    extra = report_tiny(tiny_rows, len(tiny) - len(tiny_rows)) if tiny_rows else []
+    print()
+    ok = report(rows, args.long, extra)
     if args.json:
-        write_json(args.json, {"rows": rows})
+        write_json(args.json, {"rows": rows, "tiny": tiny_rows})
     return 0 if ok else 1
 
 
