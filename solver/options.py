@@ -262,6 +262,63 @@ class Budget:
         return True
 
 
+@dataclass
+class Allowance:
+    """One phase's part of a call's budget, in the counted work units of the engine that spends
+    it (LP cells, search nodes), so that the same allowance gives the same answer on every
+    machine. The clock enters only as the timing says: ``deadline`` (a ``time.perf_counter()``
+    value) is the safety net in "work" timing and the limit itself in "clock" timing
+    (``by_clock``); None ("strict") reads no clock. Engines ask it rather than the clock.
+    """
+
+    limit: int
+    deadline: float | None = None
+    #: The deadline is the limit (clock timing), not a safety net.
+    by_clock: bool = False
+    #: Units between readings of the clock in :meth:`out` (1: at every check); a search whose
+    #: steps are cheap reads it less often.
+    every: int = 1
+    used: int = 0
+    #: The clock, not the count, stopped it: the result may differ from another run's.
+    cut: bool = False
+
+    def charge(self, units: int) -> None:
+        self.used += units
+
+    def left(self) -> int:
+        """Units not spent yet (negative once overspent)."""
+        return self.limit - self.used
+
+    def past_deadline(self) -> bool:
+        """Whether the clock has passed the deadline (never, without one)."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def seconds_left(self) -> float:
+        """Seconds to the deadline (infinite without one)."""
+        return math.inf if self.deadline is None else self.deadline - time.perf_counter()
+
+    def out(self) -> bool:
+        """Whether it is used up: its units, or the clock (read every ``every`` units; then
+        ``cut`` records it)."""
+        if self.used >= self.limit:
+            return True
+        if self.deadline is not None and self.used % self.every == 0 and self.past_deadline():
+            self.cut = True
+            return True
+        return False
+
+    def child(self, share: float, most: int | None = None) -> Allowance:
+        """``share`` of what is left, units and clock alike (at most ``most`` units): a part
+        of the phase for one step of it. Charge the parent what the child used."""
+        units = int(self.left() * share)
+        deadline = self.deadline
+        if deadline is not None:
+            now = time.perf_counter()
+            deadline = now + max(0.0, deadline - now) * share
+        return Allowance(units if most is None else min(units, most), deadline, self.by_clock,
+                         self.every)
+
+
 @contextmanager
 def gc_paused(pause: bool = True) -> Iterator[None]:
     """Python's cyclic collector off inside the block, back to its state after (nesting-safe:

@@ -10,19 +10,20 @@ Soundness is as in :mod:`lp_bound`: the duals are rounded down to integers and t
 pattern value for them is found exactly (a dynamic programme over the capacity), so the
 Farley bound ``ceil(sum(d_i w_i) / V(w))`` is exact integer arithmetic. GLOP only steers.
 Sizes and the capacity are divided by their greatest common divisor first (a smaller table).
-Work is counted (table cells and LP solves), so the result does not depend on the clock
-unless the deadline, a safety net, cuts it.
+Work is counted (table cells and LP solves) against an :class:`~seqpart.solver.options.Allowance`,
+so the result does not depend on the clock unless the allowance's deadline cuts it.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
+
+from ..options import Allowance
 
 #: Duals are scaled to integers with this factor (~1e-6 relative resolution).
 SCALE = 1 << 20
@@ -64,24 +65,6 @@ def knapsack_pass(
         taken.append(np.greater(cand[:room], dp[size:]))
         np.maximum(dp[size:], cand[:room], out=dp[size:])
     return taken
-
-
-@dataclass
-class Work:
-    """A work allowance in counted units, with a wall-clock safety net."""
-
-    limit: int
-    deadline: float | None = None
-    used: int = 0
-    cut: bool = False
-
-    def spent(self) -> bool:
-        if self.used >= self.limit:
-            return True
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            self.cut = True
-            return True
-        return False
 
 
 @dataclass
@@ -146,7 +129,7 @@ class PatternLP:
         self.columns.append((pattern, var))
         return True
 
-    def price(self, w: list[int], demand: list[int], work: Work) -> tuple[int, Pattern, bool]:
+    def price(self, w: list[int], demand: list[int], work: Allowance) -> tuple[int, Pattern, bool]:
         """The best pattern for integer weights ``w`` (copies at most the demand) whose load
         is at least ``min_load`` (value -1 when none is), and whether it is proven best. The
         table over the capacity when it is small; else a branch and bound (large token caps
@@ -167,7 +150,7 @@ class PatternLP:
                 chunks.append((i, take, take * s))
                 q -= take
                 step *= 2
-        work.used += len(chunks) * (cap + 1)
+        work.charge(len(chunks) * (cap + 1))
         # Exact loads: dp[c] is the best value of a pattern of load exactly c (or unreachable).
         dp = np.full(cap + 1, _UNREACHABLE, dtype=np.int64)
         dp[0] = 0
@@ -196,7 +179,7 @@ class PatternLP:
         for (_, var), load in zip(self.columns, self.loads, strict=True):
             var.SetUb(inf if load >= min_load else 0.0)
 
-    def solve(self, demand: list[int], work: Work) -> LPResult:
+    def solve(self, demand: list[int], work: Allowance) -> LPResult:
         """Column generation at ``demand`` until no pattern prices out or the work runs out.
 
         The bound is the best Farley bound seen (valid whatever the duals, for packings whose
@@ -214,8 +197,8 @@ class PatternLP:
                 self.add(((i, min(d, self.cap // self.small[i])),))
         converged, value, uncovered = False, math.inf, math.inf
         cols: list[tuple[Pattern, float]] = []
-        while not work.spent():
-            work.used += SOLVE_WORK + SOLVE_WORK_PER_COLUMN * len(self.columns)
+        while not work.out():
+            work.charge(SOLVE_WORK + SOLVE_WORK_PER_COLUMN * len(self.columns))
             if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
                 break
             # Read the primal now: adding a column below invalidates the solution.
@@ -249,7 +232,7 @@ class PatternLP:
 
 
 def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_load: int,
-              work: Work) -> tuple[int, Pattern, bool]:
+              work: Allowance) -> tuple[int, Pattern, bool]:
     """Branch and bound for the pricing knapsack: types by value density, Dantzig's bound
     (the fractional knapsack), pruned too when the sizes left cannot reach ``min_load``."""
     idx = [i for i, d in enumerate(demand)
@@ -266,7 +249,7 @@ def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_l
     # A node's cost grows with the types its bound walks over; never more nodes than the
     # work left pays for (a pricing call is not interrupted).
     node_work = BB_NODE_WORK + BB_NODE_WORK_PER_TYPE * m
-    node_limit = max(1, min(BB_NODES, (work.limit - work.used) // node_work))
+    node_limit = max(1, min(BB_NODES, work.left() // node_work))
 
     def dantzig(j: int, room: int) -> float:
         gain = 0.0
@@ -307,6 +290,6 @@ def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_l
         finished = False
     finally:
         dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
-    work.used += nodes * node_work
+    work.charge(nodes * node_work)
     pattern = tuple(sorted((idx[j], q) for j, q in enumerate(best_x) if q))
     return best, pattern, finished

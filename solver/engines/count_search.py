@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
+from ..options import Allowance
 from ..tuning import COUNT_SHARE, WORK_PER_SECOND
 from .branch_bound import FOUND, ExactBudget, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
@@ -47,7 +48,6 @@ from .count_lp import (
     SOLVE_WORK,
     Pattern,
     PatternLP,
-    Work,
 )
 
 #: Items left at which the dive hands over to the exact bin completion.
@@ -92,7 +92,7 @@ class _Dive:
     """One target count: the depth-first LP dive over a shared pattern pool."""
 
     def __init__(self, lp: PatternLP, sizes: list[int], demand: list[int], cap: int,
-                 target: int, work: Work, rng: random.Random | None) -> None:
+                 target: int, work: Allowance, rng: random.Random | None) -> None:
         self.lp, self.sizes, self.cap, self.target = lp, sizes, cap, target
         self.work, self.rng = work, rng
         total = sum(s * d for s, d in zip(sizes, demand, strict=True))
@@ -138,10 +138,10 @@ class _Dive:
         types = [i for i, d in enumerate(st.demand) for _ in range(d)]
         if len(rest) < k_left:  # fewer items than bins: the count is beaten, not missed
             k_left = len(rest)
-        nodes = min(FINISH_NODES, max(0, (self.work.limit - self.work.used) // NODE_WORK))
+        nodes = min(FINISH_NODES, max(0, self.work.left() // NODE_WORK))
         budget = ExactBudget(nodes=nodes, deadline=self.work.deadline)
         status, bins = pack(rest, rest, [1] * len(rest), k_left, self.cap, self.cap, None, budget)
-        self.work.used += budget.used * NODE_WORK
+        self.work.charge(budget.used * NODE_WORK)
         if status == FOUND and bins is not None:
             for b in bins:
                 st.fixed.append(tuple(sorted(Counter(types[j] for j in b).items())))
@@ -160,8 +160,8 @@ class _Dive:
 
     def _node(self, discrepancies: int) -> bool:
         st = self.state
-        self.work.used += NODE_OVERHEAD_WORK
-        if self.work.spent():
+        self.work.charge(NODE_OVERHEAD_WORK)
+        if self.work.out():
             raise _Stop
         left = sum(st.demand)
         k_left = self.target - len(st.fixed)
@@ -204,7 +204,7 @@ class _Dive:
             if count and self._node(discrepancies - (1 if j else 0)):
                 return True
             self._undo(count)
-            if self.work.spent():
+            if self.work.out():
                 raise _Stop
         return False
 
@@ -278,7 +278,7 @@ def _fill_work(n_left: int, room: int) -> int:
 
 
 def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
-                  rng: random.Random | None, work: Work) -> list[Pattern]:
+                  rng: random.Random | None, work: Allowance) -> list[Pattern]:
     """Bins of a greedy packing (each bin: the largest item left and the fullest fill of the
     rest) that waste at most ``waste``: a start for the LP's pool, which otherwise begins
     from single-size bins that the waste limit switches off, and needs hundreds of
@@ -288,8 +288,8 @@ def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
     while left:
         first, others = left[0], left[1:]
         room = cap - sizes[first]
-        work.used += _fill_work(len(others), room)
-        if work.spent():  # a start only: cut short, the pool just begins smaller
+        work.charge(_fill_work(len(others), room))
+        if work.out():  # a start only: cut short, the pool just begins smaller
             break
         chosen = _fill(sizes, others, room, rng)
         bin_types = [first, *chosen]
@@ -306,7 +306,7 @@ def search_count(
     cap: int,
     lower: int,
     upper_bins: list[list[int]],
-    work: Work,
+    work: Allowance,
     seed: int = 0,
     pool: list[Pattern] | None = None,
 ) -> CountResult:
@@ -335,7 +335,7 @@ def search_count(
             lp.add(pattern)
     rng: random.Random | None = None
     attempt = 0
-    while result.lower_bound < len(best) and not work.spent():
+    while result.lower_bound < len(best) and not work.out():
         target = result.lower_bound
         # The second attempt (and every third after it) aims one bin above the bound while
         # that still beats the packing: it secures a count near the bound early, and where
@@ -417,7 +417,7 @@ def count_items(
     if work_limit == 0:
         return None
     stop = time.perf_counter() + seconds
-    work = Work(work_limit, None if deadline is None else min(deadline, stop))
+    work = Allowance(work_limit, None if deadline is None else min(deadline, stop))
     result = search_count(tokens, cap, lower, bins, work)
     charge(work.used / WORK_PER_SECOND)
     if len(result.bins or ()) < len(bins):

@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ...heuristics import first_fit_decreasing
+from ..options import Allowance
 from ..tuning import BISECT_SHARE, CLOCK_WORK_PER_SECOND, WORK_PER_SECOND
 from ..tuning import LOAD_SEARCH_DIVE_SHARE as DIVE_SHARE
-from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP, Work
+from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP
 from .count_search import (
     count_allowance,
     item_types,
@@ -93,7 +94,7 @@ def _exactly_k(bins: list[list[int]], k: int) -> list[list[int]]:
 
 
 def decide(
-    tokens: Sequence[int], k: int, z: int, work: Work, pool: list[Pattern] | None = None
+    tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[Pattern] | None = None
 ) -> tuple[str, list[list[int]] | None]:
     """Can k micro-batches of at most z tokens hold every item? (status, bins when found).
     ``pool``: the LP's patterns shared between loads (see :func:`search_count`)."""
@@ -106,21 +107,17 @@ def decide(
         return FOUND, _exactly_k(start, k)
     # The dive first, on part of the work: it finds plans fast and its root LP refutes
     # most loads below the optimum; the exhaustive search decides what it leaves.
-    full, deadline = work.limit, work.deadline
-    work.limit = work.used + min(int((full - work.used) * DIVE_SHARE), DIVE_MOST_WORK)
-    if deadline is not None:  # the clock's share too (in clock timing the clock decides)
-        now = time.perf_counter()
-        work.deadline = now + max(0.0, deadline - now) * DIVE_SHARE
+    # Its share of the clock too (in clock timing the clock decides).
+    dive = work.child(DIVE_SHARE, DIVE_MOST_WORK)
     try:
-        result = search_count(tokens, z, k, start, work, pool=pool)
+        result = search_count(tokens, z, k, start, dive, pool=pool)
     finally:
-        work.limit, work.deadline = full, deadline
-        cut, work.cut = work.cut, False
+        work.charge(dive.used)
     if result.bins is not None and len(result.bins) <= k:
         return FOUND, _exactly_k(result.bins, k)
     if result.lower_bound > k:
         return REFUTED, None
-    if cut and deadline is not None and time.perf_counter() > deadline:
+    if dive.cut and work.past_deadline():
         work.cut = True
         return UNKNOWN, None
     tree = Exhaust(tokens, k, z, work, pool)
@@ -145,17 +142,17 @@ def affordable(tokens: Sequence[int], z: int, seconds: float, by_clock: bool = F
     return rate * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
 
 
-def _work(seconds: float, by_clock: bool, deadline: float | None) -> Work:
+def _work(seconds: float, by_clock: bool, deadline: float | None) -> Allowance:
     """Counted work for ``seconds`` (clock timing: the clock is the limit), with the deadline
     as the safety net."""
     stop = time.perf_counter() + seconds
     if deadline is not None:
         stop = min(stop, deadline)
     limit = int(WORK_PER_SECOND * seconds) * (CLOCK_WORK_FACTOR if by_clock else 1)
-    return Work(limit, stop if by_clock or deadline is not None else None)
+    return Allowance(limit, stop if by_clock or deadline is not None else None)
 
 
-def _account(work: Work, out: LoadResult, charge: Callable[[float], None] | None,
+def _account(work: Allowance, out: LoadResult, charge: Callable[[float], None] | None,
              by_clock: bool, end: float, left: float, deadline: float | None) -> float:
     """Charge the work done; what the search has left (seconds)."""
     spent = work.used / WORK_PER_SECOND
@@ -167,7 +164,7 @@ def _account(work: Work, out: LoadResult, charge: Callable[[float], None] | None
     return (end - time.perf_counter()) if by_clock else left - spent
 
 
-def _root_lp(tokens: Sequence[int], k: int, z: int, work: Work, pool: list[Pattern]
+def _root_lp(tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[Pattern]
              ) -> PatternLP | None:
     """The waste-limited LP at load z, started from the pool's patterns that fit and a greedy
     packing's bins, and solved (None: z is refuted before any LP)."""
@@ -185,7 +182,7 @@ def _root_lp(tokens: Sequence[int], k: int, z: int, work: Work, pool: list[Patte
     return lp
 
 
-def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Work,
+def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Allowance,
               pool: list[Pattern]) -> int:
     """A proven lower bound on the max load in [lo, hi + 1] from the waste-limited root LP:
     galloping up from ``lo`` while it refutes, then bisecting below the first load it does
@@ -204,12 +201,12 @@ def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Work,
         return out
 
     step, z = 1, lo
-    while z <= hi and not work.spent():
+    while z <= hi and not work.out():
         if not refuted(z):
             hi = z - 1
             break
         lo, z, step = z + 1, z + 1 + step, step * 2
-    while lo <= hi and not work.spent():
+    while lo <= hi and not work.out():
         mid = (lo + hi) // 2
         if refuted(mid):
             lo = mid + 1
@@ -293,7 +290,7 @@ class Exhaust:
     (items left, bins left) are remembered. An exhausted tree refutes z.
     """
 
-    def __init__(self, tokens: Sequence[int], k: int, z: int, work: Work,
+    def __init__(self, tokens: Sequence[int], k: int, z: int, work: Allowance,
                  pool: list[Pattern] | None = None) -> None:
         self.sizes, self.demand, _ = item_types(tokens)
         self.k, self.z, self.work = k, z, work
@@ -339,7 +336,7 @@ class Exhaust:
         key = (tuple(demand), k_left)
         if key in self.failed:
             return False
-        if self.work.spent():
+        if self.work.out():
             raise _Stop
         self.lp.set_waste(waste)
         result = self.lp.solve(demand, self.work)
@@ -382,10 +379,10 @@ class Exhaust:
         seen = [0]
 
         def walk(j: int, load: int, weight: int) -> None:
-            work.used += ENUM_WORK
+            work.charge(ENUM_WORK)
             seen[0] += 1
             # The clock (a safety net, or the limit in clock timing) every 256 patterns.
-            if work.used >= work.limit or (seen[0] & 255 == 0 and work.spent()):
+            if work.left() <= 0 or (seen[0] & 255 == 0 and work.out()):
                 raise _Stop
             if load >= low and weight >= need:
                 out.append((weight, load, tuple(taken)))

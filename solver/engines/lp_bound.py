@@ -14,7 +14,8 @@ steers the search toward good weights.
 
 Any cost: the pricing knapsack has two capacities, tokens (cap) and cost (z), one when cost =
 tokens. Equal sizes and non-emptiness are relaxed away (still valid, only weaker). Work is
-counted, so the answer does not depend on the clock unless the deadline (a safety net) cuts it.
+counted against an :class:`~seqpart.solver.options.Allowance`, so the answer does not depend
+on the clock unless the allowance's deadline (a safety net) cuts it.
 Below it, the fluid bound: a second LP, for non-token costs under a tight cap."""
 
 from __future__ import annotations
@@ -27,35 +28,20 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.linear_solver import pywraplp
 
+from ..options import Allowance
 from .count_lp import knapsack_pass
 
 #: Duals are scaled to integers with this factor (2**20: ~1e-6 relative resolution).
 _SCALE = 1 << 20
 
 
-@dataclass
-class LPBudget:
-    """Work limits for one bound computation (counted, so the result is repeatable).
-
-    Work units: one per pricing-table cell (the numpy knapsack), ``NODE_WORK`` per branch-and-
-    bound node and ``SOLVE_WORK`` per LP solve, so that a unit costs about the same time on
-    either path (measured: ~4 ns).
-    """
-
-    work: int = 2_000_000_000
-    #: Branch-and-bound nodes per exact pricing call; over it, the pricing gives up.
-    knapsack_nodes: int = 200_000
-    #: Safety net only: perf_counter() value to stop at, or None.
-    deadline: float | None = None
-    used: int = 0
-    by_clock: bool = False  # the deadline is the limit: a pricing call's nodes fit the time left
-
-    def spent(self) -> bool:
-        if self.used >= self.work:
-            return True
-        return self.deadline is not None and time.perf_counter() > self.deadline
-
-
+#: Work units of one bound computation when the caller gives no allowance. Units: one per
+#: pricing-table cell (the numpy knapsack), ``NODE_WORK`` per branch-and-bound node and
+#: ``SOLVE_WORK`` per LP solve, so that a unit costs about the same time on either path
+#: (measured: ~4 ns).
+DEFAULT_WORK = 2_000_000_000
+#: Branch-and-bound nodes per exact pricing call; over it, the pricing gives up.
+KNAPSACK_NODES = 200_000
 NODE_WORK = 1_000
 SOLVE_WORK = 200_000
 
@@ -80,7 +66,7 @@ class _Types:
 
 
 def _knapsack(
-    w: list[int], types: _Types, cap_t: int, cap_c: int, budget: LPBudget
+    w: list[int], types: _Types, cap_t: int, cap_c: int, budget: Allowance
 ) -> tuple[int, list[int]] | None:
     """Exact max of sum(w_i x_i) with sum(tokens_i x_i) <= cap_t, sum(cost_i x_i) <= cap_c,
     0 <= x_i <= mult_i integer. None when the node limit is hit (no exact answer)."""
@@ -160,12 +146,12 @@ def _knapsack(
         return True
 
     # Never more nodes than the work budget has left (a pricing call is not interrupted).
-    node_limit = max(1, min(budget.knapsack_nodes, (budget.work - budget.used) // NODE_WORK))
+    node_limit = max(1, min(KNAPSACK_NODES, budget.left() // NODE_WORK))
     if budget.by_clock and budget.deadline is not None:  # at 4 us a node (one ran 70 ms over)
-        node_limit = max(1, min(node_limit, int((budget.deadline - time.perf_counter()) * 250_000)))
+        node_limit = max(1, min(node_limit, int(budget.seconds_left() * 250_000)))
     finished = dfs(0, cap_t, cap_c, 0)
     dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
-    budget.used += NODE_WORK * nodes
+    budget.charge(NODE_WORK * nodes)
     if not finished:
         return None
     out = [0] * len(w)
@@ -179,7 +165,7 @@ _DP_CELLS = 40_000_000
 
 
 def _knapsack_dp(
-    w: list[int], types: _Types, cap: int, budget: LPBudget
+    w: list[int], types: _Types, cap: int, budget: Allowance
 ) -> tuple[int, list[int]] | None:
     """The one-capacity (cost = tokens) pricing as a numpy dynamic programme over tokens.
 
@@ -201,7 +187,7 @@ def _knapsack_dp(
             step *= 2
     if len(chunks) * (cap + 1) > _DP_CELLS:
         return None
-    budget.used += len(chunks) * (cap + 1)
+    budget.charge(len(chunks) * (cap + 1))
     dp = np.zeros(cap + 1, dtype=np.int64)
     taken = knapsack_pass(dp, chunks, w, cap)
     out = [0] * len(w)
@@ -222,7 +208,7 @@ def _fits(pattern: Pattern, types: _Types, cap_t: int, cap_c: int) -> bool:
     return st <= cap_t and sc <= cap_c
 
 
-def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: LPBudget) -> bool:
+def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: Allowance) -> bool:
     """True if the LP proves that k bins (tokens <= cap_t, cost <= cap_c) cannot hold every item.
 
     False means "not refuted" (the LP fits in k bins, or the budget ran out).
@@ -255,8 +241,8 @@ def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: LPBudget) ->
     for pattern in types.patterns:
         if _fits(pattern, types, cap_t, cap_c):
             add(pattern)
-    while not budget.spent():
-        budget.used += SOLVE_WORK
+    while not budget.out():
+        budget.charge(SOLVE_WORK)
         if solver.Solve() != pywraplp.Solver.OPTIMAL:
             return False
         w = [max(0, int(row.dual_value() * _SCALE)) for row in rows]
@@ -287,9 +273,9 @@ def iteration_work(tokens: list[int], cap: int) -> int:
     return SOLVE_WORK + len(set(tokens)) * (cap + 1)
 
 
-def lp_infeasible(tokens: list[int], k: int, cap: int, budget: LPBudget | None = None) -> bool:
+def lp_infeasible(tokens: list[int], k: int, cap: int, budget: Allowance | None = None) -> bool:
     """True if no k micro-batches of at most ``cap`` tokens can hold these items (LP proof)."""
-    budget = budget or LPBudget()
+    budget = budget or Allowance(DEFAULT_WORK)
     types = _Types.of(tokens, tokens)
     return _refutes(types, k, cap, cap, budget)
 
@@ -301,13 +287,13 @@ def lp_load_bound(
     cap: int | None,
     lo: int,
     hi: int,
-    budget: LPBudget | None = None,
+    budget: Allowance | None = None,
 ) -> int:
     """The smallest z in [lo, hi] the LP does not refute; ``hi`` if it refutes everything below.
 
     ``lo`` must be a valid lower bound already; the result is one too (refuting z refutes every
     smaller z). With ``hi`` the best plan's load, a result of ``hi`` proves that plan optimal."""
-    budget = budget or LPBudget()
+    budget = budget or Allowance(DEFAULT_WORK)
     types = _Types.of(tokens, costs)
     cap_t = cap if cap is not None else sum(tokens)
     same = tokens == costs
@@ -321,7 +307,7 @@ def lp_load_bound(
     if refuted(hi - 1):
         return hi
     hi -= 1  # hi - 1 is not refuted: the answer is at most hi - 1
-    while lo < hi and not budget.spent():
+    while lo < hi and not budget.out():
         mid = (lo + hi) // 2
         if refuted(mid):
             lo = mid + 1

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import InfeasibleError
-from ..options import BestPlan, Budget
+from ..options import Allowance, BestPlan, Budget
 from ..problem import Items
 from ..tuning import (
     DIVE_PROOF_SHARE,
@@ -44,7 +44,6 @@ from .load_search import affordable as loads_affordable
 from .load_search import applies as loads_apply
 from .load_search import search_loads
 from .lp_bound import (
-    LPBudget,
     fluid_load_bound,
     iteration_work,
     lp_infeasible,
@@ -213,7 +212,7 @@ def _lp_bound(items: Items, k: int, cap: int | None, best: BestPlan, budget: Bud
     lp_cap = cap if cap is not None else (best.max_load if best.bins is not None else sum(tokens))
     if len(items) > MAX_ITEMS_PER_BIN * k:
         return
-    if LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_budget.work:
+    if LP_MIN_ITERATIONS * iteration_work(tokens, lp_cap) > lp_budget.limit:
         budget.mark_ran_out()  # too few iterations in its share to move the bound
         return
     if best.bins is None and cap is not None:
@@ -231,7 +230,7 @@ def _lp_bound(items: Items, k: int, cap: int | None, best: BestPlan, budget: Bud
                               lp_budget)
         budget.charge(lp_budget.used / LP_WORK_PER_SECOND)
         _note_cut(budget)
-        if lp_budget.used >= lp_budget.work:
+        if lp_budget.left() <= 0:
             budget.mark_ran_out()
         if best.raise_bound(bound, "lp"):
             best.notes.append(NOTE_LP)
@@ -292,9 +291,9 @@ def _work_for(budget: Budget, seconds: float, rate: int, fast_rate: int
     return int(fast_rate * seconds), until if wall is None else min(wall, until)
 
 
-def _lp_budget(budget: Budget, seconds: float) -> LPBudget:
+def _lp_budget(budget: Budget, seconds: float) -> Allowance:
     work, deadline = _work_for(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
-    return LPBudget(work=work, deadline=deadline, by_clock=budget.by_clock)
+    return Allowance(work, deadline, by_clock=budget.by_clock)
 
 
 def exact_budget(budget: Budget, seconds: float) -> ExactBudget:

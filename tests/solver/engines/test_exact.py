@@ -153,7 +153,7 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     nodes = prove.exact_budget(counted, 0.2)
     assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND * 0.2) and nodes.deadline == wall
     lp = prove._lp_budget(counted, 0.2)
-    assert lp.work == int(prove.LP_WORK_PER_SECOND * 0.2) and lp.deadline == wall
+    assert lp.limit == int(prove.LP_WORK_PER_SECOND * 0.2) and lp.deadline == wall
     assert not lp.by_clock and nodes.clock_every == 1024
 
     clock = Budget(limit=1.0, wall_deadline=wall, by_clock=True)
@@ -163,7 +163,7 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     after = time.perf_counter()
     # The clock decides: a ceiling at the fastest rate measured, stopped 0.2 s from now.
     assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND_FAST * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
-    assert lp.work == int(prove.LP_WORK_PER_SECOND_FAST * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
+    assert lp.limit == int(prove.LP_WORK_PER_SECOND_FAST * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
     assert lp.by_clock and nodes.clock_every == 64  # pricing and search read the clock often
     for deadline in (nodes.deadline, lp.deadline):
         assert deadline is not None and before + 0.2 <= deadline <= after + 0.2

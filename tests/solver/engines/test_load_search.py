@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from seqpart.solver import check_plan, partition
 from seqpart.solver.engines import load_search, prove
-from seqpart.solver.engines.count_lp import Work
+from seqpart.solver.options import Allowance
 from seqpart.solver.engines.load_search import (
     FOUND,
     REFUTED,
@@ -49,7 +49,7 @@ def _instance(data: st.DataObject) -> tuple[list[int], int, int]:
 def test_each_decision_agrees_with_brute_force(data: st.DataObject) -> None:
     lengths, k, opt = _instance(data)
     z = data.draw(st.integers(max(lengths), sum(lengths)))
-    for status, bins in (decide(lengths, k, z, Work(10**9)), _exhaust(lengths, k, z)):
+    for status, bins in (decide(lengths, k, z, Allowance(10**9)), _exhaust(lengths, k, z)):
         assert status in (FOUND, REFUTED)  # small batches: always decided
         assert (status == FOUND) == (z >= opt)
         if status == FOUND:
@@ -58,7 +58,7 @@ def test_each_decision_agrees_with_brute_force(data: st.DataObject) -> None:
 
 
 def _exhaust(lengths: list[int], k: int, z: int) -> tuple[str, list[list[int]] | None]:
-    tree = Exhaust(lengths, k, z, Work(10**9))
+    tree = Exhaust(lengths, k, z, Allowance(10**9))
     status = tree.run()
     if status != FOUND:
         return status, None
@@ -108,7 +108,7 @@ def test_the_exhaustive_search_leaves_no_garbage_for_the_paused_collector() -> N
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        statuses = [Exhaust(tokens, 4, z, Work(10**9, None)).run() for z in (146, 150)]
+        statuses = [Exhaust(tokens, 4, z, Allowance(10**9, None)).run() for z in (146, 150)]
         left = gc.collect()
     finally:
         if was_enabled:
@@ -169,12 +169,12 @@ def test_the_dive_before_the_exhaustive_search_gets_at_most_its_cap(
     given: list[int] = []
     real = load_search.search_count
 
-    def spy(tokens: list[int], z: int, k: int, start: Any, work: Work, **kwargs: Any) -> Any:
+    def spy(tokens: list[int], z: int, k: int, start: Any, work: Allowance, **kwargs: Any) -> Any:
         given.append(work.limit - work.used)
         return real(tokens, z, k, start, work, **kwargs)
 
     monkeypatch.setattr(load_search, "search_count", spy)
-    work = Work(100 * load_search.DIVE_MOST_WORK)
+    work = Allowance(100 * load_search.DIVE_MOST_WORK)
     status, bins = decide(HARD, HARD_K, HARD_OPT, work)
     assert status == FOUND and bins is not None
     check_plan(bins, HARD, HARD_K, HARD_OPT)
