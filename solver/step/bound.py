@@ -330,25 +330,36 @@ def capped_load_bound(total: int, m: int, top: int | None, pp: int, vpp: int,
     return z + lat2
 
 
-def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL) -> dict[int, int]:
+def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL, *,
+                        lp_budget: int | None = None) -> dict[int, int]:
     """For each feasible count, a lower bound on the step time times
     :func:`~seqpart.solver.step.pipeline.scale` valid for every schedule with that count, in
-    every order, under every pipeline schedule.
+    every order, under ``model``'s pipeline schedule (Megatron-LM's 1F1B or interleaved, or
+    GPipe; any forward:backward and p2p latency).
 
     With ``pp == 1`` a rank's time is the sum of its micro-batches', which the formula's bounds
     (:func:`scaled_bounds`) bound. Else, per count ``m`` (``o`` the overhead, ``P`` the heaviest
-    rank's cost floor, ``L`` the heaviest micro-batch's, ``c_min`` the cheapest sequence), from
-    :func:`~seqpart.solver.step.pipeline.scaled_lower_bound` of one rank:
+    rank's cost floor, ``L`` the heaviest micro-batch's, ``c_min`` the cheapest sequence), of the
+    heaviest rank's load ``A = P + m*o`` (or the rank holding the heaviest micro-batch,
+    ``L + m*o`` plus the ``m-1`` cheapest sequences; every term grows with the load), the
+    largest of:
 
-    * the heaviest rank's load ``A = P + m*o`` (or the rank holding the heaviest micro-batch,
-      ``L + m*o`` plus the ``m-1`` cheapest sequences), through
-      :func:`~seqpart.solver.step.pipeline.scaled_load_bound`: at least ``A/(1 - q^m)`` with
-      ``q = (pp-1)/(pp-1+vpp)``, and ``A + (pp-1)*(o + c_min)/vpp`` (every micro-batch takes
-      at least ``o + c_min``);
+    * :func:`~seqpart.solver.step.pipeline.scaled_load_bound`: at least ``A/(1 - q^m)`` with
+      ``q = (pp-1)/(pp-1+vpp)``, and ``A + (pp-1)*(o + c_min)/vpp`` (any per-device order);
     * the heaviest micro-batch's whole path through every virtual stage, ``pp*(L + o)``;
+    * :func:`ends_bound`: the last device waits for the first micro-batch's forward and ends
+      before the last one's backward crossed the ``pp-1`` devices before it, two distinct
+      micro-batches, forced up by the cap (:func:`max_micro_batch_time`);
+    * :func:`capped_load_bound`: the geometric term when no micro-batch exceeds the cap's time;
+    * for the least bounds first, within ``lp_budget`` operations (default
+      :data:`~seqpart.solver.step.makespan_optimum.LP_BUDGET`, counts of at most
+      ``LP_OPERATIONS`` each; larger budgets lift both limits, for offline reports), the LP over
+      every real-valued split of ``A`` into ``m`` times and every order
+      (:func:`~seqpart.solver.step.makespan_optimum.lp_certificate`, exact by its dual).
 
     each with the p2p latencies those terms cross. The formula's bubble ``(pp-1)*max/vpp`` is
-    not a bound on the real schedule, so the pp > 1 bound is weaker than the formula's.
+    not a bound on the real schedule. Checked against the exact optimum of tiny steps at every
+    count (``tests/solver/step/test_pp_bound.py``).
     """
     sc = scale(inst.vpp, model)
     if inst.pp == 1:
@@ -373,9 +384,11 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
         out[m] = max(load, path, ends, capped)
         totals[m] = total
     spent, free = 0, replace(model, p2p_latency=0)
+    budget = LP_BUDGET if lp_budget is None else lp_budget
+    largest = LP_OPERATIONS if lp_budget is None else max(LP_OPERATIONS, lp_budget)
     for m in sorted(out, key=lambda x: (out[x], x)):  # the LP where the bound is least first
         ops = 2 * pp * vpp * m
-        if ops > LP_OPERATIONS or spent + ops > LP_BUDGET:
+        if ops > largest or spent + ops > budget:
             break  # the least bounds are the ones the LP must raise: none past this one
         spent += ops
         cost, crossed, flow = lp_certificate(pp, vpp, m, free)

@@ -263,7 +263,7 @@ def check_result(inst: StepInstance, model: PipelineModel, result: OptimumResult
 #: Pipeline LPs (:func:`lp_certificate`): the most operations (``2*pp*vpp*m``) one count's is
 #: built with, and in all per call (counts taken least bound first until one is over either;
 #: results are cached). About 10-30 ms an LP of 512 operations on the 2-core machine.
-LP_OPERATIONS, LP_BUDGET = 512, 1536
+LP_OPERATIONS, LP_BUDGET = 512, 1024
 
 
 def _schedule_graph(pp: int, vpp: int, m: int, model: PipelineModel) -> tuple[
