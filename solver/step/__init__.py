@@ -11,7 +11,7 @@
   (:class:`PipelineModel`: Megatron-LM's 1F1B / interleaved 1F1B, GPipe), its bound, order search.
 * :mod:`~seqpart.solver.step.bound`: :func:`step_lower_bound`, below every valid schedule's step time.
 * :mod:`~seqpart.solver.step.starts`, :mod:`~seqpart.solver.step.starts.trainers`: starting
-  schedules (seqpart's constructions, and the trainers' schedulers as fast starts).
+  schedules (seqpart's constructions, and the trainers' schedules, from the baselines' functions).
 * :mod:`~seqpart.solver.step.search`, :mod:`~seqpart.solver.step.tiny_cpsat`: local search on the step
   time, and the exact CP-SAT model for small cases.
 """

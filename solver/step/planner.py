@@ -92,8 +92,8 @@ def plan_step(
         starts: schedules (``[rank][micro-batch] = indices``) to start from, e.g. your trainer's;
             invalid ones are skipped (noted). The plan is never worse than a valid start.
         trainer_starts: also start from the trainers' schedulers
-            (``seqpart.heuristics.trainer_baselines``, computed by
-            :mod:`~seqpart.solver.step.starts.trainers`: the same schedules, faster). None
+            (``seqpart.heuristics.trainer_baselines``: the same functions, run by
+            :mod:`~seqpart.solver.step.starts.trainers` within the budget). None
             (default): all of them first, cheapest first, each run to its end while the budget
             and the clock allow (prime-rl's swap refinement and verl's retry take at most a
             quarter of the budget before the search and resume with what it leaves;

@@ -186,18 +186,73 @@ def test_unknown_name():
         get_trainer_scheduler("nope")
 
 
-def test_open_first_fit_matches_the_heuristic():
-    from seqpart.heuristics import first_fit, first_fit_decreasing
-    from seqpart.heuristics.kernels import order_desc
-    from seqpart.heuristics.trainer_baselines import _first_fit_open
+def _verl_retry_as_written(lengths: list[int], dp: int, cap: int, costs: list[int],
+                           multiple_of: int) -> list[list[list[int]]]:
+    """verl's retry as the trainer runs it: every rank split at every count from the first,
+    until none breaks the cap or the next count passes the smallest rank."""
+    from seqpart.heuristics.kernels import karmarkar_karp_lists
 
-    rng = np.random.default_rng(7)
-    for cap in (50, 300, 1000):
-        lengths = rng.integers(1, 400, 200).tolist()
-        assert _first_fit_open(lengths, cap, range(200)) == first_fit(lengths, None, cap)
-        assert _first_fit_open(lengths, cap, order_desc(lengths)) == first_fit_decreasing(
-            lengths, None, cap
-        )
+    n = len(lengths)
+    padded = costs + [0] * (-n % dp)
+    groups = karmarkar_karp_lists(padded, [1] * len(padded), dp, len(padded) // dp)
+    ranks = [[i for i in g if i < n] for g in groups]
+    k = max(min(len(r), -(-sum(lengths[i] for i in r) // cap)) for r in ranks)
+    k = max(-(-k // multiple_of) * multiple_of, multiple_of)
+    while True:
+        sched = [[sorted(r[j] for j in b)
+                  for b in karmarkar_karp_lists([costs[i] for i in r], [1] * len(r), k, None) if b]
+                 for r in ranks]
+        over = any(len(b) > 1 and tokens_of(b, lengths) > cap for rank in sched for b in rank)
+        if not over or k + multiple_of > min(len(r) for r in ranks):
+            return sched
+        k += multiple_of
+
+
+def test_verl_retry_skips_only_counts_that_break_the_cap():
+    """verl_retry skips the counts below a rank's bin-packing bound and stops a count at the
+    first rank that breaks the cap: it ends on the count the trainer's own loop ends on, the
+    ceiling and sequences over the cap included."""
+    rng = np.random.default_rng(9)
+    checked = 0
+    for trial in range(60):
+        dp = int(rng.integers(1, 6))
+        n = dp * int(rng.integers(1, 12)) + int(rng.integers(0, dp))
+        lengths = rng.integers(1, 1001, n).tolist() if trial % 2 else \
+            rng.integers(400, 1001, n).tolist()  # mostly over half the cap: many retries
+        if trial % 3 == 0:
+            lengths[0] = 1700  # over the cap: alone
+        costs = [3 * x + x * x for x in lengths]
+        multiple_of = 1 + trial % 3
+        ref = _verl_retry_as_written(lengths, dp, 1000, costs, multiple_of)
+        got = verl_retry(lengths, dp, 1000, costs=costs, multiple_of=multiple_of)
+        assert [sorted(rank) for rank in got] == [sorted(rank) for rank in ref], trial
+        checked += len(ref[0]) > 1
+    assert checked > 20
+
+
+def test_the_heaviest_split_is_the_rule_as_written():
+    """slime's split from a heap takes the micro-batch a scan takes: the heaviest of several
+    sequences, the later one on ties (equal lengths make many)."""
+    from seqpart.heuristics import first_fit
+
+    rng = np.random.default_rng(12)
+    for trial in range(30):
+        lengths = rng.integers(1, 6, 40).tolist() if trial % 2 else rng.integers(1, 400, 40).tolist()
+        cap, dp = int(rng.integers(8, 900)), int(rng.integers(1, 9))
+        bins = first_fit(lengths, None, cap)
+        target = max(-(-len(bins) // dp) * dp, dp)
+        while len(bins) < target:
+            loads = [tokens_of(b, lengths) if len(b) > 1 else -1 for b in bins]
+            at = max(range(len(bins)), key=lambda b: (loads[b], b))
+            if loads[at] < 0:
+                break
+            halves: list[list[int]] = [[], []]
+            for i in sorted(bins[at], key=lambda i: -lengths[i]):
+                halves[tokens_of(halves[0], lengths) > tokens_of(halves[1], lengths)].append(i)
+            bins[at:at + 1] = [halves[0]]
+            bins.append(halves[1])
+        want = [[bins[b] for b in range(r, len(bins), dp)] for r in range(dp)]
+        assert slime_rr(lengths, dp, cap) == want, trial
 
 
 def _all_pairs_refinement(weights: list[int], groups: list[list[int]]) -> list[list[int]]:

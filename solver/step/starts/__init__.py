@@ -4,7 +4,8 @@
   per rank (rank totals balanced first, micro-batches first, packed for a target step);
 * :mod:`~seqpart.solver.step.starts.split`: a rank's sequences into its micro-batches, and the
   checks of a start;
-* :mod:`~seqpart.solver.step.starts.trainers`: the trainers' schedulers, computed fast, as starts.
+* :mod:`~seqpart.solver.step.starts.trainers`: the trainers' schedules (the baselines' functions) as
+  starts, within the budget.
 """
 
 from __future__ import annotations

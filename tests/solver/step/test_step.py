@@ -375,37 +375,6 @@ def test_plan_step_is_never_behind_a_valid_trainer_schedule() -> None:
                                                    pp=pp)
 
 
-def test_fast_trainer_starts_match_the_trainer_schedulers() -> None:
-    """step_trainer_starts computes the trainers' schedules faster: same micro-batches, same
-    ranks (order within a rank aside), for every scheduler, when run to the end."""
-    from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
-    from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.starts import from_schedule
-    from seqpart.solver.step.starts.trainers import trainer_starts
-
-    def canon(sched: list) -> list:
-        return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in sched)
-
-    rng = np.random.default_rng(11)
-    for trial in range(24):
-        n = int(rng.integers(8, 120))
-        dp = int(rng.integers(1, 5))
-        cap = None if trial % 6 == 0 else int(rng.integers(600, 3000))
-        multiple_of = 2 if trial % 4 == 1 else 1
-        lengths = rng.integers(1, 1500, n).tolist()
-        if cap is not None and trial % 5 == 2:
-            lengths[0] = cap + 7  # over the cap: alone
-        inst = make_instance(lengths, dp, cap, cost=(3, 1), oversize="alone",
-                             multiple_of=multiple_of)
-        got = {name.split(":")[1]: s for name, s in trainer_starts(inst)}
-        for name, fn in TRAINER_SCHEDULERS.items():
-            ref = fn(lengths, dp, cap, costs=inst.costs, multiple_of=multiple_of)
-            if name in got:
-                assert canon(got[name]) == canon(ref), (trial, name)
-            else:  # left out only when the trainer's own schedule breaks the contract
-                assert from_schedule(ref, inst) is None, (trial, name)
-
-
 def test_trainer_starts_keep_to_their_work_budget() -> None:
     from seqpart.solver.step.model import make_instance
     from seqpart.solver.step.starts.trainers import (
@@ -457,18 +426,18 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
     a time, ends on the trainer's own schedule, having split no rank twice at a count."""
     from seqpart.heuristics.trainer_baselines import TRAINER_SCHEDULERS
     from seqpart.solver.step.model import make_instance
-    from seqpart.solver.step.starts.trainers import _kk_work, verl, verl_retry
+    from seqpart.solver.step.starts.trainers import _kk_work, resume_verl_retry, start_verl
 
     lengths = np.random.default_rng(3).integers(1, 4000, 600).tolist()
     inst = make_instance(lengths, 8, 4096, cost=(3, 1))
-    state = verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1]
+    state = start_verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1]
     assert state is not None
     never = lambda m, onwards: False  # noqa: E731
     one_split = _kk_work(max(len(r) for r in state.ranks), len(lengths))  # >= any split here
     total, calls, how = 0, 0, "work budget"
     while how == "work budget":
-        sched, work, how = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1, state,
-                                      one_split, never, None)
+        sched, work, how = resume_verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
+                                             state, one_split, never, None)
         assert work <= one_split
         total, calls = total + work, calls + 1
     assert how == "done" and sched is not None and calls > 1
@@ -478,9 +447,9 @@ def test_verl_retry_cut_by_the_budget_resumes_to_verls_schedule() -> None:
         return sorted(sorted(tuple(sorted(mb)) for mb in rank) for rank in s)
 
     assert canon(sched) == canon(ref)
-    _, whole, _ = verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
-                             verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1], 10**18,
-                             never, None)
+    _, whole, _ = resume_verl_retry(inst.tokens.tolist(), inst.costs, inst.cap, 1,
+                                    start_verl(inst.tokens.tolist(), inst.costs, 8, 4096, 1)[1],
+                                    10**18, never, None)
     assert total == whole  # resuming redid no split
 
 

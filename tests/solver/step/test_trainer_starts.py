@@ -93,3 +93,52 @@ def test_as_start_agrees_with_the_validator() -> None:
                     assert want[0] == got[0] and (want[1] == got[1]).all()
                 seen[want is None] += 1
     assert seen[True] > 20 and seen[False] > 20
+
+
+def test_the_starts_are_the_baselines_schedules() -> None:
+    """plan_step's trainer starts and the baselines are one implementation: on generated batches
+    (equal lengths, sequences over the cap, ``multiple_of``, FLOPs costs, no cap) each trainer's
+    start, run to its end at once or resumed under small budgets, is the baseline's schedule
+    itself, micro-batch for micro-batch (verl's: up to verl's order within a rank, which a start
+    does not need). A trainer with no start is one whose baseline breaks the contract."""
+    from seqpart.heuristics.trainer_baselines import verl_order
+    from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.starts import from_schedule
+    from seqpart.solver.step.starts.trainers import (
+        finish_open_ended,
+        run_trainer_starts,
+        trainer_starts,
+    )
+
+    never = lambda m, onwards: False  # noqa: E731
+    rng = np.random.default_rng(13)
+    seen: set[str] = set()
+    steps: dict[str, list] = {}  # the last schedule of each trainer ("prime_rl (cut short)" too)
+    keep = lambda name, s: steps.__setitem__(name.split(":")[1].split(" ")[0], s)  # noqa: E731
+    for trial in range(16):
+        n, dp = int(rng.integers(8, 160)), int(rng.integers(1, 6))
+        cap = None if trial % 8 == 0 else int(rng.choice([900, 1500, 4000]))
+        lengths = rng.integers(1, 1500, n).tolist() if trial % 3 else \
+            rng.choice([300, 500, 800], n).tolist()  # ties everywhere
+        if cap is not None and trial % 4 == 1:
+            lengths[0] = cap + 7  # over the cap: alone
+        multiple_of = 1 + trial % 3
+        cost = "tokens" if trial % 2 else (24576, 1)
+        inst = make_instance(lengths, dp, cap, cost=cost, oversize="alone", multiple_of=multiple_of)
+        got = {name.split(":")[1]: s for name, s in trainer_starts(inst)}
+        # Resumed in small steps, the open-ended parts end on the same schedules.
+        steps.clear()
+        _, _, left = run_trainer_starts(inst, None, None, never, keep, open_share=0)
+        while left.prime is not None or left.retry is not None:
+            finish_open_ended(inst, left, 3000, None, never, keep)
+        assert steps == got, trial
+        for name, fn in TRAINER_SCHEDULERS.items():
+            ref = fn(lengths, dp, cap, costs=inst.costs, multiple_of=multiple_of)
+            if name not in got:
+                assert from_schedule(ref, inst) is None, (trial, name)
+                continue
+            mine = [verl_order(rank, inst.costs) for rank in got[name]] if name.startswith(
+                "verl") else got[name]
+            assert mine == ref, (trial, name)
+            seen.add(name)
+    assert seen == set(TRAINER_SCHEDULERS)
