@@ -354,9 +354,10 @@ def lp_certificate(pp: int, vpp: int, m: int, model: PipelineModel) -> tuple[int
     for i, row in zip(sources, src, strict=True):
         inflow[i] = round(max(0.0, abs(row.dual_value())) * unit)
     flows = [0] * len(edges)
-    ready, costs, total = list(sources), [0] * m, 0
+    ready, costs, total, seen = list(sources), [0] * m, 0, 0
     while ready:
         i = ready.pop()
+        seen += 1
         j, w = nodes[i]
         costs[j] += w * inflow[i]
         out = outgoing[i]
@@ -376,6 +377,6 @@ def lp_certificate(pp: int, vpp: int, m: int, model: PipelineModel) -> tuple[int
             indeg[b] -= 1
             if indeg[b] == 0:
                 ready.append(b)
-    if total <= 0:
+    if total <= 0 or seen != len(nodes):  # every node passed its flow on, or no certificate
         return 0, 0, 1
     return min(costs), sum(f for f, (_, _, x) in zip(flows, edges, strict=True) if x), total
