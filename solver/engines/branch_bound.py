@@ -9,8 +9,9 @@ that is where the LP bound (``lp_bound``) puts z. Completions are tried fullest 
 items are never tried in two orders, and failed sets of remaining items are remembered.
 
 ``minimise_max_load`` runs the decision at the lower bound first (usually a plan is there), then
-bisects between the bounds. Work is counted in search nodes, so results do not depend on the
-clock; a deadline is only a safety net. An exhausted search is a proof: z is infeasible.
+bisects between the bounds. Work is counted in search nodes against an
+:class:`~seqpart.solver.options.Allowance`, so results do not depend on the clock; its deadline
+is only a safety net. An exhausted search is a proof: z is infeasible.
 """
 
 from __future__ import annotations
@@ -19,31 +20,25 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..options import Allowance
+
 FOUND, INFEASIBLE, UNKNOWN = "found", "infeasible", "unknown"
 #: Above this many items left, completions come lazily, pruned by subset-sum bitsets.
 _LAZY_ABOVE = 24
 
 
-@dataclass
-class ExactBudget:
-    """Search nodes allowed over a whole ``minimise_max_load`` call (shared by its decisions)."""
+#: Search nodes of a whole ``minimise_max_load`` or ``pack`` call given no allowance.
+DEFAULT_NODES = 2_000_000
+#: Failed remaining sets kept (memory bound).
+MEMO_LIMIT = 200_000
+#: Nodes between readings of the clock as a safety net (a node is cheap; where the clock is
+#: the limit, clock timing, the caller's allowance reads it more often).
+CLOCK_EVERY = 1024
 
-    nodes: int = 2_000_000
-    deadline: float | None = None
-    used: int = 0
-    #: Failed remaining sets kept (memory bound).
-    memo_limit: int = 200_000
-    #: Nodes between readings of the clock: as a safety net, every 1024; where the clock is the
-    #: limit (clock timing), more often (a node at n = 1,024 can take tens of microseconds).
-    clock_every: int = 1024
 
-    def spent(self) -> bool:
-        if self.used >= self.nodes:
-            return True
-        return (
-            self.deadline is not None and self.used % self.clock_every == 0
-            and time.perf_counter() > self.deadline
-        )
+def default_allowance() -> Allowance:
+    """The nodes of a call given no allowance: no clock."""
+    return Allowance(DEFAULT_NODES, every=CLOCK_EVERY)
 
 
 class _OutOfBudget(Exception):
@@ -58,14 +53,14 @@ def pack(
     z: int,
     cap: int | None = None,
     max_count: int | None = None,
-    budget: ExactBudget | None = None,
+    budget: Allowance | None = None,
 ) -> tuple[str, list[list[int]] | None]:
     """Decide whether k micro-batches of load <= z (tokens <= cap) hold every item.
 
     Returns (FOUND, bins) with exactly k non-empty bins, (INFEASIBLE, None) when the search
     was exhaustive, or (UNKNOWN, None) when the budget ran out.
     """
-    budget = budget or ExactBudget()
+    budget = budget or default_allowance()
     n = len(tokens)
     cap_t = cap if cap is not None else sum(tokens)
     if n < k or any(c > z for c in costs) or any(t > cap_t for t in tokens):
@@ -112,7 +107,7 @@ def pack(
                      slack_left - (z - cst[first] - fill)):
                 return True
             bins.pop()
-        if len(failed) < budget.memo_limit:
+        if len(failed) < MEMO_LIMIT:
             failed.add(key)
         return False
 
@@ -141,7 +136,7 @@ def pack(
 
 def _subset_enumerator(
     cst: list[int], tok: list[int], cnt: list[int], kind: list[int], one_dim: bool,
-    budget: ExactBudget,
+    budget: Allowance,
 ) -> Callable[[list[int], int, int, int, int | None], Iterator[tuple[int, list[int]]]]:
     """The subsets :func:`pack` tries for one bin, over items in its sorted order (``cst``,
     ``tok``, ``cnt`` per position, ``kind`` equal-item ids). A closure, so the search's hot loop
@@ -163,19 +158,18 @@ def _subset_enumerator(
             # Bitset work, in node-sized units, checked before it is done: at n=1024 it alone
             # was ten times the nodes left, and ran 10 ms past a 20 ms call.
             work = m * (room // 4096 + 1)
-            if budget.used + work > budget.nodes or (
-                    budget.deadline is not None and time.perf_counter() > budget.deadline):
+            if work > budget.left() or budget.past_deadline():
                 raise _OutOfBudget
             mask = (1 << (room + 1)) - 1
             reach = [1] * (m + 1)
             for j in range(m - 1, -1, -1):
                 reach[j] = (reach[j + 1] | (reach[j + 1] << cst[rest[j]])) & mask
-            budget.used += work
+            budget.charge(work)
         chosen: list[int] = []
 
         def walk(j: int, c: int, t: int, nn: int) -> Iterator[tuple[int, list[int]]]:
-            budget.used += 1
-            if budget.spent():
+            budget.charge(1)
+            if budget.out():
                 raise _OutOfBudget
             if c >= need_c and (need_n is None or nn == need_n):
                 yield c, chosen[:]
@@ -346,14 +340,14 @@ def minimise_max_load(
     upper: int | None,
     cap: int | None = None,
     max_count: int | None = None,
-    budget: ExactBudget | None = None,
+    budget: Allowance | None = None,
 ) -> ExactResult:
     """Smallest max load in [lower, upper - 1] with a plan, by decisions at z.
 
     ``lower`` must be a proven lower bound; ``upper`` the best known plan's load (None: no plan
     known, the search then goes up to the total cost). The result's lower bound stays proven.
     """
-    budget = budget or ExactBudget()
+    budget = budget or default_allowance()
     hi = upper - 1 if upper is not None else sum(costs)
     lo = lower
     best: list[list[int]] | None = None
@@ -363,7 +357,7 @@ def minimise_max_load(
         return max(sum(costs[i] for i in b) for b in bins)
 
     first = True
-    while lo <= hi and not budget.spent():
+    while lo <= hi and not budget.out():
         z = lo if first else (lo + hi) // 2  # a plan usually sits at the bound: try it first
         first = False
         status, bins = pack(tokens, costs, counts, k, z, cap, max_count, budget)

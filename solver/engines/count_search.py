@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from ...heuristics import first_fit_decreasing
 from ..options import Allowance
 from ..tuning import COUNT_SHARE, WORK_PER_SECOND
-from .branch_bound import FOUND, ExactBudget, pack
+from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
 from .count_lp import (
     BB_TYPICAL_WORK,
@@ -139,7 +139,7 @@ class _Dive:
         if len(rest) < k_left:  # fewer items than bins: the count is beaten, not missed
             k_left = len(rest)
         nodes = min(FINISH_NODES, max(0, self.work.left() // NODE_WORK))
-        budget = ExactBudget(nodes=nodes, deadline=self.work.deadline)
+        budget = Allowance(nodes, self.work.deadline, every=CLOCK_EVERY)
         status, bins = pack(rest, rest, [1] * len(rest), k_left, self.cap, self.cap, None, budget)
         self.work.charge(budget.used * NODE_WORK)
         if status == FOUND and bins is not None:

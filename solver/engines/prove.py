@@ -32,10 +32,10 @@ from ..tuning import (
 )
 from ..tuning import PROVE_EXACT_SHARE as EXACT_SHARE
 from .branch_bound import (
+    CLOCK_EVERY,
     DIVE_POOL,
     DIVE_WORDS_PER_ITEM_LEFT,
     DIVE_WORDS_PER_POOL_ITEM,
-    ExactBudget,
     dive,
     minimise_max_load,
 )
@@ -296,12 +296,12 @@ def _lp_budget(budget: Budget, seconds: float) -> Allowance:
     return Allowance(work, deadline, by_clock=budget.by_clock)
 
 
-def exact_budget(budget: Budget, seconds: float) -> ExactBudget:
+def exact_budget(budget: Budget, seconds: float) -> Allowance:
     """Search nodes for ``seconds`` of the call's budget (see :func:`_work_for`); with the clock
     deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
     nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND,
                                 EXACT_NODES_PER_SECOND_FAST)
-    return ExactBudget(nodes=nodes, deadline=deadline, clock_every=64 if budget.by_clock else 1024)
+    return Allowance(nodes, deadline, budget.by_clock, 64 if budget.by_clock else CLOCK_EVERY)
 
 
 def _loads_fit(items: Items, k: int, max_count: int | None, best: BestPlan) -> bool:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..options import BestPlan, Budget
+from ..options import Allowance, BestPlan, Budget
 from ..problem import Items, measure_bins
 from ..tuning import EXACT_NODES_PER_SECOND, EXCHANGES_PER_SECOND, GROUP_SHARE, SUBSETS_PER_SECOND
-from .branch_bound import FOUND, ExactBudget, pack
+from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .prove import MAX_ITEMS_PER_BIN, exact_budget
 
 #: Largest pooled pair split exhaustively (2**(m-1) subsets: 32768 at 16).
@@ -402,7 +402,7 @@ def resplit_groups(
                     return GroupResult(out, spent, True)
                 if spent + GROUP_NODES + NODES_PER_GROUP > max_nodes:
                     return GroupResult(out, spent, False, short=True)
-                budget = ExactBudget(nodes=NODES_PER_GROUP)
+                budget = Allowance(NODES_PER_GROUP, every=CLOCK_EVERY)
                 status, split = pack([tokens[i] for i in pool], [costs[i] for i in pool],
                                      [counts[i] for i in pool], len(group) + 1,
                                      load[heavy] - 1, cap, max_count, budget)
@@ -435,7 +435,7 @@ def improve_by_groups(
     # checked against it before they start.
     search = exact_budget(budget, min(GROUP_SHARE * time_limit, max(budget.left(), 0.0)))
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
-                           lower_bound=best.lower_bound, max_nodes=search.nodes,
+                           lower_bound=best.lower_bound, max_nodes=search.limit,
                            deadline=search.deadline)
     budget.charge(found.nodes / EXACT_NODES_PER_SECOND)
     if found.cut and search.deadline == budget.wall_deadline:

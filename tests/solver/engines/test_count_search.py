@@ -13,8 +13,8 @@ from seqpart.heuristics import first_fit_decreasing, min_bins_lower_bound
 from seqpart.solver import SolverOptions, partition
 from seqpart.solver.dropins.balance import _count_with_path, get_minimum_num_micro_batch_size
 from seqpart.solver.engines.count_lp import PatternLP, knapsack_pass
-from seqpart.solver.options import Allowance
 from seqpart.solver.engines.count_search import NOTE_COUNT_LP, search_count
+from seqpart.solver.options import Allowance
 
 from _brute import brute_force_min_max
 

@@ -13,11 +13,11 @@ from seqpart.solver.engines.branch_bound import (
     FOUND,
     INFEASIBLE,
     UNKNOWN,
-    ExactBudget,
     dive,
     minimise_max_load,
     pack,
 )
+from seqpart.solver.options import Allowance
 
 from _brute import brute_force_min_max
 
@@ -33,7 +33,7 @@ def test_pack_decides_both_ways() -> None:
 
 def test_a_spent_budget_is_unknown_not_infeasible() -> None:
     lengths = [10, 7, 6, 6, 12, 10, 6]
-    status, _ = pack(lengths, lengths, [1] * 7, 3, 19, 19, budget=ExactBudget(nodes=1))
+    status, _ = pack(lengths, lengths, [1] * 7, 3, 19, 19, budget=Allowance(1))
     assert status == UNKNOWN
 
 
@@ -151,10 +151,10 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     wall = time.perf_counter() + 5.0
     counted = Budget(limit=1.0, wall_deadline=wall)
     nodes = prove.exact_budget(counted, 0.2)
-    assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND * 0.2) and nodes.deadline == wall
+    assert nodes.limit == int(prove.EXACT_NODES_PER_SECOND * 0.2) and nodes.deadline == wall
     lp = prove._lp_budget(counted, 0.2)
     assert lp.limit == int(prove.LP_WORK_PER_SECOND * 0.2) and lp.deadline == wall
-    assert not lp.by_clock and nodes.clock_every == 1024
+    assert not lp.by_clock and nodes.every == 1024
 
     clock = Budget(limit=1.0, wall_deadline=wall, by_clock=True)
     before = time.perf_counter()
@@ -162,9 +162,9 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     lp = prove._lp_budget(clock, 0.2)
     after = time.perf_counter()
     # The clock decides: a ceiling at the fastest rate measured, stopped 0.2 s from now.
-    assert nodes.nodes == int(prove.EXACT_NODES_PER_SECOND_FAST * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
+    assert nodes.limit == int(prove.EXACT_NODES_PER_SECOND_FAST * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
     assert lp.limit == int(prove.LP_WORK_PER_SECOND_FAST * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
-    assert lp.by_clock and nodes.clock_every == 64  # pricing and search read the clock often
+    assert lp.by_clock and nodes.every == 64  # pricing and search read the clock often
     for deadline in (nodes.deadline, lp.deadline):
         assert deadline is not None and before + 0.2 <= deadline <= after + 0.2
     late = Budget(limit=1.0, wall_deadline=before + 0.05, by_clock=True)

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from seqpart.solver import check_plan, partition
 from seqpart.solver.engines import load_search, prove
-from seqpart.solver.options import Allowance
 from seqpart.solver.engines.load_search import (
     FOUND,
     REFUTED,
@@ -20,7 +19,7 @@ from seqpart.solver.engines.load_search import (
     decide,
     search_loads,
 )
-from seqpart.solver.options import SolverOptions
+from seqpart.solver.options import Allowance, SolverOptions
 
 from _brute import brute_force_min_max
 
