@@ -16,7 +16,6 @@ is only a safety net. An exhausted search is a proof: z is infeasible.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -241,9 +240,7 @@ def dive(
     k: int,
     z: int,
     cap: int | None = None,
-    max_work: int = 10**9,
-    deadline: float | None = None,
-    report: dict[str, int] | None = None,
+    work: Allowance | None = None,
 ) -> list[list[int]] | None:
     """A plan with max load <= z found without backtracking, or None (not a proof).
 
@@ -251,16 +248,11 @@ def dive(
     item left plus the subset of the others that fills it most (a subset-sum over Python big
     ints as bitsets), as long as the total slack ``k*z - total`` allows. When z is the counting
     bound, plans at it usually exist among many items per bin, and this finds one where bin
-    completion's enumeration would be too wide. ``max_work`` counts bitset words shifted
-    (plus the stand-ins above); ``deadline`` (perf_counter) is a safety net checked once per
-    bin. ``report``, when given, receives ``work`` (done), for a caller that charges a budget.
+    completion's enumeration would be too wide. ``work`` is charged the bitset words shifted
+    (plus the stand-ins above) and stops the dive when they are over it; its deadline is a
+    safety net read once per bin. The caller reads the work done from it.
     """
-    counted = {"work": 0}
-    try:
-        return _dive(tokens, k, z, cap, max_work, deadline, counted)
-    finally:
-        if report is not None:
-            report["work"] = counted["work"]
+    return _dive(tokens, k, z, cap, work if work is not None else Allowance(10**9))
 
 
 def _dive(
@@ -268,11 +260,9 @@ def _dive(
     k: int,
     z: int,
     cap: int | None,
-    max_work: int,
-    deadline: float | None,
-    counted: dict[str, int],
+    work: Allowance,
 ) -> list[list[int]] | None:
-    """The body of :func:`dive`; ``counted["work"]`` is kept up to date."""
+    """The body of :func:`dive`, charging ``work`` as it goes."""
     n = len(tokens)
     limit = min(z, cap) if cap is not None else z
     if n < k or max(tokens) > limit:
@@ -282,9 +272,8 @@ def _dive(
         return None
     rest = sorted(range(n), key=lambda i: (-tokens[i], i))
     bins: list[list[int]] = []
-    work = 0
     while rest and len(bins) < k:
-        if deadline is not None and time.perf_counter() > deadline:
+        if work.past_deadline():
             return None  # the safety net: work budgets decide when the clock does not bind
         first, others = rest[0], rest[1:]
         room = limit - tokens[first]
@@ -298,9 +287,8 @@ def _dive(
                 spread = others[half :: max(1, (len(others) - half) // half)][:half]
                 pools.insert(0, others[:half] + spread)
         for pool in pools:
-            work += len(pool) * (room // 64 + 1 + DIVE_WORDS_PER_POOL_ITEM)
-            counted["work"] = work
-            if work > max_work:
+            work.charge(len(pool) * (room // 64 + 1 + DIVE_WORDS_PER_POOL_ITEM))
+            if work.left() < 0:
                 return None
             fill, chosen = _best_fill(tokens, pool, room)
             if fill >= need:
@@ -311,8 +299,7 @@ def _dive(
         bins.append([first, *chosen])
         slack -= limit - tokens[first] - fill
         rest = [i for i in others if i not in taken]
-        work += DIVE_WORDS_PER_ITEM_LEFT * len(others)
-        counted["work"] = work
+        work.charge(DIVE_WORDS_PER_ITEM_LEFT * len(others))
     if rest:
         return None
     while len(bins) < k:  # fewer bins used: split multi-item bins (loads only fall)

@@ -333,9 +333,7 @@ class _HeuristicPhase:
             return
         dived = dive_items(self.items, self.k, self.cap, self.max_count, best.lower_bound,
                            best.max_load if best.bins is not None else None,
-                           min(HEURISTIC_DIVE_SHARE * self.time_limit, budget.left()),
-                           deadline=budget.wall_deadline, charge=budget.charge,
-                           on_cut=budget.mark_cut, on_short=budget.mark_ran_out)
+                           budget, min(HEURISTIC_DIVE_SHARE * self.time_limit, budget.left()))
         if dived is not None:
             self.offer("dive", dived)
 

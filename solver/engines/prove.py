@@ -15,7 +15,6 @@ tuned.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from ..errors import InfeasibleError
 from ..options import Allowance, BestPlan, Budget
@@ -76,11 +75,8 @@ NOTE_FLUID = "bound: fluid LP (heaviest sequences whole, the others split)"
 
 def dive_items(
     items: Items, k: int, cap: int | None, max_count: int | None, lower: int,
-    upper: int | None, seconds: float, attempts: int = 1, skip_first: bool = False,
-    deadline: float | None = None, few_per_bin_only: bool = True,
-    charge: Callable[[float], None] | None = None,
-    on_cut: Callable[[], None] | None = None,
-    on_short: Callable[[], None] | None = None,
+    upper: int | None, budget: Budget, seconds: float, attempts: int = 1,
+    skip_first: bool = False, few_per_bin_only: bool = True,
 ) -> list[list[int]] | None:
     """The first plan the subset-sum dive finds at loads from ``lower`` up (below ``upper``).
 
@@ -91,10 +87,11 @@ def dive_items(
     decisions on every machine); it is skipped when one attempt's estimated work is over it, so
     it costs nothing where it cannot finish, and with ``few_per_bin_only`` (before local search)
     unless micro-batches hold at most ``DIVE_MAX_ITEMS_PER_BIN`` items on average: with more,
-    local search is close already and needs the time. ``charge`` is called with the estimated
-    seconds of each attempt made; ``deadline`` is a safety net only, and ``on_cut`` is called
-    when the clock (not the work budget) ended an attempt, since the result may then differ
-    from run to run; ``on_short`` when its allowance left it out or ended its attempts.
+    local search is close already and needs the time. ``budget``, the call's, is charged the
+    estimated seconds of each attempt made, told when the clock (not the work) ended an attempt
+    (the result may then differ from run to run, :meth:`Budget.mark_cut`) and when the
+    allowance left the dive out or ended its attempts (:meth:`Budget.mark_ran_out`); its wall
+    deadline is a safety net only.
     """
     if max_count is not None or items.tokens != items.costs:
         return None
@@ -102,37 +99,36 @@ def dive_items(
     if few_per_bin_only and n > DIVE_MAX_ITEMS_PER_BIN * k:
         return None
     limit = min(cap, upper or cap) if cap is not None else (upper or sum(items.tokens))
-    budget = int(DIVE_WORDS_PER_SECOND * max(seconds, 0.0))
+    words = int(DIVE_WORDS_PER_SECOND * max(seconds, 0.0))
     # One bitset pass per bin over its pool of candidates, and the list of items left
     # rebuilt per bin (see exact.dive).
     estimate = k * (
         min(n, DIVE_POOL) * (limit // 64 + 1 + DIVE_WORDS_PER_POOL_ITEM)
         + DIVE_WORDS_PER_ITEM_LEFT * n // 2
     )
-    if estimate > budget:
-        if on_short is not None:
-            on_short()
+    if estimate > words:
+        budget.mark_ran_out()
         return None
     # The allowance on the clock too, as a safety net (a loaded machine shifts words slower);
     # without a deadline ("strict" timing) no clock decides anything.
+    deadline = budget.wall_deadline
     stop = None if deadline is None else min(deadline, time.perf_counter() + seconds)
+    work = Allowance(words, stop)
     step = 1 if skip_first else 0
     z = lower + step
     for _ in range(attempts):
-        if (upper is not None and z >= upper) or budget <= 0:
-            if budget <= 0 and on_short is not None:
-                on_short()
+        if (upper is not None and z >= upper) or work.left() <= 0:
+            if work.left() <= 0:
+                budget.mark_ran_out()
             break
-        report: dict[str, int] = {}
-        bins = dive(items.tokens, k, z, cap, max_work=budget, deadline=stop, report=report)
-        budget -= report["work"]
-        if charge is not None:  # the work it did: a dive that fails early costs little
-            charge(report["work"] / DIVE_WORDS_PER_SECOND)
+        before = work.used
+        bins = dive(items.tokens, k, z, cap, work)
+        # The work it did: a dive that fails early costs little.
+        budget.charge((work.used - before) / DIVE_WORDS_PER_SECOND)
         if bins is not None:
             return bins
-        if stop is not None and time.perf_counter() > stop:
-            if on_cut is not None:
-                on_cut()
+        if work.past_deadline():
+            budget.mark_cut()
             break
         step = 1 if step == 0 else step * 2
         z = lower + step
@@ -242,9 +238,7 @@ def _dive(items: Items, k: int, cap: int | None, max_count: int | None, best: Be
     replaces ``best``'s."""
     dived = dive_items(items, k, cap, max_count, best.lower_bound,
                        best.max_load if best.bins is not None else None,
-                       seconds, attempts=8, deadline=budget.wall_deadline,
-                       few_per_bin_only=False, charge=budget.charge, on_cut=budget.mark_cut,
-                       on_short=budget.mark_ran_out)
+                       budget, seconds, attempts=8, few_per_bin_only=False)
     _note_cut(budget)
     if dived is not None:
         load = max(sum(items.costs[i] for i in b) for b in dived)

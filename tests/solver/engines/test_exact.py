@@ -132,14 +132,14 @@ def test_dive_reports_the_work_it_did_and_stops_at_its_budget() -> None:
     lengths = rng.integers(2000, 30000, 40).tolist()
     k = 10
     z = load_lower_bound(lengths, k) + 2000
-    report: dict[str, int] = {}
-    bins = dive(lengths, k, z, 65536, report=report)
-    assert report["work"] > 0
-    again: dict[str, int] = {}
-    assert dive(lengths, k, z, 65536, report=again) == bins and again == report  # repeatable
-    cut: dict[str, int] = {}
-    assert dive(lengths, k, z, 65536, max_work=report["work"] // 4, report=cut) is None
-    assert cut["work"] <= report["work"]
+    work = Allowance(10**9)
+    bins = dive(lengths, k, z, 65536, work)
+    assert work.used > 0
+    again = Allowance(10**9)
+    assert dive(lengths, k, z, 65536, again) == bins and again.used == work.used  # repeatable
+    cut = Allowance(work.used // 4)
+    assert dive(lengths, k, z, 65536, cut) is None
+    assert cut.used <= work.used
 
 
 def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise() -> None:
