@@ -246,7 +246,7 @@ BUBBLE_SECONDS_PER_SEQUENCE: Final[float] = 3e-6
 RANK_PACK_SECONDS_PER_SEQUENCE: Final[float] = 4e-6
 #: Karmarkar-Karp over ranks, measured ~80 ms at n=4096, dp=16 on the loaded 2-core machine.
 KK_SECONDS_PER_SEQUENCE_RANK: Final[float] = 1.5e-6
-#: The count portfolio (pp > 1, step/count_portfolio.py): the first part's share of the limit,
+#: The count portfolio (pp > 1, step/phases/by_count.py): the first part's share of the limit,
 #: where the whole search runs, up to ``BASE_SECONDS`` (so that every limit from
 #: ``BASE_SECONDS / BASE_SHARE`` on runs the same first part: a longer limit only adds counts).
 BASE_SHARE: Final[float] = 0.4

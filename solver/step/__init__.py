@@ -4,7 +4,7 @@
 * :mod:`~seqpart.solver.step.global_plan`: :func:`plan_global`, the cheap two-level proxy.
 * :mod:`~seqpart.solver.step.makespan`: the exact makespan's choice and orders, with
   :func:`order_for_pipeline` (a rank's micro-batch order under pp > 1) and :func:`order_schedule`;
-  :mod:`~seqpart.solver.step.makespan_phase`: plan_step's last phase at pp > 1 (the choice by
+  :mod:`~seqpart.solver.step.phases.exact_choice`: plan_step's last phase at pp > 1 (the choice by
   exact makespan, then the assignment searched on it).
 * :mod:`~seqpart.solver.step.model`: the step-time model, the schedule validator and :class:`StepPlan`.
 * :mod:`~seqpart.solver.step.pipeline`: the exact makespan of a rank's pipeline schedule

@@ -23,7 +23,7 @@ from ..tuning import (
 from ..tuning import STEP_EXACT_SHARE as EXACT_SHARE
 from .model import StepInstance
 
-# The phases (phases.py, trainer_phase.py) take their shares and per-sequence figures from here.
+# The phases (phases/run.py, phases/trainer_starts.py) take their shares and per-sequence figures from here.
 __all__ = [
     "BUILD_SHARE",
     "BUILD_WORK_PER_SEQUENCE",

@@ -20,9 +20,9 @@ from typing import Any
 from ..batch_cost import MicroBatchCost
 from ..options import SolverOptions, as_options, pauses_gc
 from ..problem import Cost
-from .count_portfolio import plan_by_count
 from .global_plan import positive_seconds
 from .model import StepPlan, default_multiple_of, make_instance
+from .phases import plan_by_count
 from .pipeline import PipelineModel
 
 __all__ = ["plan_step"]
@@ -65,7 +65,7 @@ def plan_step(
     the exact makespan (:mod:`~seqpart.solver.step.makespan`), which picks the fastest candidate
     and the order of its ranks. With ``pp > 1``, where it fits (small and mid-sized batches),
     that whole search gets 40% of the limit (at most 0.4 s) and the rest goes to the count
-    search of :mod:`~seqpart.solver.step.count_portfolio`: each count, best bound first, is
+    search of :mod:`~seqpart.solver.step.phases.by_count`: each count, best bound first, is
     searched on its own and scored by the exact makespan, the most promising again for longer.
     ``step_time`` is the chosen schedule's exact makespan, ``formula_step_time`` the formula's
     figure for it.

@@ -101,8 +101,8 @@ def test_refine_assignment_lowers_the_exact_makespan_and_keeps_the_schedule_vali
 
     from seqpart.solver import MicroBatchCost
     from seqpart.solver.step.makespan import order_ranks, rank_time_rows
-    from seqpart.solver.step.makespan_phase import refine_assignment
     from seqpart.solver.step.model import make_instance
+    from seqpart.solver.step.phases.exact_choice import refine_assignment
     from seqpart.solver.step.pipeline import DEFAULT_MODEL, scaled_makespans, schedule_error
 
     rng = random.Random(0)

@@ -1,5 +1,5 @@
 """plan_step's phases for the given and the trainers' schedules, on the search's state
-(:class:`~seqpart.solver.step.phases.StepSearch`): each schedule into the pool when it keeps the
+(:class:`~.state.StepState`): each schedule into the pool when it keeps the
 contract, the trainers' set-ups first, their open-ended parts resumed with what the search
 leaves, and with pp > 1 each one's order search.
 """
@@ -8,52 +8,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
-import numpy as np
-
-from .budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
-from .makespan import order_given
-from .model import StepInstance
-from .pipeline import PipelineModel
-from .starts import Row, from_schedule
-from .starts.trainers import (
-    OpenEnded,
-    as_start,
-    finish_open_ended,
-    run_trainer_starts,
-)
+from ..budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
+from ..makespan import order_given
+from ..starts import from_schedule
+from ..starts.trainers import as_start, finish_open_ended, run_trainer_starts
+from .state import StepState
 
 
-class StepSearch(Protocol):
-    """What these phases read and change of plan_step's search state
-    (:class:`~seqpart.solver.step.phases.StepSearch`)."""
-
-    inst: StepInstance
-    model: PipelineModel
-    trainer_starts: bool | None
-    deadline: float | None
-    final_deadline: float | None
-    order_deadline: float | None  # the given and trainers' order searches' own (None: final)
-    budget: int
-    spent: int
-    bounds: dict[int, int]
-    pool: list[Row]
-    broken: list[str]
-    notes: list[str]
-    open_ended: OpenEnded
-    fixed: dict[int, tuple[Row, Any]]
-    fixed_work: int
-    late: list[str]
-
-    def add(self, method: str, m: int, mb_of: np.ndarray) -> None: ...
-
-    def hopeless(self, m: int, onwards: bool) -> bool: ...
-
-    def out_of_clock(self, margin: float = 0.0) -> bool: ...
-
-
-def take(search: StepSearch, method: str, sched: Any) -> None:
+def take(search: StepState, method: str, sched: Any) -> None:
     """A given or trainer's schedule into the pool when it keeps the contract."""
     found = (as_start if method.startswith("trainer:") else from_schedule)(sched, search.inst)
     if found is None or found[0] not in search.bounds:
@@ -62,7 +26,7 @@ def take(search: StepSearch, method: str, sched: Any) -> None:
         search.add(method, *found)
 
 
-def given_and_trainer_starts(search: StepSearch, starts: Sequence[Any]) -> None:
+def given_and_trainer_starts(search: StepState, starts: Sequence[Any]) -> None:
     """The caller's schedules, then every trainer's (with ``trainer_starts=None`` within
     the budget and the clock, cheapest first, the open-ended parts within
     ``TRAINER_SHARE``), each in the pool as soon as it is made."""
@@ -86,13 +50,13 @@ def given_and_trainer_starts(search: StepSearch, starts: Sequence[Any]) -> None:
         search.broken = []
 
 
-def order_given_starts(search: StepSearch) -> None:
+def order_given_starts(search: StepState) -> None:
     """pp > 1: the given and trainers' schedules in the pool get their order search now,
     not after the search: it runs in full (the plan is never behind one of them in the
     order seqpart finds for it), so the later phases' clock must see its time (six such
     searches took 0.14 s at n=1,024, dp=64, pp=2, vpp=4). Those that arrive later (the
     trainers' open-ended parts) get theirs in the exact phase
-    (:mod:`~seqpart.solver.step.makespan_phase`)."""
+    (:mod:`.exact_choice`)."""
     if search.inst.pp == 1:
         return
     rows = [row for row in search.pool
@@ -104,7 +68,7 @@ def order_given_starts(search: StepSearch) -> None:
     search.late += late
 
 
-def finish_trainer_starts(search: StepSearch, note: bool = True) -> None:
+def finish_trainer_starts(search: StepState, note: bool = True) -> None:
     """The trainers' open-ended parts cut by their share resume with what the search left
     (the incumbent now rules out more of them); ``notes`` name those still cut."""
     state = search.open_ended
@@ -117,7 +81,7 @@ def finish_trainer_starts(search: StepSearch, note: bool = True) -> None:
         search.notes += state.notes()
 
 
-def trainers_not_run(search: StepSearch) -> list[str]:
+def trainers_not_run(search: StepState) -> list[str]:
     """The trainers' schedulers (``TRAINER_SCHEDULERS`` names) whose schedule the plan may be
     behind: set-ups the clock left out, open-ended parts still cut, and with pp > 1 those the
     clock left in their cheap order (their order search not run)."""

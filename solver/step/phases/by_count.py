@@ -1,6 +1,6 @@
 """plan_step with pp > 1: every promising count planned on its own, scored by the exact makespan.
 
-Why: the search of :mod:`~seqpart.solver.step.phases` ranks counts and moves with the closed
+Why: the search of :mod:`.run` ranks counts and moves with the closed
 formula ``sum + (pp-1)*max/vpp``, which at pp > 1 is neither the makespan nor a bound on it; it
 builds few counts and, once its candidates' exact makespans are known, stops. A count the formula
 ranks low is often the fastest by the exact makespan (the bubble depends on the lightest
@@ -36,18 +36,17 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from ..errors import InfeasibleError
-from ..options import SolverOptions
-from ..plan import stop_reason
-from ..tuning import BASE_SHARE, COUNT_EXACT_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
-from .bound import exact_scaled_bounds
-from .budget import assembly_reserve, exact_reserve
-from .makespan import OPS_PER_SECOND, count_penalty
-from .model import StepInstance, StepPlan
-from .phases import StepSearch
-from .pipeline import PipelineModel, scale
-from .search import CANDIDATES_PER_SECOND
-from .starts import Row
+from ...errors import InfeasibleError
+from ...options import SolverOptions
+from ...plan import stop_reason
+from ...tuning import BASE_SHARE, COUNT_EXACT_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
+from ..bound import exact_scaled_bounds
+from ..budget import assembly_reserve, exact_reserve
+from ..makespan import count_penalty
+from ..model import StepInstance, StepPlan
+from ..pipeline import PipelineModel, scale
+from ..starts import Row
+from .run import StepSearch
 
 __all__ = ["plan_by_count"]
 
@@ -122,7 +121,7 @@ class _Counts:
             plan = None
         # Charged its time, or the work it counted where that was more (a count's
         # constructions and exact evaluation run whatever its share): deterministic.
-        self.left -= max(size, _counted_seconds(search))
+        self.left -= max(size, search.counted_seconds())
         self.runs += 1
         entry.level += 1
         entry.open = plan is not None and plan.stopped_by in ("work", "clock")
@@ -198,12 +197,6 @@ def plan_by_count(
         search.plan(entries[m], quantum * ROUND_GROWTH**level)
     tried = sum(entry.plan is not None for entry in entries.values())
     return _finish(base, search.best, t0, search.runs, tried, len(counts), search.cut, options)
-
-
-def _counted_seconds(search: StepSearch) -> float:
-    """The work a search counted (candidates and exact makespan operations), in seconds at the
-    rates that turn a limit into work."""
-    return search.spent / CANDIDATES_PER_SECOND + search.exact_spent / OPS_PER_SECOND
 
 
 def _seeds(first: StepSearch) -> dict[int, list[Row]]:

@@ -6,7 +6,7 @@ schedules (each with the order search of :func:`~seqpart.solver.step.makespan.or
 the exact pipeline makespan (:func:`choose_by_exact_makespan`). :func:`refine_assignment` then
 spends what is left of the time on moves of sequences between ranks scored by that makespan,
 each rank keeping its order, and the plan is assembled.
-:class:`~seqpart.solver.step.phases.StepSearch` runs it on its state.
+:class:`~.run.StepSearch` runs it on its state (:class:`~.state.StepState`).
 """
 
 from __future__ import annotations
@@ -15,45 +15,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Protocol
 
 import numpy as np
 
-from ..options import SolverOptions
-from .bound import exact_scaled_bounds
-from .makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
-from .model import StepInstance, StepPlan
-from .model import exact as exact_time
-from .pipeline import PipelineModel, scale, scaled_makespans
-from .starts import Row
+from ..bound import exact_scaled_bounds
+from ..makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
+from ..model import StepInstance, StepPlan
+from ..model import exact as exact_time
+from ..pipeline import PipelineModel, scale, scaled_makespans
+from ..starts import Row
+from .state import StepState
+from .trainer_starts import order_given_starts
 
 __all__ = ["Refined", "choose_by_exact_makespan", "refine_assignment"]
-
-
-class SearchState(Protocol):
-    """What this phase reads of plan_step's search state
-    (:class:`~seqpart.solver.step.phases.StepSearch`), and the notes it adds to."""
-
-    inst: StepInstance
-    model: PipelineModel
-    options: SolverOptions
-    t0: float
-    final_deadline: float | None
-    exact_work: int
-    exact_spent: int  # what this phase counted, set here
-    pool: list[Row]
-    searched: set[int]
-    finals: list[Row]
-    fixed: dict[int, tuple[Row, Ordered]]
-    fixed_work: int
-    late: list[str]
-    notes: list[str]
-    work_short: bool  # the counted work ended a step short (``StepPlan.stopped_by``)
-    clock_short: bool  # the clock did
-
-    def order_given_starts(self) -> None: ...
-
-    def out_of_clock_final(self) -> bool: ...
 
 
 # ------------------------------------------------------------- the refinement
@@ -296,7 +270,7 @@ def best_of_each_count(rows: list[Row], top: int) -> list[Row]:
     return kept
 
 
-def _candidates(search: SearchState) -> list[Row]:
+def _candidates(search: StepState) -> list[Row]:
     """The searches' best results, the best unsearched starts, and the best start of every
     count built (the formula ranks counts differently from the schedule: interleaving at a
     count that is not a multiple of pp runs slower than the formula says); best proxy first.
@@ -312,11 +286,11 @@ def _candidates(search: SearchState) -> list[Row]:
                   key=lambda row: (row.objective, row.arrival))
 
 
-def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
+def _fastest(search: StepState, cands: list[Row]) -> tuple[Row, Ordered, int]:
     """The candidate or trainer's or given schedule with the smallest exact step, its orders,
     and the work spent."""
     inst = search.inst
-    search.order_given_starts()  # those that arrived after the search (the open-ended parts)
+    order_given_starts(search)  # those that arrived after the search (the open-ended parts)
     fixed, fixed_work, late = list(search.fixed.values()), search.fixed_work, search.late
     if late:
         search.notes.append("the clock ran out before these schedules' order search (each in its "
@@ -347,7 +321,7 @@ def _fastest(search: SearchState, cands: list[Row]) -> tuple[Row, Ordered, int]:
     return best[0], best[1], work
 
 
-def choose_by_exact_makespan(search: SearchState) -> StepPlan:
+def choose_by_exact_makespan(search: StepState) -> StepPlan:
     """pp > 1: the exact makespan decides between the searches' results, the trainers' and
     the given schedules and the best unsearched starts, each rank ordered for it; what is left
     refines the winner's assignment on the exact makespan itself."""

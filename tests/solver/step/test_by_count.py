@@ -1,4 +1,4 @@
-"""plan_step at pp > 1 plans each promising count on its own (solver/step/count_portfolio.py)."""
+"""plan_step at pp > 1 plans each promising count on its own (solver/step/phases/by_count.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from seqpart.solver import SolverOptions
-from seqpart.solver.step import check_schedule, count_portfolio, plan_step, step_lower_bound, step_time
-from seqpart.solver.step.count_portfolio import _split
+from seqpart.solver.step import check_schedule, plan_step, step_lower_bound, step_time
 from seqpart.solver.step.model import make_instance
-from seqpart.solver.step.phases import StepSearch
+from seqpart.solver.step.phases import StepSearch, by_count
+from seqpart.solver.step.phases.by_count import _split
 
 STRICT = SolverOptions(deterministic=True)
 COST = (64, 1)
@@ -33,7 +33,7 @@ def test_a_longer_limit_is_never_slower_in_the_repeatable_mode(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # Every limit from BASE_SECONDS / BASE_SHARE on runs the same first part (1 s as shipped;
     # 0.1 s here, to keep the test short): a longer one only searches more counts, or longer.
-    monkeypatch.setattr(count_portfolio, "BASE_SECONDS", 0.04)
+    monkeypatch.setattr(by_count, "BASE_SECONDS", 0.04)
     lengths = _batch(0, 48)
     short, longer = _plan(lengths, 0.1), _plan(lengths, 0.3)
     assert Fraction(longer.step_time) <= Fraction(short.step_time)

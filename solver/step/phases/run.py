@@ -1,10 +1,10 @@
-"""plan_step's search, as a pipeline of named phases over one state.
+"""plan_step's search, as a pipeline of named phases over one state (:mod:`.state`).
 
 The phases, in the order :meth:`StepSearch.run` lists them, each with its share of the budget
 (work counted in candidate evaluations; the clock, unless ``deterministic``, as a guard; the
 shares and the measured times in :mod:`~seqpart.solver.step.budget`):
 
-1. ``given_and_trainer_starts`` (:mod:`~seqpart.solver.step.trainer_phase`): the caller's
+1. ``given_and_trainer_starts`` (:mod:`.trainer_starts`): the caller's
    schedules and every trainer's, each run to its end, cheapest first, before anything else
    (so that a short budget goes to them first: the plan is never behind a trainer that ran to
    its end, and ``trainers_not_run`` names any that did not); with pp > 1, ``order_given_starts`` then
@@ -19,7 +19,7 @@ shares and the measured times in :mod:`~seqpart.solver.step.budget`):
    left each time), one more count while the budget allows;
 5. ``cp_sat_on_tiny_instances``: half of the time, decided up front, when every count's model is
    small;
-6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`~seqpart.solver.step.makespan_phase`):
+6. with pp > 1, ``choose_by_exact_makespan`` (:mod:`.exact_choice`):
    ``EXACT_SHARE`` of the time evaluates the best
    candidates exactly and searches their orders; the trainers' and given schedules each get
    the order search :func:`~seqpart.solver.step.makespan.order_schedule` gives them, in full.
@@ -28,43 +28,30 @@ shares and the measured times in :mod:`~seqpart.solver.step.budget`):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ..errors import InfeasibleError
-from ..options import SolverOptions
-from ..plan import StepBoundSource, stop_reason
-from .bound import rank_maxima_seconds, scaled_bounds
-from .budget import (
+from ...errors import InfeasibleError
+from ...plan import stop_reason
+from ..budget import (
     BUILD_SHARE,
-    BUILD_WORK_PER_SEQUENCE,
     CLOCK_ROUNDS,
     COUNTS_BEFORE_CLOCK,
-    EXACT_SHARE,
     FIRST_BUILD_SECONDS_PER_SEQUENCE,
     FIRST_BUILD_SECONDS_PER_SEQUENCE_PP,
-    RANK_MAXIMA_SHARE,
     SPLIT_SECONDS_PER_SEQUENCE,
     SPLIT_WORK_PER_SEQUENCE,
-    assembly_reserve,
-    exact_reserve,
 )
-from .makespan import OPS_PER_SECOND, Ordered, assemble, count_penalty
-from .makespan_phase import choose_by_exact_makespan
-from .model import StepInstance, StepPlan
-from .model import exact as exact_time
-from .pipeline import PipelineModel, schedule_error
-from .search import CANDIDATES_PER_SECOND, improve_schedule, schedule_objective
-from .starts import CONSTRUCTIONS, Row, micro_first, rank_first
-from .starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
-from .starts.trainers import OpenEnded
-from .tiny_cpsat import exact_fits, solve_step_exactly
-from .trainer_phase import (
+from ..makespan import assemble, count_penalty
+from ..model import StepPlan
+from ..model import exact as exact_time
+from ..search import CANDIDATES_PER_SECOND, improve_schedule
+from ..starts import CONSTRUCTIONS, Row, micro_first, rank_first
+from ..tiny_cpsat import solve_step_exactly
+from .exact_choice import choose_by_exact_makespan
+from .state import StepState
+from .trainer_starts import (
     finish_trainer_starts,
     given_and_trainer_starts,
     order_given_starts,
@@ -72,93 +59,9 @@ from .trainer_phase import (
 )
 
 
-@dataclass
-class _Best:
-    objective: int | None = None  # vpp x step time
-    m: int = 0
-    mb_of: np.ndarray | None = None
-    method: str = ""
-
-
-class StepSearch:
-    """One plan_step call's state: its budget and deadlines, the pool of valid starts, the
-    best schedule so far, and the counts still to build."""
-
-    def __init__(self, inst: StepInstance, seconds: float, t0: float, options: SolverOptions,
-                 engine: str, trainer_starts: bool | None, model: PipelineModel,
-                 count: tuple[int, dict[int, int]] | None = None,
-                 order_deadline: float | None = None, exact_share: float = EXACT_SHARE) -> None:
-        """For :mod:`~seqpart.solver.step.count_portfolio`: ``count``, one count to plan and the
-        formula's bounds; ``order_deadline``, the given schedules' order searches' own;
-        ``exact_share``, the exact makespan's share of the time (pp > 1)."""
-        self.inst, self.seconds, self.t0, self.options = inst, seconds, t0, options
-        self.trainer_starts, self.model = trainer_starts, model
-        # Kept back from the clock: the plan's assembly, and with pp > 1 the exact makespans,
-        # sized for n micro-batches until the candidates' counts are known (fit_final_deadline).
-        reserve = assembly_reserve(inst) + exact_reserve(inst, inst.n)
-        self.deadline = None if options.deterministic else t0 + seconds - reserve
-        # With pp > 1 the exact makespan's share of the time comes last: the rest must end before.
-        self.final_deadline = self.deadline
-        self.order_deadline = order_deadline  # None: final_deadline's
-        if self.deadline is not None and inst.pp > 1:
-            self.deadline = t0 + (seconds - reserve) * (1 - exact_share)
-        self.budget = max(20_000, int(seconds * CANDIDATES_PER_SECOND))
-        self.notes: list[str] = []
-        # Of the formula: the search's proxy (exact at pp = 1). With pp > 1 their rank-maxima
-        # refinement only orders the counts; it is left out when it would take a large share of
-        # the limit (0.42 s at n=262,144, dp=1,024): decided from the input, not the clock.
-        if count is None:
-            refine = rank_maxima_seconds(inst) <= RANK_MAXIMA_SHARE * seconds
-            self.bounds = scaled_bounds(inst, rank_maxima=refine)
-        else:  # the whole instance's bounds were computed once; none is recomputed here
-            refine, self.bounds = True, {count[0]: count[1][count[0]]}
-        self.exact_work = 0
-        self.exact_spent = 0  # operations the exact makespan's phase counted
-        self.unusable: list[int] = []  # counts the pipeline schedule cannot run, met so far
-        if inst.pp > 1:
-            self.exact_work = int(exact_share * self.budget / CANDIDATES_PER_SECOND * OPS_PER_SECOND)
-            self.budget -= int(exact_share * self.budget)
-        # Tiny instances (every count's model small): half the time is CP-SAT's, decided up front
-        # so that the split does not depend on the clock.
-        self.use_exact = engine == "auto" and exact_fits(inst, list(self.bounds))
-        if self.use_exact:
-            self.budget //= 2
-        self.costs = np.asarray(inst.costs, dtype=object)
-        self.pool: list[Row] = []
-        self.constructed: list[str] = []  # valid starts of our own constructions
-        self.spent = 0
-        self.open_ended = OpenEnded()
-        self.broken: list[str] = []  # given or trainers' starts that break the contract
-        self.best = _Best()
-        self.best_cut_by_budget = False  # the best plan's search was stopped by the work budget
-        self.clock_cut = False
-        # What ended the search short (``StepPlan.stopped_by``): the counted work, the clock.
-        self.work_short = self.clock_short = self.interrupted = False
-        self.bound_source: StepBoundSource = "step_bound"
-        self.searched: set[int] = set()
-        self.finals: list[Row] = []  # every search's result
-        # pp > 1: the given and trainers' schedules ordered so far (by arrival), their work, and
-        # those the clock left in their cheap order.
-        self.fixed: dict[int, tuple[Row, Ordered]] = {}
-        self.fixed_work = 0
-        self.late: list[str] = []
-        self.build = BUILD_WORK_PER_SEQUENCE * inst.n
-        # A count's constructions take about this long; on a loaded machine (or at small dp,
-        # where each rank's split is long) the last count's wall time says more: the larger
-        # guards the clock (a safety net only: it decides nothing on an unloaded machine).
-        self.nominal_build = self.build / CANDIDATES_PER_SECOND
-        self.count_wall = self.nominal_build
-        # pp > 1 without the refinement (cluster scale in a short limit): the counts in the
-        # order of their estimate on the Karmarkar-Karp ranks that rank_first splits at every
-        # count (see counts_by_ranks), built while one split fits (counts_on_shared_ranks).
-        self.shared_ranks = inst.pp > 1 and not refine and inst.size is None
-        order = self.bounds
-        if self.shared_ranks:
-            order = counts_by_ranks(inst, shared_kk_ranks(inst, not full_kk_fits(inst, seconds)),
-                                    list(self.bounds))
-        self.pending = sorted(self.bounds, key=lambda m: (order[m] * count_penalty(inst, model, m), m))
-        self.tried = 0
-        self.usable = functools.cache(self._usable)
+class StepSearch(StepState):
+    """plan_step's search: its phases, in :meth:`run`'s order, over its state
+    (:class:`~.state.StepState`, whose fields it is made with)."""
 
     def run(self, starts: Sequence[Any]) -> StepPlan:
         given_and_trainer_starts(self, starts)
@@ -191,43 +94,6 @@ class StepSearch:
         return dataclasses.replace(plan, stopped_by=why, bound_source=self.bound_source,
                                    trainers_not_run=trainers_not_run(self))
 
-    # ----------------------------------------------------------------- shared steps
-
-    def _usable(self, m: int) -> bool:
-        """Checked lazily (compiling a count's schedule is O(pp*vpp*m)): only the counts met."""
-        ok = self.inst.pp == 1 or schedule_error(self.inst.pp, self.inst.vpp, m, self.model) is None
-        if not ok:
-            self.unusable.append(m)
-        return ok
-
-    def fit_final_deadline(self) -> None:
-        """With pp > 1, the exact makespan's deadline set by the micro-batches of the schedules
-        in the pool (each evaluation is linear in them), not by n: at n = 262,144, dp = 2,048,
-        pp = 4 that frees 0.16 s of the 1 s limit."""
-        # Only at cluster scale (shared ranks): at n <= 4,096 the assembly after the deadline
-        # needs that slack (bench_step's longest call went from 501.6 to 505.5 ms at 0.5 s).
-        if self.final_deadline is None or not self.shared_ranks or not self.pool:
-            return
-        micro_batches = self.inst.dp_size * max(row.m for row in self.pool + self.finals)
-        self.final_deadline = (self.t0 + self.seconds - assembly_reserve(self.inst)
-                               - exact_reserve(self.inst, min(micro_batches, self.inst.n)))
-
-    def out_of_clock(self, margin: float = 0.0) -> bool:
-        return self.deadline is not None and time.perf_counter() > self.deadline - margin
-
-    def out_of_clock_final(self) -> bool:
-        return self.final_deadline is not None and time.perf_counter() > self.final_deadline
-
-    def add(self, method: str, m: int, mb_of: np.ndarray) -> None:
-        if m not in self.bounds or not self.usable(m):
-            return  # a count this search does not plan (one count only: the count search)
-        if not method.startswith(("start ", "trainer:")):
-            self.constructed.append(method)
-        inst = self.inst
-        obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,
-                                 inst.vpp, inst.size, inst.tokens)
-        self.pool.append(Row(obj, len(self.pool), method, m, mb_of))
-
     def search_next(self, share: int) -> None:
         """Local search from the best start not searched yet."""
         open_ = [row for row in self.pool if row.arrival not in self.searched]
@@ -253,12 +119,6 @@ class StepSearch:
         if best.objective is None or result.objective < best.objective:
             best.objective, best.m, best.mb_of, best.method = result.objective, m, result.mb_of, name
             self.best_cut_by_budget = result.stopped_by == "work budget"
-
-    def incumbent(self) -> int | None:
-        values = [row.objective for row in self.pool]
-        if self.best.objective is not None:
-            values.append(self.best.objective)
-        return min(values) if values else None
 
     def count_fits(self) -> bool:
         """Whether the clock leaves a count the time it needs before it is begun: a whole
@@ -307,18 +167,6 @@ class StepSearch:
         top = min(obj * count_penalty(inst, model, m) for obj, m in rows)
         while pending and bounds[pending[0]] * count_penalty(inst, model, pending[0]) >= top:
             pending.pop(0)
-
-    def hopeless(self, m: int, onwards: bool) -> bool:
-        """No valid schedule with count m (or any count from m on) beats the incumbent. With
-        pp > 1 the formula's bounds do not bound the exact makespan: never."""
-        top = self.incumbent()
-        if top is None or self.inst.pp > 1:
-            return False
-        if onwards:
-            return all(v >= top for q, v in self.bounds.items() if q >= m)
-        return m not in self.bounds or self.bounds[m] >= top
-
-    # ----------------------------------------------------------------- phases
 
     def order_given_starts(self) -> None:
         order_given_starts(self)  # the exact phase calls it too, on the latecomers
