@@ -186,7 +186,7 @@ def _packing_at(
     bins = best_fit_with_room(items.token_array, None, cap)[0]
     if len(bins) > k:
         found = count_items(items.tokens, cap, _count_bound(items, cap), bins,
-                            0.8 * max(budget.left(), 0.0), budget.wall_deadline, budget.charge)
+                            budget, 0.8 * max(budget.left(), 0.0))
         if found is None or found.bins is None or len(found.bins) > k:
             return None
         bins = found.bins
@@ -230,8 +230,7 @@ def _search_k(
         # small pricing table: most); the fixed-k attempts below keep what it leaves.
         seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
                       budget.left() - attempt_seconds)
-        found = count_items(items.tokens, cap, floor, bfd, seconds, budget.wall_deadline,
-                            budget.charge)
+        found = count_items(items.tokens, cap, floor, bfd, budget, seconds)
         if found is None or found.lower_bound < len(found.bins or bfd):
             budget.mark_ran_out()  # its allowance ended it (or left it out) short of a proof
         if found is not None:

@@ -250,6 +250,16 @@ class Budget:
         return stop_reason(proven, interrupted=self.interrupted, safety_net=self.cut,
                            clock=short and self.by_clock, work=short and not self.by_clock)
 
+    def allowance(self, units: int, seconds: float, *, every: int = 1,
+                  own_clock: bool = True) -> Allowance:
+        """A step's ``units`` of counted work, worth ``seconds`` of this budget. Its deadline:
+        none in strict timing; else the call's, or ``seconds`` from now when sooner
+        (``own_clock``; in clock timing always, where the clock is the step's limit)."""
+        deadline = self.wall_deadline
+        if deadline is not None and (own_clock or self.by_clock):
+            deadline = min(deadline, time.perf_counter() + seconds)
+        return Allowance(units, deadline, self.by_clock, every)
+
     def fits(self, seconds: float) -> bool:
         """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
         wall clock says no, the safety net decides (and ``cut`` records it)."""

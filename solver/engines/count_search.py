@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
-from ..options import Allowance
+from ..options import Allowance, Budget
 from ..tuning import COUNT_SHARE, WORK_PER_SECOND
 from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
@@ -408,18 +407,17 @@ def count_share(tokens: Sequence[int], cap: int, lower: int, time_limit: float) 
 
 
 def count_items(
-    tokens: Sequence[int], cap: int, lower: int, bins: list[list[int]], seconds: float,
-    deadline: float | None, charge: Callable[[float], None],
+    tokens: Sequence[int], cap: int, lower: int, bins: list[list[int]], budget: Budget,
+    seconds: float,
 ) -> CountResult | None:
-    """:func:`search_count` within ``seconds`` of counted work (``deadline``: the safety net,
-    perf_counter), charged through ``charge``; None when the allowance is too small."""
+    """:func:`search_count` within ``seconds`` of the call's ``budget`` as counted work (the
+    clock a safety net), charged to it; None when the allowance is too small."""
     work_limit = count_allowance(tokens, cap, seconds)
     if work_limit == 0:
         return None
-    stop = time.perf_counter() + seconds
-    work = Allowance(work_limit, None if deadline is None else min(deadline, stop))
+    work = budget.allowance(work_limit, seconds)
     result = search_count(tokens, cap, lower, bins, work)
-    charge(work.used / WORK_PER_SECOND)
+    budget.charge(work.used / WORK_PER_SECOND)
     if len(result.bins or ()) < len(bins):
         result.notes.append(NOTE_COUNT_SEARCH)
     if result.lp_bound is not None and result.lp_bound == result.lower_bound:

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...heuristics import first_fit_decreasing
-from ..options import Allowance
+from ..options import Allowance, Budget
 from ..tuning import BISECT_SHARE, CLOCK_WORK_PER_SECOND, WORK_PER_SECOND
 from ..tuning import LOAD_SEARCH_DIVE_SHARE as DIVE_SHARE
 from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP
@@ -142,26 +142,22 @@ def affordable(tokens: Sequence[int], z: int, seconds: float, by_clock: bool = F
     return rate * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
 
 
-def _work(seconds: float, by_clock: bool, deadline: float | None) -> Allowance:
-    """Counted work for ``seconds`` (clock timing: the clock is the limit), with the deadline
-    as the safety net."""
-    stop = time.perf_counter() + seconds
-    if deadline is not None:
-        stop = min(stop, deadline)
-    limit = int(WORK_PER_SECOND * seconds) * (CLOCK_WORK_FACTOR if by_clock else 1)
-    return Allowance(limit, stop if by_clock or deadline is not None else None)
+def _work(budget: Budget, seconds: float) -> Allowance:
+    """Counted work for ``seconds`` of ``budget`` (clock timing: the clock is the limit, the
+    count a ceiling), with the call's deadline as the safety net."""
+    limit = int(WORK_PER_SECOND * seconds) * (CLOCK_WORK_FACTOR if budget.by_clock else 1)
+    return budget.allowance(limit, seconds)
 
 
-def _account(work: Allowance, out: LoadResult, charge: Callable[[float], None] | None,
-             by_clock: bool, end: float, left: float, deadline: float | None) -> float:
+def _account(work: Allowance, out: LoadResult, budget: Budget, end: float, left: float
+             ) -> float:
     """Charge the work done; what the search has left (seconds)."""
     spent = work.used / WORK_PER_SECOND
-    if charge is not None:
-        charge(spent)
-    out.cut = out.cut or (work.cut and not by_clock)
-    if deadline is not None and time.perf_counter() > deadline:
+    budget.charge(spent)
+    out.cut = out.cut or (work.cut and not budget.by_clock)
+    if budget.wall_left() < 0:
         return 0.0
-    return (end - time.perf_counter()) if by_clock else left - spent
+    return (end - time.perf_counter()) if budget.by_clock else left - spent
 
 
 def _root_lp(tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[Pattern]
@@ -221,17 +217,19 @@ def search_loads(
     lower: int,
     upper: int,
     seconds: float,
-    deadline: float | None = None,
-    by_clock: bool = False,
-    charge: Callable[[float], None] | None = None,
+    budget: Budget | None = None,
 ) -> LoadResult:
     """The smallest max load in [lower, upper - 1] with a plan, within ``seconds``.
 
     ``lower`` must be a proven bound and ``upper`` the load of a known plan (under the cap, so
-    every load tried is below the cap). Work timing: ``seconds`` is turned into counted work,
-    ``deadline`` (perf_counter) is the safety net; ``by_clock``: the clock is the limit.
-    ``charge`` receives the estimated seconds of the work done.
+    every load tried is below the cap). ``seconds`` of the call's ``budget`` are turned into
+    counted work, and the budget is charged the estimated seconds of the work done; its wall
+    deadline is the safety net, or in clock timing the clock is the limit. Without a budget,
+    strict timing (no clock).
     """
+    if budget is None:
+        budget = Budget(limit=seconds, wall_deadline=None)
+    by_clock = budget.by_clock
     out = LoadResult(None, None, lower)
     hi = upper - 1  # the loads still worth a decision
     if lower > hi or not affordable(tokens, hi, seconds, by_clock):
@@ -240,9 +238,9 @@ def search_loads(
     end = time.perf_counter() + seconds
     pool: list[Pattern] = []
     # The root LPs first: each refutation moves the bound, at a few LP solves each.
-    work = _work(seconds * BISECT_SHARE, by_clock, deadline)
+    work = _work(budget, seconds * BISECT_SHARE)
     out.lower_bound = lp_bisect(tokens, k, lower, hi, work, pool)
-    left = _account(work, out, charge, by_clock, end, seconds, deadline)
+    left = _account(work, out, budget, end, seconds)
     unknown = out.lower_bound - 1  # the highest load left undecided
     while out.lower_bound <= hi and left > 0:
         lo = max(out.lower_bound, unknown + 1)
@@ -252,9 +250,9 @@ def search_loads(
         slice_ = left * SHARE_PER_LOAD if z < hi or unknown >= out.lower_bound else left
         if not by_clock and count_allowance(tokens, z, slice_) == 0:
             break  # too little left for the root LP: nothing would be decided
-        work = _work(slice_, by_clock, deadline)
+        work = _work(budget, slice_)
         status, bins = decide(tokens, k, z, work, pool)
-        left = _account(work, out, charge, by_clock, end, left, deadline)
+        left = _account(work, out, budget, end, left)
         if status == FOUND and bins is not None:
             load = max(sum(tokens[i] for i in b) for b in bins)
             if load > z:  # pragma: no cover - a packing over its capacity is a bug upstream

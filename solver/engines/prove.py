@@ -14,8 +14,6 @@ tuned.
 
 from __future__ import annotations
 
-import time
-
 from ..errors import InfeasibleError
 from ..options import Allowance, BestPlan, Budget
 from ..problem import Items
@@ -111,9 +109,7 @@ def dive_items(
         return None
     # The allowance on the clock too, as a safety net (a loaded machine shifts words slower);
     # without a deadline ("strict" timing) no clock decides anything.
-    deadline = budget.wall_deadline
-    stop = None if deadline is None else min(deadline, time.perf_counter() + seconds)
-    work = Allowance(words, stop)
+    work = budget.allowance(words, seconds)
     step = 1 if skip_first else 0
     z = lower + step
     for _ in range(attempts):
@@ -272,30 +268,25 @@ def _exact(items: Items, k: int, cap: int | None, max_count: int | None, best: B
         )
 
 
-def _work_for(budget: Budget, seconds: float, rate: int, fast_rate: int
-              ) -> tuple[int, float | None]:
-    """Work and deadline for ``seconds`` of the call's budget: counted at the measured ``rate``
-    (the same limit, the same work on every machine; the call's deadline a safety net), or in
-    clock timing capped at ``fast_rate``, the fastest measured, and stopped by the clock
-    ``seconds`` from now (or at the call's deadline)."""
-    wall = budget.wall_deadline
-    if not budget.by_clock:
-        return int(rate * seconds), wall
-    until = time.perf_counter() + seconds
-    return int(fast_rate * seconds), until if wall is None else min(wall, until)
+def _allowance(budget: Budget, seconds: float, rate: int, fast_rate: int, every: int = 1
+               ) -> Allowance:
+    """Work for ``seconds`` of the call's budget: counted at the measured ``rate`` (the same
+    limit, the same work on every machine; the call's deadline a safety net), or in clock
+    timing capped at ``fast_rate``, the fastest measured, and stopped by the clock ``seconds``
+    from now (or at the call's deadline)."""
+    units = int((fast_rate if budget.by_clock else rate) * seconds)
+    return budget.allowance(units, seconds, every=every, own_clock=False)
 
 
 def _lp_budget(budget: Budget, seconds: float) -> Allowance:
-    work, deadline = _work_for(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
-    return Allowance(work, deadline, by_clock=budget.by_clock)
+    return _allowance(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
 
 
 def exact_budget(budget: Budget, seconds: float) -> Allowance:
-    """Search nodes for ``seconds`` of the call's budget (see :func:`_work_for`); with the clock
-    deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
-    nodes, deadline = _work_for(budget, seconds, EXACT_NODES_PER_SECOND,
-                                EXACT_NODES_PER_SECOND_FAST)
-    return Allowance(nodes, deadline, budget.by_clock, 64 if budget.by_clock else CLOCK_EVERY)
+    """Search nodes for ``seconds`` of the call's budget (see :func:`_allowance`); with the
+    clock deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
+    return _allowance(budget, seconds, EXACT_NODES_PER_SECOND, EXACT_NODES_PER_SECOND_FAST,
+                      64 if budget.by_clock else CLOCK_EVERY)
 
 
 def _loads_fit(items: Items, k: int, max_count: int | None, best: BestPlan) -> bool:
@@ -321,8 +312,7 @@ def _load_search(
     batch (:func:`_loads_fit`). Also whether it ran (its allowance paid for the root LP)."""
     if seconds <= 0 or not _loads_fit(items, k, max_count, best):
         return best, False
-    found = search_loads(items.tokens, k, best.lower_bound, best.max_load, seconds,
-                         budget.wall_deadline, budget.by_clock, budget.charge)
+    found = search_loads(items.tokens, k, best.lower_bound, best.max_load, seconds, budget)
     if found.cut:
         budget.mark_cut()
     if found.bins is not None and found.max_load is not None and found.max_load < best.max_load:
