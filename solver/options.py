@@ -291,6 +291,8 @@ class Allowance:
     used: int = 0
     #: The clock, not the count, stopped it: the result may differ from another run's.
     cut: bool = False
+    #: Its units stopped it short, or left a step out (see :meth:`over`).
+    ran_out: bool = False
 
     def charge(self, units: int) -> None:
         self.used += units
@@ -306,6 +308,21 @@ class Allowance:
     def seconds_left(self) -> float:
         """Seconds to the deadline (infinite without one)."""
         return math.inf if self.deadline is None else self.deadline - time.perf_counter()
+
+    def over(self, units: int) -> bool:
+        """Whether ``units`` more are over what is left (then ``ran_out`` records it)."""
+        if units > self.left():
+            self.ran_out = True
+            return True
+        return False
+
+    def clock_out(self, ahead: float = 0.0) -> bool:
+        """Whether the clock is past the deadline, or will be ``ahead`` seconds from now (then
+        ``cut`` records it)."""
+        if self.deadline is not None and time.perf_counter() + ahead > self.deadline:
+            self.cut = True
+            return True
+        return False
 
     def out(self) -> bool:
         """Whether it is used up: its units, or the clock (read every ``every`` units; then

@@ -26,7 +26,7 @@ from ...heuristics.kernels import (
     lpt_lists,
     repair_step_seconds,
 )
-from ..options import BestPlan, Budget
+from ..options import Allowance, BestPlan, Budget
 from ..plan import BoundSource
 from ..problem import Items, measure_bins
 from ..tuning import (
@@ -437,16 +437,17 @@ class _HeuristicPhase:
         best, budget, items = self.best, self.budget, self.items
         if best.bins is None or self.proven() or self.out_of_time() or items.shift:
             return
-        report: dict[str, int] = {}
+        work = Allowance(
+            min(resplit_work(self.time_limit), resplit_work(max(budget.left(), 0.0))),
+            budget.wall_deadline)
         self.offer(best.method + "+resplit", resplit_pairs(
             items.tokens, items.costs, items.counts, best.bins, self.cap, self.max_count,
-            lower_bound=best.lower_bound, deadline=budget.wall_deadline, report=report,
-            max_work=min(resplit_work(self.time_limit), resplit_work(max(budget.left(), 0.0))),
+            lower_bound=best.lower_bound, work=work,
         ))
-        budget.charge(report.get("work", 0) / SUBSETS_PER_SECOND)
-        if report.get("deadline"):
+        budget.charge(work.used / SUBSETS_PER_SECOND)
+        if work.cut:
             budget.mark_cut()
-        if report.get("short"):
+        if work.ran_out:
             budget.mark_ran_out()
 
     def resplit_groups(self) -> None:
@@ -463,14 +464,13 @@ class _HeuristicPhase:
                 or self.by_tokens or self.cap is None or self.max_count is not None):
             return
         seconds = min(EXCHANGE_SHARE * self.time_limit, max(budget.left(), 0.0))
-        report: dict[str, int] = {}
+        work = Allowance(int(EXCHANGES_PER_SECOND * seconds), budget.wall_deadline)
         self.offer(best.method + "+exchange", exchange_items(
             items.tokens, items.costs, best.bins, self.cap, lower_bound=best.lower_bound,
-            max_work=int(EXCHANGES_PER_SECOND * seconds), deadline=budget.wall_deadline,
-            report=report,
+            work=work,
         ))
-        budget.charge(report.get("work", 0) / EXCHANGES_PER_SECOND)
-        if report.get("deadline"):
+        budget.charge(work.used / EXCHANGES_PER_SECOND)
+        if work.cut:
             budget.mark_cut()
-        if report.get("short"):
+        if work.ran_out:
             budget.mark_ran_out()

@@ -17,9 +17,7 @@ clock; ``deadline`` is only a safety net.
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -101,27 +99,21 @@ def resplit_pairs(
     *,
     lower_bound: int = 0,
     max_union: int = MAX_UNION,
-    max_work: int = MAX_WORK,
-    deadline: float | None = None,
-    report: dict[str, int] | None = None,
+    work: Allowance | None = None,
 ) -> list[list[int]]:
     """Improve ``bins`` (item indices) by optimal re-splits of the heaviest bin with a partner.
 
     Partners are tried lightest first; the first one that lowers the heaviest bin is taken,
     then the new heaviest bin is tried. It stops at ``lower_bound``, when no partner helps, or
-    when ``max_work`` subsets have been scored. Bins over the cap are left alone (they need a
-    repair, not a balance). Returns new lists; the input is not changed. ``report["work"]``
-    receives the subsets scored, for a caller that charges a budget, ``report["deadline"]``
-    is 1 when ``deadline`` stopped it (the result may then differ from run to run), and
-    ``report["short"]`` is 1 when ``max_work`` did.
+    when ``work`` (subsets scored; ``MAX_WORK`` by default) runs out. Bins over the cap are
+    left alone (they need a repair, not a balance). Returns new lists; the input is not
+    changed. ``work`` is charged the subsets scored, for a caller that charges a budget; its
+    ``cut`` says the deadline stopped it (the result may then differ from run to run), its
+    ``ran_out`` that its units did.
     """
     out = [list(b) for b in bins]
-    work, stop = _resplit(tokens, costs, counts, out, cap, max_count, lower_bound,
-                          max_union, max_work, deadline)
-    if report is not None:
-        report["work"] = work
-        if stop:
-            report[stop] = 1
+    _resplit(tokens, costs, counts, out, cap, max_count, lower_bound, max_union,
+             work if work is not None else Allowance(MAX_WORK))
     return out
 
 
@@ -134,18 +126,16 @@ def _resplit(
     max_count: int | None,
     lower_bound: int,
     max_union: int,
-    max_work: int,
-    deadline: float | None,
-) -> tuple[int, str]:
-    """The loop of :func:`resplit_pairs`, in place on ``out``; returns the subsets scored and
-    what stopped it before its end: "deadline", "short" (``max_work``) or ""."""
+    work: Allowance,
+) -> None:
+    """The loop of :func:`resplit_pairs`, in place on ``out``, charging ``work``."""
     k = len(out)
     if k < 2:
-        return 0, ""
+        return
     load = [sum(costs[i] for i in b) for b in out]
-    work = sum(map(len, out))  # the loads above, and sorting the bins: about a subset per item
+    work.charge(sum(map(len, out)))  # the loads above, and sorting the bins: about a subset per item
     while True:
-        work += ROUND_WORK_PER_BIN * k
+        work.charge(ROUND_WORK_PER_BIN * k)
         heavy = min(range(k), key=lambda j: (-load[j], j))
         if load[heavy] <= lower_bound:
             break
@@ -158,12 +148,12 @@ def _resplit(
             union = out[heavy] + out[part]
             if len(union) > max_union:
                 continue
-            if deadline is not None and time.perf_counter() > deadline:
-                return work, "deadline"
+            if work.clock_out():
+                return
             pair_work = PAIR_WORK + (1 << (len(union) - 1))
-            if work + pair_work > max_work:
-                return work, "short"
-            work += pair_work
+            if work.over(pair_work):
+                return
+            work.charge(pair_work)
             found = best_split(
                 [tokens[i] for i in union], [costs[i] for i in union],
                 [counts[i] for i in union], cap, max_count,
@@ -179,7 +169,6 @@ def _resplit(
             break
         if not improved:
             break  # only the heaviest bin sets the max: once no partner lowers it, stop
-    return work, ""
 
 
 # --------------------------------------------------------------------------- exchanges
@@ -253,26 +242,25 @@ def _best_exchange(
 
 def exchange_items(
     tokens: Sequence[int], costs: Sequence[int], bins: Sequence[Sequence[int]], cap: int, *,
-    lower_bound: int = 0, max_work: int = MAX_WORK, deadline: float | None = None,
-    report: dict[str, int] | None = None,
+    lower_bound: int = 0, work: Allowance | None = None,
 ) -> list[list[int]]:
     """Improve ``bins`` by exchanges between the heaviest bin and any other (one item for two,
     two for one, one for one, or a move), the best one each step, until none lowers the
-    heaviest load, the load reaches ``lower_bound`` or ``max_work`` candidates are scored.
+    heaviest load, the load reaches ``lower_bound`` or ``work`` (candidates scored;
+    ``MAX_WORK`` by default) runs out.
 
     Each change puts both bins below the heaviest's old load, so the search terminates. No bin
     is emptied, none goes over the cap. Costs summing to 2**61 or more are left alone (the
-    scores are int64). ``report`` as in :func:`resplit_pairs` (``work`` in candidates scored).
+    scores are int64). ``work`` as in :func:`resplit_pairs` (in candidates scored).
     """
+    work = work if work is not None else Allowance(MAX_WORK)
     out = [list(b) for b in bins]
     n, k = len(tokens), len(out)
     setup = n + EXCHANGE_BIN_WORK * k + EXCHANGE_PAIR_WORK * sum(len(b) ** 2 // 2 for b in out)
-    late = deadline is not None and time.perf_counter() + setup / EXCHANGES_PER_SECOND > deadline
-    if k < 2 or setup > max_work or late or sum(costs) >= _INT64_SAFE // 2:
-        if report is not None:
-            short = k >= 2 and setup > max_work
-            report.update({"work": 0, **({"deadline": 1} if late else {}),
-                           **({"short": 1} if short else {})})
+    late = work.clock_out(setup / EXCHANGES_PER_SECOND)
+    if k < 2 or setup > work.left() or late or sum(costs) >= _INT64_SAFE // 2:
+        if k >= 2:
+            work.over(setup)
         return out
     tok = np.asarray(tokens, dtype=np.int64)
     cst = np.asarray(costs, dtype=np.int64)
@@ -282,10 +270,10 @@ def exchange_items(
     for j, b in enumerate(out):
         bin_of[b] = j
     pairs = [_pairs_in(b, j) for j, b in enumerate(out)]
-    work, by_clock, short = setup, False, False
+    work.charge(setup)
     while True:
-        if work >= max_work:
-            short = True
+        if work.left() <= 0:
+            work.ran_out = True
             break
         h = int(np.argmax(load))
         if load[h] <= lower_bound or used[h] > cap:
@@ -294,14 +282,12 @@ def exchange_items(
         # the work left, or (the safety net) when its estimate runs past the deadline.
         m = len(out[h])
         step = EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (m * m // 2 + m) * n
-        if work + step > max_work or step > EXCHANGE_MAX_STEP:
-            short = work + step > max_work
+        if work.over(step) or step > EXCHANGE_MAX_STEP:
             break
-        if deadline is not None and time.perf_counter() + step / EXCHANGES_PER_SECOND > deadline:
-            by_clock = True
+        if work.clock_out(step / EXCHANGES_PER_SECOND):
             break
         found = _best_exchange(tok, cst, out, bin_of, pairs, load, used, h, cap)
-        work += EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (found[4] if found else m * n)
+        work.charge(EXCHANGE_STEP_WORK + EXCHANGE_ITEM_WORK * n + (found[4] if found else m * n))
         if found is None:
             break
         _, leave, enter, j, _ = found
@@ -316,13 +302,7 @@ def exchange_items(
             load[b] = int(cst[out[b]].sum())
             used[b] = int(tok[out[b]].sum())
             pairs[b] = _pairs_in(out[b], b)
-            work += EXCHANGE_BIN_WORK + EXCHANGE_PAIR_WORK * pairs[b].shape[1]
-    if report is not None:
-        report["work"] = work
-        if by_clock:
-            report["deadline"] = 1
-        if short:
-            report["short"] = 1
+            work.charge(EXCHANGE_BIN_WORK + EXCHANGE_PAIR_WORK * pairs[b].shape[1])
     return out
 
 
@@ -341,7 +321,7 @@ def exchange_items(
 # A change is kept only when every new micro-batch of the pool is below the heaviest's old load,
 # so the loads sorted in descending order fall lexicographically and the loop ends. The work is
 # counted in search nodes (plus :data:`GROUP_NODES` a group), so the result does not depend on
-# the clock unless the caller's ``deadline`` cuts it.
+# the clock unless the deadline of the caller's allowance cuts it.
 
 #: Search nodes one pool's decision may take; a pool not decided within them is skipped.
 NODES_PER_GROUP = 500
@@ -356,14 +336,6 @@ PARTNERS = (2, 3)
 PARTNER_POOL = 12
 
 
-@dataclass
-class GroupResult:
-    bins: list[list[int]]
-    nodes: int  # the work done, in search nodes
-    cut: bool  # the deadline stopped it
-    short: bool = False  # ``max_nodes`` stopped it
-
-
 def resplit_groups(
     tokens: Sequence[int],
     costs: Sequence[int],
@@ -373,17 +345,17 @@ def resplit_groups(
     max_count: int | None,
     *,
     lower_bound: int,
-    max_nodes: int,
-    deadline: float | None = None,
-) -> GroupResult:
+    nodes: Allowance,
+) -> list[list[int]]:
     """Lower the heaviest micro-batch by packing it again with 2, then 3 partners (of the
     ``PARTNER_POOL`` lightest, lightest first; the first pool that packs at one below its load
     is taken, then the new heaviest is tried). Stops at ``lower_bound``, when no pool helps, or
-    when ``max_nodes`` are spent. Returns new lists; ``bins`` is not changed."""
+    when ``nodes`` (search nodes) are spent; they are charged the nodes used, their ``cut`` says
+    the deadline stopped it, their ``ran_out`` that they did. Returns new lists; ``bins`` is
+    not changed."""
     out = [list(b) for b in bins]
     k = len(out)
     load = [sum(costs[i] for i in b) for b in out]
-    spent = 0
     while k > 2:
         heavy = min(range(k), key=lambda j: (-load[j], j))
         if load[heavy] <= lower_bound:
@@ -398,15 +370,13 @@ def resplit_groups(
                 pool = out[heavy] + [i for j in group for i in out[j]]
                 if len(pool) > MAX_POOL:
                     continue
-                if deadline is not None and time.perf_counter() > deadline:
-                    return GroupResult(out, spent, True)
-                if spent + GROUP_NODES + NODES_PER_GROUP > max_nodes:
-                    return GroupResult(out, spent, False, short=True)
-                budget = Allowance(NODES_PER_GROUP, every=CLOCK_EVERY)
+                if nodes.clock_out() or nodes.over(GROUP_NODES + NODES_PER_GROUP):
+                    return out
+                search = Allowance(NODES_PER_GROUP, every=CLOCK_EVERY)
                 status, split = pack([tokens[i] for i in pool], [costs[i] for i in pool],
                                      [counts[i] for i in pool], len(group) + 1,
-                                     load[heavy] - 1, cap, max_count, budget)
-                spent += GROUP_NODES + budget.used
+                                     load[heavy] - 1, cap, max_count, search)
+                nodes.charge(GROUP_NODES + search.used)
                 if status != FOUND or split is None:
                     continue
                 for j, part in zip((heavy, *group), split, strict=True):
@@ -418,7 +388,7 @@ def resplit_groups(
                 break
         if not improved:
             break
-    return GroupResult(out, spent, False)
+    return out
 
 
 def improve_by_groups(
@@ -435,13 +405,12 @@ def improve_by_groups(
     # checked against it before they start.
     search = exact_budget(budget, min(GROUP_SHARE * time_limit, max(budget.left(), 0.0)))
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
-                           lower_bound=best.lower_bound, max_nodes=search.limit,
-                           deadline=search.deadline)
-    budget.charge(found.nodes / EXACT_NODES_PER_SECOND)
-    if found.cut and search.deadline == budget.wall_deadline:
+                           lower_bound=best.lower_bound, nodes=search)
+    budget.charge(search.used / EXACT_NODES_PER_SECOND)
+    if search.cut and search.deadline == budget.wall_deadline:
         budget.mark_cut()
-    elif found.cut or found.short:  # its share of the budget (work, or the clock) ended it
+    elif search.cut or search.ran_out:  # its share of the budget (work, or the clock) ended it
         budget.mark_ran_out()
-    load = measure_bins(found.bins, k, items, cap, max_count)
+    load = measure_bins(found, k, items, cap, max_count)
     if load is not None and load < best.max_load:
-        best.bins, best.max_load, best.method = found.bins, load, best.method + "+groups"
+        best.bins, best.max_load, best.method = found, load, best.method + "+groups"
