@@ -71,7 +71,6 @@ def _fixed_k(
     k: int,
     problem: Problem,
     budget: Budget,
-    time_limit: float,
     engine: str,
     options: SolverOptions,
     start: list[list[int]] | None = None,
@@ -121,7 +120,7 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, start, start_method,
+    best = heuristic_plan(items, k, cap, max_count, lb, budget, start, start_method,
                           source)
     if best.bins is None and cap is not None:
         check_count(_count_bound(items, cap))
@@ -129,9 +128,9 @@ def _fixed_k(
             # At (or near) the smallest count the constructions can miss a packing that the
             # count search finds: pack k bins with it, then search from that plan. (With k=None
             # the count search has already run in the count's search.)
-            packed = _packing_at(items, k, cap, budget, time_limit)
+            packed = _packing_at(items, k, cap, budget)
             if packed is not None:
-                best = heuristic_plan(items, k, cap, max_count, lb, budget, time_limit, packed,
+                best = heuristic_plan(items, k, cap, max_count, lb, budget, packed,
                                       "count_search", source)
     if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
         if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
@@ -139,12 +138,12 @@ def _fixed_k(
         else:
             # The LP bound, the dive and the exact search (few sequences per micro-batch).
             found_by = best.method
-            best = prove_items(items, k, cap, max_count, best, budget, time_limit)
+            best = prove_items(items, k, cap, max_count, best, budget)
             if best.method != found_by:  # a plan the proofs found: re-split it too
-                improve_by_groups(items, k, cap, max_count, best, budget, time_limit)
+                improve_by_groups(items, k, cap, max_count, best, budget)
             if best.bins is None or best.max_load > best.lower_bound:
                 best = solve_items(
-                    items, k, cap, max_count, best, budget, time_limit, options,
+                    items, k, cap, max_count, best, budget, options,
                     engine == "cp-sat",
                 )
     # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
@@ -179,7 +178,7 @@ def _gap_note(best: BestPlan, cost_only: int, room: int) -> str | None:
 
 
 def _packing_at(
-    items: Items, k: int, cap: int, budget: Budget, time_limit: float
+    items: Items, k: int, cap: int, budget: Budget
 ) -> list[list[int]] | None:
     """k non-empty micro-batches under the cap from the count search (None: it found no
     packing into k or fewer within most of the time left)."""
@@ -198,7 +197,6 @@ def _search_k(
     items: Items,
     problem: Problem,
     budget: Budget,
-    time_limit: float,
     engine: str,
     options: SolverOptions,
 ) -> tuple[int, BestPlan, int, str]:
@@ -210,7 +208,7 @@ def _search_k(
     cap = problem.cap
     n_items = len(items)
     if cap is None:
-        return 1, _fixed_k(items, 1, problem, budget, time_limit, engine, options), 1, "optimal"
+        return 1, _fixed_k(items, 1, problem, budget, engine, options), 1, "optimal"
     floor = max(1, _count_bound(items, cap))
     budget.charge(PACK_SECONDS_PER_ITEM * n_items)
     bfd = best_fit_with_room(items.token_array, None, cap)[0]
@@ -228,6 +226,7 @@ def _search_k(
         # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
         # The LP dive's share depends on the batch (few sequences per micro-batch and a
         # small pricing table: most); the fixed-k attempts below keep what it leaves.
+        time_limit = budget.time_limit
         seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
                       budget.left() - attempt_seconds)
         found = count_items(items.tokens, cap, floor, bfd, budget, seconds)
@@ -253,7 +252,7 @@ def _search_k(
         try:
             # Below the ceiling a heuristic miss is not proof: CP-SAT decides when it can.
             best = _fixed_k(
-                items, k, problem, budget, time_limit, engine, options,
+                items, k, problem, budget, engine, options,
                 start=bfd if at_ceiling else None, start_method=method,
             )
         except InfeasibleError as err:
@@ -363,6 +362,9 @@ def partition(
         lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
     )
     budget = _new_budget(len(problem.tokens), float(time_limit), options, t0)
+    # The phases' shares are of the limit as given with k fixed, and of its float with k
+    # searched (a numpy float32 limit rounds apart in the two): so plans stay as they were.
+    budget.time_limit = time_limit if problem.k is not None else float(time_limit)
     # Checking the input, building the items and bounds: charged up front, by size.
     budget.charge(FIXED_SECONDS_PER_ITEM * len(problem.tokens))
     items = make_items(problem)
@@ -379,14 +381,12 @@ def partition(
                 proven=True,
             )
         best = (
-            _fixed_k(items, k_items, problem, budget, time_limit, engine, options)
+            _fixed_k(items, k_items, problem, budget, engine, options)
             if len(items)
             else BestPlan([], 0, 0, "oversize_only", [])
         )
     elif len(items):
-        k_items, best, floor, k_status = _search_k(
-            items, problem, budget, float(time_limit), engine, options
-        )
+        k_items, best, floor, k_status = _search_k(items, problem, budget, engine, options)
         k_floor = floor + n_over
     else:
         k_items, best, k_floor, k_status = 0, BestPlan([], 0, 0, "oversize_only", []), n_over, "optimal"

@@ -216,6 +216,9 @@ class Budget:
     #: A Ctrl-C stopped a step (the caller's handler did not raise): nothing more is started.
     interrupted: bool = False
     ran_out: bool = False
+    #: The call's ``time_limit``: the phases' shares are parts of it (a share of the limit,
+    #: not of what is left, so a phase's work does not depend on how fast the others ran).
+    time_limit: float = 0.0
 
     def left(self) -> float:
         if self.by_clock:

@@ -108,7 +108,6 @@ def solve_items(
     max_count: int | None,
     best: BestPlan,
     budget: Budget,
-    time_limit: float,
     options: SolverOptions,
     force: bool = False,
 ) -> BestPlan:

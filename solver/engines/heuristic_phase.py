@@ -102,7 +102,6 @@ def heuristic_plan(
     max_count: int | None,
     lb: int,
     budget: Budget,
-    time_limit: float,
     start: list[list[int]] | None = None,
     start_method: str = "best_fit_decreasing",
     bound_source: BoundSource = "load",
@@ -113,7 +112,7 @@ def heuristic_plan(
     stays near its limit at any n and, outside "clock" timing, takes the same steps on every
     machine. Returns the best valid plan, or with none the least-violating split as a hint.
     ``bound_source`` names the bound ``lb`` came from."""
-    phase = _HeuristicPhase(items, k, cap, max_count, lb, budget, time_limit)
+    phase = _HeuristicPhase(items, k, cap, max_count, lb, budget)
     phase.best.bound_source = bound_source
     return phase.run(start, start_method)
 
@@ -124,15 +123,15 @@ class _HeuristicPhase:
 
     def __init__(
         self, items: Items, k: int, cap: int | None, max_count: int | None, lb: int,
-        budget: Budget, time_limit: float,
+        budget: Budget,
     ) -> None:
         self.items, self.k, self.cap, self.max_count = items, k, cap, max_count
-        self.lb, self.budget, self.time_limit = lb, budget, time_limit
+        self.lb, self.budget, self.time_limit = lb, budget, budget.time_limit
         self.n = n = len(items)
         self.by_tokens = items.costs is items.tokens or items.costs == items.tokens
         self.fallback_seconds = fallback_cost_seconds(n, self.by_tokens)
         self.kk_seconds = karmarkar_karp_seconds(n, k)
-        self.kk_planned = self.kk_seconds < KK_SHARE * time_limit
+        self.kk_planned = self.kk_seconds < KK_SHARE * self.time_limit
         self.best = BestPlan(None, 0, lb, "", [])
         self.hints: list[list[list[int]]] = []  # invalid splits: the least violating is a hint
         self.starts: list[tuple[str, list[list[int]]]] = []  # still to search from
@@ -453,7 +452,7 @@ class _HeuristicPhase:
     def resplit_groups(self) -> None:
         if not self.proven() and not self.out_of_time():
             improve_by_groups(self.items, self.k, self.cap, self.max_count, self.best,
-                              self.budget, self.time_limit)
+                              self.budget)
 
     def exchange(self) -> None:
         """Exchanges of one sequence for two between the heaviest micro-batch and another, when

@@ -6,7 +6,7 @@ plans optimal and batches infeasible; the dive and the exact search (``exact``) 
 bound and usually find a plan there, which is then optimal. Whatever stays open goes to CP-SAT
 with the raised bound as its objective's lower bound.
 
-Work budgets scale with ``time_limit`` (the same limit gives the same work, whatever the
+Work budgets scale with the call's ``time_limit`` (the same limit gives the same work, whatever the
 machine's speed); the deadline is only a safety net. The shares of the limit are first choices
 checked on the bench and long-CoT batches (docs/long-sequences.md), not
 tuned.
@@ -138,19 +138,19 @@ def prove_items(
     max_count: int | None,
     best: BestPlan,
     budget: Budget,
-    time_limit: float,
 ) -> BestPlan:
     """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
     :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch.
 
     The phases in order, each stopping the proof once the plan meets its bound: the fluid LP,
     the Gilmore-Gomory LP, the subset-sum dive, then (few sequences per micro-batch) the load
-    search or else the exact search. Each gets its share of ``time_limit`` (at most what
+    search or else the exact search. Each gets its share of the call's ``time_limit`` (at most what
     ``budget`` has left) as counted work, and is charged the work it did; the budget's wall
     deadline is a safety net only.
     """
     if not budget.fits(MIN_SECONDS_LEFT):
         return best
+    time_limit = budget.time_limit
 
     def allowance(share: float) -> float:
         return max(0.0, min(share * time_limit, budget.left()))

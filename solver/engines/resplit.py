@@ -393,17 +393,16 @@ def resplit_groups(
 
 def improve_by_groups(
     items: Items, k: int, cap: int | None, max_count: int | None, best: BestPlan, budget: Budget,
-    time_limit: float,
 ) -> None:
     """``best`` improved in place by :func:`resplit_groups` when micro-batches hold few
     sequences (at most the proof phase's ``MAX_ITEMS_PER_BIN`` on average), within
-    ``GROUP_SHARE`` of ``time_limit``; charged its search nodes."""
+    ``GROUP_SHARE`` of the call's ``time_limit``; charged its search nodes."""
     if (best.bins is None or best.max_load <= best.lower_bound or items.shift
             or len(items) > MAX_ITEMS_PER_BIN * k or not budget.fits(0.0)):
         return
     # The exact search's node rates: in clock timing the clock decides, small pools each
     # checked against it before they start.
-    search = exact_budget(budget, min(GROUP_SHARE * time_limit, max(budget.left(), 0.0)))
+    search = exact_budget(budget, min(GROUP_SHARE * budget.time_limit, max(budget.left(), 0.0)))
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
                            lower_bound=best.lower_bound, nodes=search)
     budget.charge(search.used / EXACT_NODES_PER_SECOND)
