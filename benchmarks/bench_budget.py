@@ -58,7 +58,9 @@ CHARGE_SITES = {
 
 
 class Recorder:
-    """Wraps partition's step functions and Budget.charge for one call at a time."""
+    """Wraps partition's step functions and the charges to its call's Budget, one call at a
+    time (a step's own part of the budget, counted in its work units, is left alone: the step
+    charges the call's budget what it used)."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -77,14 +79,17 @@ class Recorder:
                 if hasattr(module, name):
                     setattr(module, name, self._timed(getattr(module, name), step))
         budget_cls = options_module.Budget
-        init, charge = budget_cls.__init__, budget_cls.charge
+        new_budget, charge = partition_module._new_budget, budget_cls.charge
         recorder = self
 
-        def recording_init(budget: Any, *args: Any, **kwargs: Any) -> None:
-            init(budget, *args, **kwargs)
-            recorder.budget = budget
+        def recording_new_budget(*args: Any, **kwargs: Any) -> Any:
+            recorder.budget = new_budget(*args, **kwargs)
+            return recorder.budget
 
         def recording_charge(budget: Any, seconds: float) -> None:
+            if budget is not recorder.budget:  # a step's own part, in its work units
+                charge(budget, seconds)
+                return
             frame = sys._getframe(1)
             site = frame.f_code.co_name
             if site == "lpt_then_search":  # LPT is charged inline
@@ -98,7 +103,7 @@ class Recorder:
             recorder.charged[step] += seconds
             charge(budget, seconds)
 
-        budget_cls.__init__ = recording_init
+        partition_module._new_budget = recording_new_budget
         budget_cls.charge = recording_charge
 
     def _timed(self, fn: Callable[..., Any], step: str) -> Callable[..., Any]:
@@ -145,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             actual = dict(recorder.actual)
             actual["fixed"] = spent - sum(actual.values())
             rows.append({"n": inst.n, "actual": actual, "charged": dict(recorder.charged),
-                         "cut": cut, "wall": wall, "budget_spent": recorder.budget.spent})
+                         "cut": cut, "wall": wall, "budget_spent": recorder.budget.used})
     sizes = sorted({r["n"] for r in rows})
     steps = sorted({s for r in rows for s in (*r["actual"], *r["charged"])})
     body = []

@@ -292,9 +292,10 @@ def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) ->
         limit=time_limit - finish_reserve,
         # Work timing: the clock is a safety net a little past the estimate. Clock timing: the
         # clock is the budget itself, so its deadline is the limit less the finish reserve.
-        wall_deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
+        deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
             SAFETY_NET_SLACK if mode == "work" else 0.0),
         by_clock=mode == "clock",
+        on_clock=mode == "clock",
     )
     return budget
 
@@ -303,7 +304,7 @@ def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
     """Which budget ended the search, and after how long: in work timing the estimate of the
     work can run out long before the clock reaches ``time_limit``."""
     after = f"after {elapsed * 1000:.1f} ms" if elapsed < 1 else f"after {elapsed:.2f} s"
-    if budget.by_clock and budget.wall_left() <= 0:
+    if budget.by_clock and budget.seconds_left() <= 0:
         return f"the clock reached time_limit={time_limit}s ({after})"
     if not budget.by_clock and budget.left() <= 0:
         return (f"the work budget for time_limit={time_limit}s ran out {after} of wall time (work "

@@ -195,43 +195,81 @@ class BestPlan:
 
 @dataclass
 class Budget:
-    """One call's time limit, spent step by step.
+    """A time limit, or a step's part of it, spent step by step: the one budget of a call.
 
-    In "work" and "strict" timing the budget is spent in *estimated* seconds: each step is
-    charged what a deterministic cost model says it costs, and every choice compares those
-    estimates with what is left, so the choices do not depend on the machine. ``wall_deadline``
-    (a ``time.perf_counter()`` value, "work" timing only) is the safety net: when it stops a
-    step before its estimate ran out, ``cut`` records it. In "clock" timing ``left`` reads the
-    wall clock and charges are ignored. ``ran_out`` records that a step was stopped, or not
-    begun, because what was left (of the estimate, or of the clock in "clock" timing) did not
-    pay for it: with it, :meth:`stop_reason` tells a budget that ran out from a search that
-    ended on its own.
+    ``partition`` makes one from the caller's ``time_limit`` and the timing mode; each step
+    gets a part of it (:meth:`allowance`, :meth:`child`) and asks it, never the clock, whether
+    to go on. Units: the call's budget counts *estimated* seconds, each step charged what a
+    deterministic cost model says it costs; a step's part counts the work units of the engine
+    that spends it (LP cells, search nodes, subsets scored), so that the same part gives the
+    same answer on every machine. ``deadline`` (a ``time.perf_counter()`` value) is where the
+    clock enters: none in "strict" timing, the safety net in "work" timing, and the limit in
+    "clock" timing (``by_clock``), where the call's own budget counts the clock's seconds
+    (``on_clock``: ``left`` reads the clock and charges only record). ``cut`` records that the
+    clock stopped a step before its units ran out (the result may then differ from another
+    run's), ``ran_out`` that a step stopped on its units, or was not begun for lack of them:
+    with them, :meth:`stop_reason` tells a budget that ran out from a search that ended on its
+    own.
     """
 
     limit: float
-    wall_deadline: float | None
+    deadline: float | None = None
+    #: The deadline is the limit ("clock" timing), not a safety net.
     by_clock: bool = False
-    spent: float = 0.0
+    #: Units between readings of the clock in :meth:`out` (1: at every check); a search whose
+    #: steps are cheap reads it less often.
+    every: int = 1
+    used: float = 0
     cut: bool = False
+    ran_out: bool = False
     #: A Ctrl-C stopped a step (the caller's handler did not raise): nothing more is started.
     interrupted: bool = False
-    ran_out: bool = False
+    #: The units are the clock's own seconds: :meth:`left` reads the clock (the call's budget
+    #: in "clock" timing).
+    on_clock: bool = False
     #: The call's ``time_limit``: the phases' shares are parts of it (a share of the limit,
     #: not of what is left, so a phase's work does not depend on how fast the others ran).
     time_limit: float = 0.0
 
+    def charge(self, units: float) -> None:
+        self.used += units
+
     def left(self) -> float:
-        if self.by_clock:
-            return self.wall_left()
-        return self.limit - self.spent
+        """Units not spent yet (negative once overspent); on the clock, seconds to the deadline."""
+        if self.on_clock:
+            return self.seconds_left()
+        return self.limit - self.used
 
-    def wall_left(self) -> float:
-        if self.wall_deadline is None:
-            return math.inf
-        return self.wall_deadline - time.perf_counter()
+    def seconds_left(self) -> float:
+        """Seconds to the deadline (infinite without one)."""
+        return math.inf if self.deadline is None else self.deadline - time.perf_counter()
 
-    def charge(self, seconds: float) -> None:
-        self.spent += seconds
+    def past_deadline(self) -> bool:
+        """Whether the clock has passed the deadline (never, without one)."""
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    # -- the call's budget: what a step may take of it, and why the search ended --------------
+
+    def fits(self, seconds: float) -> bool:
+        """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
+        wall clock says no, the safety net decides (and ``cut`` records it)."""
+        if self.left() < seconds:
+            self.ran_out = True
+            return False
+        if not self.by_clock and self.seconds_left() < seconds:
+            self.cut = True
+            return False
+        return True
+
+    def allowance(self, units: int, seconds: float, *, every: int = 1,
+                  own_clock: bool = True) -> Budget:
+        """A step's ``units`` of counted work, worth ``seconds`` of this budget. Its deadline:
+        none in strict timing; else the call's, or ``seconds`` from now when sooner
+        (``own_clock``; in clock timing always, where the clock is the step's limit)."""
+        deadline = self.deadline
+        if deadline is not None and (own_clock or self.by_clock):
+            deadline = min(deadline, time.perf_counter() + seconds)
+        return Budget(units, deadline, self.by_clock, every)
 
     def mark_cut(self) -> None:
         """The wall clock, not the estimate, stopped a step: the plan may differ from another
@@ -253,66 +291,9 @@ class Budget:
         return stop_reason(proven, interrupted=self.interrupted, safety_net=self.cut,
                            clock=short and self.by_clock, work=short and not self.by_clock)
 
-    def allowance(self, units: int, seconds: float, *, every: int = 1,
-                  own_clock: bool = True) -> Allowance:
-        """A step's ``units`` of counted work, worth ``seconds`` of this budget. Its deadline:
-        none in strict timing; else the call's, or ``seconds`` from now when sooner
-        (``own_clock``; in clock timing always, where the clock is the step's limit)."""
-        deadline = self.wall_deadline
-        if deadline is not None and (own_clock or self.by_clock):
-            deadline = min(deadline, time.perf_counter() + seconds)
-        return Allowance(units, deadline, self.by_clock, every)
+    # -- a step's part: counted units, the clock as the timing says ----------------------------
 
-    def fits(self, seconds: float) -> bool:
-        """Whether a step estimated at ``seconds`` fits. When the estimate says yes but the
-        wall clock says no, the safety net decides (and ``cut`` records it)."""
-        if self.left() < seconds:
-            self.ran_out = True
-            return False
-        if not self.by_clock and self.wall_left() < seconds:
-            self.cut = True
-            return False
-        return True
-
-
-@dataclass
-class Allowance:
-    """One phase's part of a call's budget, in the counted work units of the engine that spends
-    it (LP cells, search nodes), so that the same allowance gives the same answer on every
-    machine. The clock enters only as the timing says: ``deadline`` (a ``time.perf_counter()``
-    value) is the safety net in "work" timing and the limit itself in "clock" timing
-    (``by_clock``); None ("strict") reads no clock. Engines ask it rather than the clock.
-    """
-
-    limit: int
-    deadline: float | None = None
-    #: The deadline is the limit (clock timing), not a safety net.
-    by_clock: bool = False
-    #: Units between readings of the clock in :meth:`out` (1: at every check); a search whose
-    #: steps are cheap reads it less often.
-    every: int = 1
-    used: int = 0
-    #: The clock, not the count, stopped it: the result may differ from another run's.
-    cut: bool = False
-    #: Its units stopped it short, or left a step out (see :meth:`over`).
-    ran_out: bool = False
-
-    def charge(self, units: int) -> None:
-        self.used += units
-
-    def left(self) -> int:
-        """Units not spent yet (negative once overspent)."""
-        return self.limit - self.used
-
-    def past_deadline(self) -> bool:
-        """Whether the clock has passed the deadline (never, without one)."""
-        return self.deadline is not None and time.perf_counter() > self.deadline
-
-    def seconds_left(self) -> float:
-        """Seconds to the deadline (infinite without one)."""
-        return math.inf if self.deadline is None else self.deadline - time.perf_counter()
-
-    def over(self, units: int) -> bool:
+    def over(self, units: float) -> bool:
         """Whether ``units`` more are over what is left (then ``ran_out`` records it)."""
         if units > self.left():
             self.ran_out = True
@@ -337,16 +318,16 @@ class Allowance:
             return True
         return False
 
-    def child(self, share: float, most: int | None = None) -> Allowance:
+    def child(self, share: float, most: int | None = None) -> Budget:
         """``share`` of what is left, units and clock alike (at most ``most`` units): a part
-        of the phase for one step of it. Charge the parent what the child used."""
+        of the step for one step of it. Charge the parent what the child used."""
         units = int(self.left() * share)
         deadline = self.deadline
         if deadline is not None:
             now = time.perf_counter()
             deadline = now + max(0.0, deadline - now) * share
-        return Allowance(units if most is None else min(units, most), deadline, self.by_clock,
-                         self.every)
+        return Budget(units if most is None else min(units, most), deadline, self.by_clock,
+                      self.every)
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from ...heuristics.bounds import min_bins_fekete_schepers
 from .._partition import partition
 from ..engines.count_search import count_allowance, search_count
 from ..errors import InfeasibleError, TrainerInputError
-from ..options import Allowance, SolverOptions
+from ..options import Budget, SolverOptions
 from ..plan import find_violations
 from ..problem import Cost
 from ._original_kk import original_karmarkar_karp
@@ -420,7 +420,7 @@ def _count_search(fits: np.ndarray, cap: int) -> tuple[int, bool, list[list[int]
     work = count_allowance(values, cap, COUNT_SEARCH_SECONDS, table_only=True)
     if work == 0:
         return None
-    found = search_count(values, cap, lower, first_fit_decreasing(values, None, cap), Allowance(work))
+    found = search_count(values, cap, lower, first_fit_decreasing(values, None, cap), Budget(work))
     assert found.bins is not None  # never worse than the packing it was given
     return len(found.bins), len(found.bins) <= found.lower_bound, found.bins
 

@@ -10,7 +10,7 @@ items are never tried in two orders, and failed sets of remaining items are reme
 
 ``minimise_max_load`` runs the decision at the lower bound first (usually a plan is there), then
 bisects between the bounds. Work is counted in search nodes against an
-:class:`~seqpart.solver.options.Allowance`, so results do not depend on the clock; its deadline
+:class:`~seqpart.solver.options.Budget`, so results do not depend on the clock; its deadline
 is only a safety net. An exhausted search is a proof: z is infeasible.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..options import Allowance
+from ..options import Budget
 
 FOUND, INFEASIBLE, UNKNOWN = "found", "infeasible", "unknown"
 #: Above this many items left, completions come lazily, pruned by subset-sum bitsets.
@@ -35,9 +35,9 @@ MEMO_LIMIT = 200_000
 CLOCK_EVERY = 1024
 
 
-def default_allowance() -> Allowance:
+def default_allowance() -> Budget:
     """The nodes of a call given no allowance: no clock."""
-    return Allowance(DEFAULT_NODES, every=CLOCK_EVERY)
+    return Budget(DEFAULT_NODES, every=CLOCK_EVERY)
 
 
 class _OutOfBudget(Exception):
@@ -52,7 +52,7 @@ def pack(
     z: int,
     cap: int | None = None,
     max_count: int | None = None,
-    budget: Allowance | None = None,
+    budget: Budget | None = None,
 ) -> tuple[str, list[list[int]] | None]:
     """Decide whether k micro-batches of load <= z (tokens <= cap) hold every item.
 
@@ -135,7 +135,7 @@ def pack(
 
 def _subset_enumerator(
     cst: list[int], tok: list[int], cnt: list[int], kind: list[int], one_dim: bool,
-    budget: Allowance,
+    budget: Budget,
 ) -> Callable[[list[int], int, int, int, int | None], Iterator[tuple[int, list[int]]]]:
     """The subsets :func:`pack` tries for one bin, over items in its sorted order (``cst``,
     ``tok``, ``cnt`` per position, ``kind`` equal-item ids). A closure, so the search's hot loop
@@ -240,7 +240,7 @@ def dive(
     k: int,
     z: int,
     cap: int | None = None,
-    work: Allowance | None = None,
+    work: Budget | None = None,
 ) -> list[list[int]] | None:
     """A plan with max load <= z found without backtracking, or None (not a proof).
 
@@ -252,7 +252,7 @@ def dive(
     (plus the stand-ins above) and stops the dive when they are over it; its deadline is a
     safety net read once per bin. The caller reads the work done from it.
     """
-    return _dive(tokens, k, z, cap, work if work is not None else Allowance(10**9))
+    return _dive(tokens, k, z, cap, work if work is not None else Budget(10**9))
 
 
 def _dive(
@@ -260,7 +260,7 @@ def _dive(
     k: int,
     z: int,
     cap: int | None,
-    work: Allowance,
+    work: Budget,
 ) -> list[list[int]] | None:
     """The body of :func:`dive`, charging ``work`` as it goes."""
     n = len(tokens)
@@ -327,7 +327,7 @@ def minimise_max_load(
     upper: int | None,
     cap: int | None = None,
     max_count: int | None = None,
-    budget: Allowance | None = None,
+    budget: Budget | None = None,
 ) -> ExactResult:
     """Smallest max load in [lower, upper - 1] with a plan, by decisions at z.
 

@@ -10,7 +10,7 @@ Soundness is as in :mod:`lp_bound`: the duals are rounded down to integers and t
 pattern value for them is found exactly (a dynamic programme over the capacity), so the
 Farley bound ``ceil(sum(d_i w_i) / V(w))`` is exact integer arithmetic. GLOP only steers.
 Sizes and the capacity are divided by their greatest common divisor first (a smaller table).
-Work is counted (table cells and LP solves) against an :class:`~seqpart.solver.options.Allowance`,
+Work is counted (table cells and LP solves) against an :class:`~seqpart.solver.options.Budget`,
 so the result does not depend on the clock unless the allowance's deadline cuts it.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from ..options import Allowance
+from ..options import Budget
 
 #: Duals are scaled to integers with this factor (~1e-6 relative resolution).
 SCALE = 1 << 20
@@ -129,7 +129,7 @@ class PatternLP:
         self.columns.append((pattern, var))
         return True
 
-    def price(self, w: list[int], demand: list[int], work: Allowance) -> tuple[int, Pattern, bool]:
+    def price(self, w: list[int], demand: list[int], work: Budget) -> tuple[int, Pattern, bool]:
         """The best pattern for integer weights ``w`` (copies at most the demand) whose load
         is at least ``min_load`` (value -1 when none is), and whether it is proven best. The
         table over the capacity when it is small; else a branch and bound (large token caps
@@ -179,7 +179,7 @@ class PatternLP:
         for (_, var), load in zip(self.columns, self.loads, strict=True):
             var.SetUb(inf if load >= min_load else 0.0)
 
-    def solve(self, demand: list[int], work: Allowance) -> LPResult:
+    def solve(self, demand: list[int], work: Budget) -> LPResult:
         """Column generation at ``demand`` until no pattern prices out or the work runs out.
 
         The bound is the best Farley bound seen (valid whatever the duals, for packings whose
@@ -232,7 +232,7 @@ class PatternLP:
 
 
 def _price_bb(w: list[int], demand: list[int], sizes: list[int], cap: int, min_load: int,
-              work: Allowance) -> tuple[int, Pattern, bool]:
+              work: Budget) -> tuple[int, Pattern, bool]:
     """Branch and bound for the pricing knapsack: types by value density, Dantzig's bound
     (the fractional knapsack), pruned too when the sizes left cannot reach ``min_load``."""
     idx = [i for i, d in enumerate(demand)

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
-from ..options import Allowance, Budget
+from ..options import Budget
 from ..tuning import COUNT_SHARE, WORK_PER_SECOND
 from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
@@ -91,7 +91,7 @@ class _Dive:
     """One target count: the depth-first LP dive over a shared pattern pool."""
 
     def __init__(self, lp: PatternLP, sizes: list[int], demand: list[int], cap: int,
-                 target: int, work: Allowance, rng: random.Random | None) -> None:
+                 target: int, work: Budget, rng: random.Random | None) -> None:
         self.lp, self.sizes, self.cap, self.target = lp, sizes, cap, target
         self.work, self.rng = work, rng
         total = sum(s * d for s, d in zip(sizes, demand, strict=True))
@@ -138,7 +138,7 @@ class _Dive:
         if len(rest) < k_left:  # fewer items than bins: the count is beaten, not missed
             k_left = len(rest)
         nodes = min(FINISH_NODES, max(0, self.work.left() // NODE_WORK))
-        budget = Allowance(nodes, self.work.deadline, every=CLOCK_EVERY)
+        budget = Budget(nodes, self.work.deadline, every=CLOCK_EVERY)
         status, bins = pack(rest, rest, [1] * len(rest), k_left, self.cap, self.cap, None, budget)
         self.work.charge(budget.used * NODE_WORK)
         if status == FOUND and bins is not None:
@@ -277,7 +277,7 @@ def _fill_work(n_left: int, room: int) -> int:
 
 
 def seed_patterns(sizes: list[int], demand: list[int], cap: int, waste: int,
-                  rng: random.Random | None, work: Allowance) -> list[Pattern]:
+                  rng: random.Random | None, work: Budget) -> list[Pattern]:
     """Bins of a greedy packing (each bin: the largest item left and the fullest fill of the
     rest) that waste at most ``waste``: a start for the LP's pool, which otherwise begins
     from single-size bins that the waste limit switches off, and needs hundreds of
@@ -305,7 +305,7 @@ def search_count(
     cap: int,
     lower: int,
     upper_bins: list[list[int]],
-    work: Allowance,
+    work: Budget,
     seed: int = 0,
     pool: list[Pattern] | None = None,
 ) -> CountResult:

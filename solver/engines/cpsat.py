@@ -135,7 +135,7 @@ def solve_items(
         return best
     # What must stay in the budget after the build: loading, starting and freeing the model.
     reserve = size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR) + SOLVE_STARTUP_SECONDS
-    wall = budget.wall_deadline
+    wall = budget.deadline
     try:
         # The build's clock checks are the safety net (the size estimate decided above).
         build_by = None if wall is None else wall - reserve - FINISH_MARGIN_SECONDS
@@ -225,10 +225,10 @@ def _set_limits(
         params.max_deterministic_time = det_limit
         if params.num_workers > 1:
             params.interleave_search = True
-        wall_left = budget.wall_left() - FINISH_MARGIN_SECONDS - size * (
+        wall_left = budget.seconds_left() - FINISH_MARGIN_SECONDS - size * (
             LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR
         )
-        if budget.wall_deadline is not None:
+        if budget.deadline is not None:
             params.max_time_in_seconds = max(wall_left, 0.001)  # the safety net
     return det_limit
 
@@ -245,7 +245,7 @@ def _read_result(
         stop_note = ""
     if (
         det_limit is not None
-        and budget.wall_deadline is not None
+        and budget.deadline is not None
         and status != cp_model.OPTIMAL
         and status != cp_model.INFEASIBLE
         and solver.deterministic_time < 0.99 * det_limit

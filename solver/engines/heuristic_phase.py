@@ -26,7 +26,7 @@ from ...heuristics.kernels import (
     lpt_lists,
     repair_step_seconds,
 )
-from ..options import Allowance, BestPlan, Budget
+from ..options import BestPlan, Budget
 from ..plan import BoundSource
 from ..problem import Items, measure_bins
 from ..tuning import (
@@ -166,7 +166,7 @@ class _HeuristicPhase:
         if self.budget.left() <= 0:  # which budget ran out: a call can end before time_limit
             best.notes.append(
                 "heuristics stopped: the clock reached the time limit" if self.budget.by_clock else
-                f"heuristics stopped: their work budget ran out ({self.budget.spent:.3g}s of "
+                f"heuristics stopped: their work budget ran out ({self.budget.used:.3g}s of "
                 f"estimated work for time_limit={self.time_limit:g}s; work is counted, not the "
                 "clock, so a call can end before time_limit and the same input gives the same plan)")
         return best
@@ -216,11 +216,11 @@ class _HeuristicPhase:
             if not by_clock:
                 repair_work = max(spendable - keep_back, 0.0) / WORK_SECONDS
             # On the wall clock too (the safety net): the fallback must still fit after it.
-            if budget.wall_deadline is not None:
-                repair_by = budget.wall_deadline - keep_back
+            if budget.deadline is not None:
+                repair_by = budget.deadline - keep_back
         polished = improve_lists(
             items.tokens, items.costs, items.counts, bins, self.cap, self.max_count,
-            budget.wall_deadline, None if items.shift else self.best.lower_bound,
+            budget.deadline, None if items.shift else self.best.lower_bound,
             repair_deadline=repair_by, repair_work=None if repair_work is None else int(repair_work),
             report=report, max_work=None if work is None else int(work),
             until_repaired=until_repaired,
@@ -265,7 +265,7 @@ class _HeuristicPhase:
         if self.kk_planned and not self.proven() and budget.fits(self.kk_seconds):
             budget.charge(self.kk_seconds)
             kk = karmarkar_karp_lists(items.costs, items.counts, self.k, self.max_count,
-                                      budget.wall_deadline)
+                                      budget.deadline)
             if kk is None:  # the safety net stopped it (a slow or loaded machine)
                 budget.mark_cut()
                 return None
@@ -285,7 +285,7 @@ class _HeuristicPhase:
         report: dict[str, int] = {}
         cb = capped_balance_lists(
             items.tokens, items.costs, items.counts, self.k, self.cap, self.max_count,
-            budget.wall_deadline, lpt_in, steps, report,
+            budget.deadline, lpt_in, steps, report,
         )
         budget.charge(report.get("repair_steps", 0) * step)
         if report.get("deadline"):
@@ -436,9 +436,9 @@ class _HeuristicPhase:
         best, budget, items = self.best, self.budget, self.items
         if best.bins is None or self.proven() or self.out_of_time() or items.shift:
             return
-        work = Allowance(
+        work = Budget(
             min(resplit_work(self.time_limit), resplit_work(max(budget.left(), 0.0))),
-            budget.wall_deadline)
+            budget.deadline)
         self.offer(best.method + "+resplit", resplit_pairs(
             items.tokens, items.costs, items.counts, best.bins, self.cap, self.max_count,
             lower_bound=best.lower_bound, work=work,
@@ -463,7 +463,7 @@ class _HeuristicPhase:
                 or self.by_tokens or self.cap is None or self.max_count is not None):
             return
         seconds = min(EXCHANGE_SHARE * self.time_limit, max(budget.left(), 0.0))
-        work = Allowance(int(EXCHANGES_PER_SECOND * seconds), budget.wall_deadline)
+        work = Budget(int(EXCHANGES_PER_SECOND * seconds), budget.deadline)
         self.offer(best.method + "+exchange", exchange_items(
             items.tokens, items.costs, best.bins, self.cap, lower_bound=best.lower_bound,
             work=work,

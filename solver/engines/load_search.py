@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...heuristics import first_fit_decreasing
-from ..options import Allowance, Budget
+from ..options import Budget
 from ..tuning import BISECT_SHARE, CLOCK_WORK_PER_SECOND, WORK_PER_SECOND
 from ..tuning import LOAD_SEARCH_DIVE_SHARE as DIVE_SHARE
 from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP
@@ -94,7 +94,7 @@ def _exactly_k(bins: list[list[int]], k: int) -> list[list[int]]:
 
 
 def decide(
-    tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[Pattern] | None = None
+    tokens: Sequence[int], k: int, z: int, work: Budget, pool: list[Pattern] | None = None
 ) -> tuple[str, list[list[int]] | None]:
     """Can k micro-batches of at most z tokens hold every item? (status, bins when found).
     ``pool``: the LP's patterns shared between loads (see :func:`search_count`)."""
@@ -142,25 +142,25 @@ def affordable(tokens: Sequence[int], z: int, seconds: float, by_clock: bool = F
     return rate * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
 
 
-def _work(budget: Budget, seconds: float) -> Allowance:
+def _work(budget: Budget, seconds: float) -> Budget:
     """Counted work for ``seconds`` of ``budget`` (clock timing: the clock is the limit, the
     count a ceiling), with the call's deadline as the safety net."""
     limit = int(WORK_PER_SECOND * seconds) * (CLOCK_WORK_FACTOR if budget.by_clock else 1)
     return budget.allowance(limit, seconds)
 
 
-def _account(work: Allowance, out: LoadResult, budget: Budget, end: float, left: float
+def _account(work: Budget, out: LoadResult, budget: Budget, end: float, left: float
              ) -> float:
     """Charge the work done; what the search has left (seconds)."""
     spent = work.used / WORK_PER_SECOND
     budget.charge(spent)
     out.cut = out.cut or (work.cut and not budget.by_clock)
-    if budget.wall_left() < 0:
+    if budget.seconds_left() < 0:
         return 0.0
     return (end - time.perf_counter()) if budget.by_clock else left - spent
 
 
-def _root_lp(tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[Pattern]
+def _root_lp(tokens: Sequence[int], k: int, z: int, work: Budget, pool: list[Pattern]
              ) -> PatternLP | None:
     """The waste-limited LP at load z, started from the pool's patterns that fit and a greedy
     packing's bins, and solved (None: z is refuted before any LP)."""
@@ -178,7 +178,7 @@ def _root_lp(tokens: Sequence[int], k: int, z: int, work: Allowance, pool: list[
     return lp
 
 
-def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Allowance,
+def lp_bisect(tokens: Sequence[int], k: int, lo: int, hi: int, work: Budget,
               pool: list[Pattern]) -> int:
     """A proven lower bound on the max load in [lo, hi + 1] from the waste-limited root LP:
     galloping up from ``lo`` while it refutes, then bisecting below the first load it does
@@ -228,7 +228,7 @@ def search_loads(
     strict timing (no clock).
     """
     if budget is None:
-        budget = Budget(limit=seconds, wall_deadline=None)
+        budget = Budget(limit=seconds, deadline=None)
     by_clock = budget.by_clock
     out = LoadResult(None, None, lower)
     hi = upper - 1  # the loads still worth a decision
@@ -288,7 +288,7 @@ class Exhaust:
     (items left, bins left) are remembered. An exhausted tree refutes z.
     """
 
-    def __init__(self, tokens: Sequence[int], k: int, z: int, work: Allowance,
+    def __init__(self, tokens: Sequence[int], k: int, z: int, work: Budget,
                  pool: list[Pattern] | None = None) -> None:
         self.sizes, self.demand, _ = item_types(tokens)
         self.k, self.z, self.work = k, z, work

@@ -14,7 +14,7 @@ steers the search toward good weights.
 
 Any cost: the pricing knapsack has two capacities, tokens (cap) and cost (z), one when cost =
 tokens. Equal sizes and non-emptiness are relaxed away (still valid, only weaker). Work is
-counted against an :class:`~seqpart.solver.options.Allowance`, so the answer does not depend
+counted against an :class:`~seqpart.solver.options.Budget`, so the answer does not depend
 on the clock unless the allowance's deadline (a safety net) cuts it.
 Below it, the fluid bound: a second LP, for non-token costs under a tight cap."""
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.linear_solver import pywraplp
 
-from ..options import Allowance
+from ..options import Budget
 from .count_lp import knapsack_pass
 
 #: Duals are scaled to integers with this factor (2**20: ~1e-6 relative resolution).
@@ -66,7 +66,7 @@ class _Types:
 
 
 def _knapsack(
-    w: list[int], types: _Types, cap_t: int, cap_c: int, budget: Allowance
+    w: list[int], types: _Types, cap_t: int, cap_c: int, budget: Budget
 ) -> tuple[int, list[int]] | None:
     """Exact max of sum(w_i x_i) with sum(tokens_i x_i) <= cap_t, sum(cost_i x_i) <= cap_c,
     0 <= x_i <= mult_i integer. None when the node limit is hit (no exact answer)."""
@@ -165,7 +165,7 @@ _DP_CELLS = 40_000_000
 
 
 def _knapsack_dp(
-    w: list[int], types: _Types, cap: int, budget: Allowance
+    w: list[int], types: _Types, cap: int, budget: Budget
 ) -> tuple[int, list[int]] | None:
     """The one-capacity (cost = tokens) pricing as a numpy dynamic programme over tokens.
 
@@ -208,7 +208,7 @@ def _fits(pattern: Pattern, types: _Types, cap_t: int, cap_c: int) -> bool:
     return st <= cap_t and sc <= cap_c
 
 
-def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: Allowance) -> bool:
+def _refutes(types: _Types, k: int, cap_t: int, cap_c: int, budget: Budget) -> bool:
     """True if the LP proves that k bins (tokens <= cap_t, cost <= cap_c) cannot hold every item.
 
     False means "not refuted" (the LP fits in k bins, or the budget ran out).
@@ -273,9 +273,9 @@ def iteration_work(tokens: list[int], cap: int) -> int:
     return SOLVE_WORK + len(set(tokens)) * (cap + 1)
 
 
-def lp_infeasible(tokens: list[int], k: int, cap: int, budget: Allowance | None = None) -> bool:
+def lp_infeasible(tokens: list[int], k: int, cap: int, budget: Budget | None = None) -> bool:
     """True if no k micro-batches of at most ``cap`` tokens can hold these items (LP proof)."""
-    budget = budget or Allowance(DEFAULT_WORK)
+    budget = budget or Budget(DEFAULT_WORK)
     types = _Types.of(tokens, tokens)
     return _refutes(types, k, cap, cap, budget)
 
@@ -287,13 +287,13 @@ def lp_load_bound(
     cap: int | None,
     lo: int,
     hi: int,
-    budget: Allowance | None = None,
+    budget: Budget | None = None,
 ) -> int:
     """The smallest z in [lo, hi] the LP does not refute; ``hi`` if it refutes everything below.
 
     ``lo`` must be a valid lower bound already; the result is one too (refuting z refutes every
     smaller z). With ``hi`` the best plan's load, a result of ``hi`` proves that plan optimal."""
-    budget = budget or Allowance(DEFAULT_WORK)
+    budget = budget or Budget(DEFAULT_WORK)
     types = _Types.of(tokens, costs)
     cap_t = cap if cap is not None else sum(tokens)
     same = tokens == costs

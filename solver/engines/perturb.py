@@ -40,7 +40,7 @@ def keep_improving(
     if (not budget.by_clock or budget.interrupted or best.bins is None or k < 2
             or max_count is not None or items.shift or best.max_load <= best.lower_bound):
         return best
-    deadline = budget.wall_deadline
+    deadline = budget.deadline
     if deadline is None:
         return best
     rng = random.Random(seed)

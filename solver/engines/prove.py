@@ -15,7 +15,7 @@ tuned.
 from __future__ import annotations
 
 from ..errors import InfeasibleError
-from ..options import Allowance, BestPlan, Budget
+from ..options import BestPlan, Budget
 from ..problem import Items
 from ..tuning import (
     DIVE_PROOF_SHARE,
@@ -189,7 +189,7 @@ def _proven(best: BestPlan) -> bool:
 
 def _note_cut(budget: Budget) -> None:
     """The wall clock ended the last step (see :meth:`Budget.mark_cut`)."""
-    if budget.wall_left() <= 0:
+    if budget.seconds_left() <= 0:
         budget.mark_cut()
 
 
@@ -269,7 +269,7 @@ def _exact(items: Items, k: int, cap: int | None, max_count: int | None, best: B
 
 
 def _allowance(budget: Budget, seconds: float, rate: int, fast_rate: int, every: int = 1
-               ) -> Allowance:
+               ) -> Budget:
     """Work for ``seconds`` of the call's budget: counted at the measured ``rate`` (the same
     limit, the same work on every machine; the call's deadline a safety net), or in clock
     timing capped at ``fast_rate``, the fastest measured, and stopped by the clock ``seconds``
@@ -278,11 +278,11 @@ def _allowance(budget: Budget, seconds: float, rate: int, fast_rate: int, every:
     return budget.allowance(units, seconds, every=every, own_clock=False)
 
 
-def _lp_budget(budget: Budget, seconds: float) -> Allowance:
+def _lp_budget(budget: Budget, seconds: float) -> Budget:
     return _allowance(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
 
 
-def exact_budget(budget: Budget, seconds: float) -> Allowance:
+def exact_budget(budget: Budget, seconds: float) -> Budget:
     """Search nodes for ``seconds`` of the call's budget (see :func:`_allowance`); with the
     clock deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
     return _allowance(budget, seconds, EXACT_NODES_PER_SECOND, EXACT_NODES_PER_SECOND_FAST,
@@ -339,9 +339,9 @@ def _fluid(
         budget.mark_ran_out()
         return
     bound, used = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
-                                   best.max_load, most, budget.wall_deadline)
+                                   best.max_load, most, budget.deadline)
     budget.charge(used * FLUID_SECONDS_PER_VARIABLE)
-    if budget.wall_left() <= 0:
+    if budget.seconds_left() <= 0:
         budget.mark_cut()
     if used >= most:
         budget.mark_ran_out()

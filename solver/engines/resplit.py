@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..options import Allowance, BestPlan, Budget
+from ..options import BestPlan, Budget
 from ..problem import Items, measure_bins
 from ..tuning import EXACT_NODES_PER_SECOND, EXCHANGES_PER_SECOND, GROUP_SHARE, SUBSETS_PER_SECOND
 from .branch_bound import CLOCK_EVERY, FOUND, pack
@@ -99,7 +99,7 @@ def resplit_pairs(
     *,
     lower_bound: int = 0,
     max_union: int = MAX_UNION,
-    work: Allowance | None = None,
+    work: Budget | None = None,
 ) -> list[list[int]]:
     """Improve ``bins`` (item indices) by optimal re-splits of the heaviest bin with a partner.
 
@@ -113,7 +113,7 @@ def resplit_pairs(
     """
     out = [list(b) for b in bins]
     _resplit(tokens, costs, counts, out, cap, max_count, lower_bound, max_union,
-             work if work is not None else Allowance(MAX_WORK))
+             work if work is not None else Budget(MAX_WORK))
     return out
 
 
@@ -126,7 +126,7 @@ def _resplit(
     max_count: int | None,
     lower_bound: int,
     max_union: int,
-    work: Allowance,
+    work: Budget,
 ) -> None:
     """The loop of :func:`resplit_pairs`, in place on ``out``, charging ``work``."""
     k = len(out)
@@ -242,7 +242,7 @@ def _best_exchange(
 
 def exchange_items(
     tokens: Sequence[int], costs: Sequence[int], bins: Sequence[Sequence[int]], cap: int, *,
-    lower_bound: int = 0, work: Allowance | None = None,
+    lower_bound: int = 0, work: Budget | None = None,
 ) -> list[list[int]]:
     """Improve ``bins`` by exchanges between the heaviest bin and any other (one item for two,
     two for one, one for one, or a move), the best one each step, until none lowers the
@@ -253,7 +253,7 @@ def exchange_items(
     is emptied, none goes over the cap. Costs summing to 2**61 or more are left alone (the
     scores are int64). ``work`` as in :func:`resplit_pairs` (in candidates scored).
     """
-    work = work if work is not None else Allowance(MAX_WORK)
+    work = work if work is not None else Budget(MAX_WORK)
     out = [list(b) for b in bins]
     n, k = len(tokens), len(out)
     setup = n + EXCHANGE_BIN_WORK * k + EXCHANGE_PAIR_WORK * sum(len(b) ** 2 // 2 for b in out)
@@ -345,7 +345,7 @@ def resplit_groups(
     max_count: int | None,
     *,
     lower_bound: int,
-    nodes: Allowance,
+    nodes: Budget,
 ) -> list[list[int]]:
     """Lower the heaviest micro-batch by packing it again with 2, then 3 partners (of the
     ``PARTNER_POOL`` lightest, lightest first; the first pool that packs at one below its load
@@ -372,7 +372,7 @@ def resplit_groups(
                     continue
                 if nodes.clock_out() or nodes.over(GROUP_NODES + NODES_PER_GROUP):
                     return out
-                search = Allowance(NODES_PER_GROUP, every=CLOCK_EVERY)
+                search = Budget(NODES_PER_GROUP, every=CLOCK_EVERY)
                 status, split = pack([tokens[i] for i in pool], [costs[i] for i in pool],
                                      [counts[i] for i in pool], len(group) + 1,
                                      load[heavy] - 1, cap, max_count, search)
@@ -406,7 +406,7 @@ def improve_by_groups(
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
                            lower_bound=best.lower_bound, nodes=search)
     budget.charge(search.used / EXACT_NODES_PER_SECOND)
-    if search.cut and search.deadline == budget.wall_deadline:
+    if search.cut and search.deadline == budget.deadline:
         budget.mark_cut()
     elif search.cut or search.ran_out:  # its share of the budget (work, or the clock) ended it
         budget.mark_ran_out()

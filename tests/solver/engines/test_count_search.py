@@ -14,7 +14,7 @@ from seqpart.solver import SolverOptions, partition
 from seqpart.solver.dropins.balance import _count_with_path, get_minimum_num_micro_batch_size
 from seqpart.solver.engines.count_lp import PatternLP, knapsack_pass
 from seqpart.solver.engines.count_search import NOTE_COUNT_LP, search_count
-from seqpart.solver.options import Allowance
+from seqpart.solver.options import Budget
 
 from _brute import brute_force_min_max
 
@@ -48,7 +48,7 @@ def test_triplets_reach_and_prove_n_over_3() -> None:
     sizes, _ = triplets(20, seed=1)
     ffd = first_fit_decreasing(sizes, None, CAP)
     assert len(ffd) > 20  # first fit decreasing leaves bins part-empty
-    found = search_count(sizes, CAP, min_bins_lower_bound(sizes, CAP), ffd, Allowance(10**9))
+    found = search_count(sizes, CAP, min_bins_lower_bound(sizes, CAP), ffd, Budget(10**9))
     assert found.bins is not None and len(found.bins) == 20 == found.lower_bound
     assert _valid(found.bins, sizes, CAP)
 
@@ -80,7 +80,7 @@ def test_bound_never_above_the_optimum_and_bins_valid(lengths: list[int], cap: i
     optimum = next(k for k in range(1, len(lengths) + 1)
                    if brute_force_min_max(lengths, k, cap) is not None)
     ffd = first_fit_decreasing(lengths, None, cap)
-    found = search_count(lengths, cap, 1, ffd, Allowance(10**8))
+    found = search_count(lengths, cap, 1, ffd, Budget(10**8))
     assert found.lower_bound <= optimum <= len(found.bins or ffd) <= len(ffd)
     assert found.bins is not None and _valid(found.bins, lengths, cap)
 
@@ -88,13 +88,13 @@ def test_bound_never_above_the_optimum_and_bins_valid(lengths: list[int], cap: i
 def test_lp_bound_and_waste_limit() -> None:
     # Sizes 6, 5, 4 (two of each) in bins of 10: 6+4 twice and 5+5, three bins.
     lp = PatternLP([6, 5, 4], 10)
-    assert lp.solve([2, 2, 2], Allowance(10**8)).bound == 3
+    assert lp.solve([2, 2, 2], Budget(10**8)).bound == 3
     lp.set_waste(0)  # only exactly full bins: still three
-    result = lp.solve([2, 2, 2], Allowance(10**8))
+    result = lp.solve([2, 2, 2], Budget(10**8))
     assert result.bound == 3 and result.converged
     # A third 6 has no full bin; the LP's patterns may cover more than the demand, so it
     # only sees the total (the dive's waste count refutes the rest).
-    assert lp.solve([3, 2, 2], Allowance(10**8)).bound == 4
+    assert lp.solve([3, 2, 2], Budget(10**8)).bound == 4
 
 
 def test_small_budget_still_returns_a_count_at_most_ffd() -> None:

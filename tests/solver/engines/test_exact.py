@@ -17,7 +17,7 @@ from seqpart.solver.engines.branch_bound import (
     minimise_max_load,
     pack,
 )
-from seqpart.solver.options import Allowance
+from seqpart.solver.options import Budget
 
 from _brute import brute_force_min_max
 
@@ -33,7 +33,7 @@ def test_pack_decides_both_ways() -> None:
 
 def test_a_spent_budget_is_unknown_not_infeasible() -> None:
     lengths = [10, 7, 6, 6, 12, 10, 6]
-    status, _ = pack(lengths, lengths, [1] * 7, 3, 19, 19, budget=Allowance(1))
+    status, _ = pack(lengths, lengths, [1] * 7, 3, 19, 19, budget=Budget(1))
     assert status == UNKNOWN
 
 
@@ -132,12 +132,12 @@ def test_dive_reports_the_work_it_did_and_stops_at_its_budget() -> None:
     lengths = rng.integers(2000, 30000, 40).tolist()
     k = 10
     z = load_lower_bound(lengths, k) + 2000
-    work = Allowance(10**9)
+    work = Budget(10**9)
     bins = dive(lengths, k, z, 65536, work)
     assert work.used > 0
-    again = Allowance(10**9)
+    again = Budget(10**9)
     assert dive(lengths, k, z, 65536, again) == bins and again.used == work.used  # repeatable
-    cut = Allowance(work.used // 4)
+    cut = Budget(work.used // 4)
     assert dive(lengths, k, z, 65536, cut) is None
     assert cut.used <= work.used
 
@@ -149,14 +149,14 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     from seqpart.solver.options import Budget
 
     wall = time.perf_counter() + 5.0
-    counted = Budget(limit=1.0, wall_deadline=wall)
+    counted = Budget(limit=1.0, deadline=wall)
     nodes = prove.exact_budget(counted, 0.2)
     assert nodes.limit == int(prove.EXACT_NODES_PER_SECOND * 0.2) and nodes.deadline == wall
     lp = prove._lp_budget(counted, 0.2)
     assert lp.limit == int(prove.LP_WORK_PER_SECOND * 0.2) and lp.deadline == wall
     assert not lp.by_clock and nodes.every == 1024
 
-    clock = Budget(limit=1.0, wall_deadline=wall, by_clock=True)
+    clock = Budget(limit=1.0, deadline=wall, by_clock=True, on_clock=True)
     before = time.perf_counter()
     nodes = prove.exact_budget(clock, 0.2)
     lp = prove._lp_budget(clock, 0.2)
@@ -167,5 +167,5 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     assert lp.by_clock and nodes.every == 64  # pricing and search read the clock often
     for deadline in (nodes.deadline, lp.deadline):
         assert deadline is not None and before + 0.2 <= deadline <= after + 0.2
-    late = Budget(limit=1.0, wall_deadline=before + 0.05, by_clock=True)
+    late = Budget(limit=1.0, deadline=before + 0.05, by_clock=True, on_clock=True)
     assert prove.exact_budget(late, 0.2).deadline == before + 0.05  # never past the call's own

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from seqpart.heuristics import improve
 from seqpart.solver.engines.resplit import exchange_items
-from seqpart.solver.options import Allowance
+from seqpart.solver.options import Budget
 
 from _brute import brute_force_min_max
 
@@ -29,7 +29,7 @@ def test_one_for_two_where_local_search_is_stuck() -> None:
 
 def test_no_work_no_change() -> None:
     lengths, costs = [10, 6, 3, 3, 5, 5], [100, 36, 9, 9, 25, 25]
-    work = Allowance(0)
+    work = Budget(0)
     assert exchange_items(lengths, costs, [[0, 1], [2, 3, 4, 5]], 16,
                           work=work) == [[0, 1], [2, 3, 4, 5]]
     assert work.used == 0 and work.ran_out

@@ -19,7 +19,7 @@ from seqpart.solver.engines.load_search import (
     decide,
     search_loads,
 )
-from seqpart.solver.options import Allowance, SolverOptions
+from seqpart.solver.options import Budget, SolverOptions
 
 from _brute import brute_force_min_max
 
@@ -48,7 +48,7 @@ def _instance(data: st.DataObject) -> tuple[list[int], int, int]:
 def test_each_decision_agrees_with_brute_force(data: st.DataObject) -> None:
     lengths, k, opt = _instance(data)
     z = data.draw(st.integers(max(lengths), sum(lengths)))
-    for status, bins in (decide(lengths, k, z, Allowance(10**9)), _exhaust(lengths, k, z)):
+    for status, bins in (decide(lengths, k, z, Budget(10**9)), _exhaust(lengths, k, z)):
         assert status in (FOUND, REFUTED)  # small batches: always decided
         assert (status == FOUND) == (z >= opt)
         if status == FOUND:
@@ -57,7 +57,7 @@ def test_each_decision_agrees_with_brute_force(data: st.DataObject) -> None:
 
 
 def _exhaust(lengths: list[int], k: int, z: int) -> tuple[str, list[list[int]] | None]:
-    tree = Exhaust(lengths, k, z, Allowance(10**9))
+    tree = Exhaust(lengths, k, z, Budget(10**9))
     status = tree.run()
     if status != FOUND:
         return status, None
@@ -107,7 +107,7 @@ def test_the_exhaustive_search_leaves_no_garbage_for_the_paused_collector() -> N
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        statuses = [Exhaust(tokens, 4, z, Allowance(10**9, None)).run() for z in (146, 150)]
+        statuses = [Exhaust(tokens, 4, z, Budget(10**9, None)).run() for z in (146, 150)]
         left = gc.collect()
     finally:
         if was_enabled:
@@ -168,12 +168,12 @@ def test_the_dive_before_the_exhaustive_search_gets_at_most_its_cap(
     given: list[int] = []
     real = load_search.search_count
 
-    def spy(tokens: list[int], z: int, k: int, start: Any, work: Allowance, **kwargs: Any) -> Any:
+    def spy(tokens: list[int], z: int, k: int, start: Any, work: Budget, **kwargs: Any) -> Any:
         given.append(work.limit - work.used)
         return real(tokens, z, k, start, work, **kwargs)
 
     monkeypatch.setattr(load_search, "search_count", spy)
-    work = Allowance(100 * load_search.DIVE_MOST_WORK)
+    work = Budget(100 * load_search.DIVE_MOST_WORK)
     status, bins = decide(HARD, HARD_K, HARD_OPT, work)
     assert status == FOUND and bins is not None
     check_plan(bins, HARD, HARD_K, HARD_OPT)

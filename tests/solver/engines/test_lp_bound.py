@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from seqpart.heuristics import load_lower_bound, min_bins_lower_bound
 from seqpart.heuristics.bounds import load_lower_bound_packing
 from seqpart.solver.engines.lp_bound import lp_infeasible, lp_load_bound
-from seqpart.solver.options import Allowance
+from seqpart.solver.options import Budget
 
 from _brute import brute_force_min_max
 
@@ -35,7 +35,7 @@ def test_proves_a_plan_optimal_above_the_packing_bound() -> None:
 
 def test_a_spent_budget_keeps_the_given_bound() -> None:
     lengths = [12, 8, 10, 7, 11, 12, 3]
-    assert lp_load_bound(lengths, lengths, 3, None, 21, 22, Allowance(0)) == 21
+    assert lp_load_bound(lengths, lengths, 3, None, 21, 22, Budget(0)) == 21
 
 
 @settings(max_examples=40, deadline=None)
