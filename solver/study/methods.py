@@ -32,6 +32,7 @@ from .methods_report import (
 from .readers import load_lengths
 from .runner import (
     RunConfig,
+    StudyOutcomeBase,
     Task,
     TaskExecutor,
     keep_sigint,
@@ -91,6 +92,30 @@ class Source:
         if self.whole:
             return list(self.lengths)
         return sample_batch(self.lengths, n, rng)
+
+
+def bundled_sources(names: str) -> list[Source]:
+    """The bundled datasets ``names`` lists (comma-separated, ``"all"`` or ``"none"``), in that
+    order; an unknown name is a usage error that lists the known ones."""
+    from .datasets import list_datasets, load_dataset
+
+    if names == "none":
+        return []
+    known = list_datasets()
+    sources = []
+    for name in known if names == "all" else split_list(names):
+        if name not in known:
+            raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
+        data = load_dataset(name)
+        sources.append(Source(name, data.lengths, max(data.lengths)))
+    return sources
+
+
+def generated_source() -> Source:
+    """The generated long-tail RL batches (DAPO's prompt and response caps)."""
+    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP
+
+    return Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP)
 
 
 @dataclass(frozen=True)
@@ -184,20 +209,11 @@ def parse_ns(text: str) -> list[int | None]:
 
 def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> list[Source]:
     from ...heuristics.inputs import as_lengths
-    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
 
-    sources = []
     names = config.datasets
     if names is None:
         names = "none" if config.data else "all"
-    if names != "none":
-        known = list_datasets()
-        chosen = known if names == "all" else split_list(names)
-        for name in chosen:
-            if name not in known:
-                raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
-            data = load_dataset(name)
-            sources.append(Source(name, data.lengths, max(data.lengths)))
+    sources = bundled_sources(names)
     for path in config.data or []:
         raw = load_lengths(path, config.fields, say)
         try:
@@ -207,8 +223,8 @@ def _sources(config: StudyConfig, say: Callable[[str], None] | None = None) -> l
         whole = config.n is None and len(lengths) <= WHOLE_FILE_MAX
         sources.append(Source(Path(path).stem, lengths, max(lengths), whole))
     generated = config.generated if config.generated is not None else not config.data
-    for _ in range(1 if generated else 0):
-        sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
+    if generated:
+        sources.append(generated_source())
     if not sources:
         raise UsageError("no data: use bundled datasets, --data FILE, or --generated")
     return sources
@@ -395,20 +411,11 @@ def run_method_task(payload: tuple[Instance, str, Any, int]) -> dict[str, Any]:
 
 
 @dataclass
-class StudyOutcome:
+class StudyOutcome(StudyOutcomeBase):
     """What :func:`run_study` did, for the caller to print."""
 
-    out: Path
-    results_path: Path
     rows: list[dict[str, Any]] = field(default_factory=list)
-    missing: int = 0
-    wanted: int = 0
-    plots: list[Path] = field(default_factory=list)
-    plots_skipped: str | None = None
-    timing_note: str = ""
     earlier: int = 0  # records from earlier runs with other settings, in the summary too
-    interrupted: bool = False
-    seconds: float = 0.0
 
 
 def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) -> StudyOutcome:
@@ -459,12 +466,8 @@ def run_study(config: StudyConfig, say: Callable[[str], None] = lambda _: None) 
     outcome.missing = len(wanted - {r["key"] for r in records})
     outcome.earlier = sum(1 for r in records if r["key"] not in wanted)
     if config.plots:
-        try:
-            from .plots import write_plots
+        from .plots import write_plots
 
-            outcome.plots = write_plots(records, shown, out)
-        except ImportError:
-            outcome.plots_skipped = (
-                "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
+        outcome.add_plots(write_plots, records, shown, out)
     outcome.seconds = time.perf_counter() - t0
     return outcome

@@ -110,25 +110,53 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
             "-" if math.isnan(r["mean_gap"]) else f"{r['mean_gap']:.2%}",
             "-" if math.isnan(r["max_gap"]) else f"{r['max_gap']:.2%}",
             f"{r['optimal_share']:.0%}",
-            *(_fmt_seconds(r[c]) + ("*" if _starved(r) else "")
+            *(format_seconds(r[c]) + ("*" if _starved(r) else "")
               for c in ("time_p50_s", "time_p95_s")),
         ))
-    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-    lines = []
-    for i, row in enumerate(table):
-        cells = [row[0].ljust(widths[0])] + [row[c].rjust(widths[c]) for c in range(1, len(head))]
-        lines.append("  ".join(cells))
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return format_table(table)
 
 
 def _starved(row: dict[str, Any]) -> bool:
     return bool(row.get("timed_runs")) and row["cpu_per_wall_p50"] < STARVED
 
 
-def _fmt_seconds(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+# --------------------------------------------------------------------------- shared by the reports
+
+
+def mean_or_nan(xs: Sequence[float]) -> float:
+    return float(np.mean(xs)) if xs else float("nan")
+
+
+def format_table(table: Sequence[Sequence[str]]) -> str:
+    """The rows of ``table`` (its head first) in aligned columns, the first (the method) to the
+    left and the figures to the right, with a rule under the head."""
+    widths = [max(len(row[c]) for row in table) for c in range(len(table[0]))]
+    lines = []
+    for i, row in enumerate(table):
+        lines.append("  ".join([row[0].ljust(widths[0])]
+                               + [row[c].rjust(widths[c]) for c in range(1, len(widths))]))
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_figure(x: float | None, spec: str) -> str:
+    """``x`` in ``spec`` (a ``str.format`` spec), or "-" where there is none (None or NaN)."""
+    return "-" if x is None or math.isnan(x) else spec.format(x)
+
+
+def format_seconds(seconds: float, ms_decimals: int = 1) -> str:
+    return f"{seconds * 1000:.{ms_decimals}f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def write_rows_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """The rows as a CSV with the first row's fields as its columns; no rows, no file."""
+    if not rows:
+        return
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def write_summary_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:

@@ -22,6 +22,9 @@ it, and another kind of study can be too:
   ``RunOutcome(interrupted=True)``; running again with ``store.pending(tasks)`` resumes.
 - :class:`RunConfig` -- the settings every study shares (batches per setting, seed, processes,
   output folder, limit, plots, progress, executor); each study's config extends it.
+- :func:`run_pending` ``(config, store, tasks, runner, ...)`` -- a study's run on its config:
+  what is not done yet, announced, then the records; :class:`StudyOutcomeBase` -- what every
+  study's outcome holds (folder, counts, plots or why not, timing note, time).
 - :func:`worker_pool` / :func:`pool_map` -- one process pool for the tasks and for side
   computations, so workers start once.
 - :func:`open_executor` ``(kind, jobs, address=)`` -- where the tasks run: ``"local"`` (this
@@ -48,7 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -347,6 +350,33 @@ def add_executor_arguments(parser: Any) -> None:
                              "or 'auto'); without it a local Ray of --jobs CPUs is started")
 
 
+#: What a study says instead of its plots when matplotlib (the ``plot`` extra) is missing.
+PLOTS_SKIPPED = "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')"
+
+
+@dataclass
+class StudyOutcomeBase:
+    """What every study's run did, for the CLI to print (each study's outcome extends it)."""
+
+    out: Path
+    results_path: Path
+    missing: int = 0
+    wanted: int = 0
+    plots: list[Path] = field(default_factory=list)
+    plots_skipped: str | None = None
+    timing_note: str = ""
+    interrupted: bool = False
+    seconds: float = 0.0
+
+    def add_plots(self, write: Callable[..., list[Path]], *args: Any) -> None:
+        """``write(*args)``'s plots, or without matplotlib the note that says why there are none
+        (the plot writers import it inside, so a missing extra shows here)."""
+        try:
+            self.plots = write(*args)
+        except ImportError:
+            self.plots_skipped = PLOTS_SKIPPED
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What :func:`run_tasks` did: records written (``failed`` of them failure records), and
@@ -424,3 +454,23 @@ def _executor(pool: ProcessPoolExecutor | TaskExecutor | None, jobs: int) -> Ite
             yield LocalExecutor(made)
     else:
         yield LocalExecutor(pool)
+
+
+def run_pending(config: RunConfig, store: ResultStore, all_tasks: Sequence[Task],
+                runner: Callable[[Any], dict[str, Any]], *, desc: str, say: Callable[[str], None],
+                grid: str, how: str = "") -> list[dict[str, Any]] | None:
+    """A study's run on ``config``'s executor: the tasks ``store`` does not hold yet (at most
+    ``config.limit``), announced with ``say`` (``grid`` says what the study holds, ``how`` is
+    added to the line); then every record of ``all_tasks`` in the store, or None when Ctrl-C
+    cut the run short."""
+    jobs, timed_jobs = config.job_counts()
+    wanted = {t.key for t in all_tasks}
+    tasks, resumed = store.to_run(all_tasks, config.limit)
+    say(f"{grid}; {resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
+        f"time-budgeted ones {timed_jobs} at a time{how}")
+    with open_executor(config.executor, max(jobs, timed_jobs), address=config.address) as pool:
+        ran = run_tasks(tasks, runner, store, jobs=jobs, exclusive_jobs=timed_jobs, pool=pool,
+                        progress=config.progress, desc=desc)
+    if ran.interrupted:
+        return None
+    return [r for r in store.records() if r["key"] in wanted]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
+from .methods import GENERATED_SOURCE
 from .runner import add_executor_arguments
 from .step_report import format_summary
 from .step_study import (
@@ -24,7 +25,6 @@ from .step_study import (
     DEFAULT_PP,
     DEFAULT_TIME_LIMIT,
     EXIT_INTERRUPTED,
-    GENERATED_SOURCE,
     STEP_METHODS,
     StepStudyConfig,
     run_step_study,

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,17 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from .methods_report import (
-    STARVED,
-    cpu_contention,
-)
+from .methods_report import STARVED, cpu_contention, format_figure, format_seconds, format_table, mean_or_nan
 
 #: The re-implemented trainer schedulers the step study runs (seqpart.heuristics.trainer_baselines).
 TRAINERS = ("slime_rr", "slime_kk", "prime_rl", "verl", "verl_retry", "megatron")
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return float(np.mean(xs)) if xs else float("nan")
 
 
 def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Sequence[int]
@@ -51,7 +43,7 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
             "over_cap_runs": sum(1 for r in mine if r["over_cap"]),
             "unequal_runs": sum(1 for r in mine if r["unequal"]),
             "failed": sum(1 for r in mine if r["error"]),
-            "mean_m": _mean([r["m"] for r in mine if r["m"]]),
+            "mean_m": mean_or_nan([r["m"] for r in mine if r["m"]]),
             "time_p50_s": float(np.percentile([r["seconds"] for r in mine], 50)),
             "time_p95_s": float(np.percentile([r["seconds"] for r in mine], 95)),
             **cpu_contention(mine),
@@ -59,16 +51,16 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], pps: Se
         for pp in pps:
             vals = [r["pp"][str(pp)]["ratio"] for r in mine if r["valid"] and str(pp) in r["pp"]
                     and r["pp"][str(pp)]["ratio"] is not None]
-            row[f"step_over_lb_pp{pp}"] = _mean(vals)
+            row[f"step_over_lb_pp{pp}"] = mean_or_nan(vals)
         fe = [v["formula_over_exact"] for r in mine if r["valid"] for pp, v in r["pp"].items()
               if int(pp) > 1 and v.get("formula_over_exact") is not None]
-        row["formula_over_exact_mean"] = _mean(fe)
+        row["formula_over_exact_mean"] = mean_or_nan(fe)
         row["formula_over_exact_min"] = min(fe, default=float("nan"))
         row["formula_over_exact_max"] = max(fe, default=float("nan"))
         ran = [(r, pp, v) for r in mine if r["valid"] for pp, v in r["pp"].items()
                if v["step"] is not None and (r["setting"], pp) in best]
         vs = [v["step"] / best[(r["setting"], pp)] for r, pp, v in ran]
-        row["vs_best_trainer"] = _mean(vs)
+        row["vs_best_trainer"] = mean_or_nan(vs)
         row["behind_best_trainer"] = sum(1 for x in vs if x > 1 + 1e-12)
         row["behind_reordered_trainer"] = sum(
             1 for r, pp, v in ran if v["step"] > best_ordered[(r["setting"], pp)] * (1 + 1e-12))
@@ -89,41 +81,17 @@ def format_summary(rows: Sequence[dict[str, Any]], pps: Sequence[int]) -> str:
         table.append([
             r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["over_cap_runs"]),
             str(r["unequal_runs"]), str(r["failed"]),
-            *[_fmt(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
-            _fmt(r["formula_over_exact_mean"], "{:.3f}"),
-            _fmt(r["formula_over_exact_min"], "{:.3f}") + ".."
-            + _fmt(r["formula_over_exact_max"], "{:.3f}"),
-            _fmt(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
+            *[format_figure(r[f"step_over_lb_pp{pp}"], "{:.3f}") for pp in pps],
+            format_figure(r["formula_over_exact_mean"], "{:.3f}"),
+            format_figure(r["formula_over_exact_min"], "{:.3f}") + ".."
+            + format_figure(r["formula_over_exact_max"], "{:.3f}"),
+            format_figure(r["vs_best_trainer"], "{:.3f}x"), str(r["behind_best_trainer"]),
             str(r["behind_reordered_trainer"]),
-            _fmt(r["mean_m"], "{:.1f}"),
-            *(_fmt_seconds(r[c]) + ("*" if r["timed_runs"] and r["cpu_per_wall_p50"] < STARVED
+            format_figure(r["mean_m"], "{:.1f}"),
+            *(format_seconds(r[c]) + ("*" if r["timed_runs"] and r["cpu_per_wall_p50"] < STARVED
                                     else "") for c in ("time_p50_s", "time_p95_s")),
         ])
-    widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-    lines = []
-    for i, row in enumerate(table):
-        lines.append("  ".join([row[0].ljust(widths[0])]
-                               + [row[c].rjust(widths[c]) for c in range(1, len(head))]))
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _fmt(x: float, spec: str) -> str:
-    return "-" if x is None or math.isnan(x) else spec.format(x)
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
-def write_summary_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    if not rows:
-        return
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    return format_table(table)
 
 
 def write_plot(rows: Sequence[dict[str, Any]], pps: Sequence[int], out: Path) -> Path:

@@ -35,18 +35,19 @@ import numpy as np
 from ..errors import UsageError
 from .methods import (
     Source,
+    bundled_sources,
+    generated_source,
     parse_caps,
     parse_ns,
     split_list,
     stable_seed,
 )
-from .methods_report import format_timing_note
-from .runner import RunConfig, Task, open_executor, run_tasks
+from .methods_report import format_timing_note, write_rows_csv
+from .runner import RunConfig, StudyOutcomeBase, Task, run_pending
 from .step_report import (
     TRAINERS,
     summarize,
     write_plot,
-    write_summary_csv,
 )
 
 STEP_METHODS = (*TRAINERS, "plan_global", "per_rank", "plan_step")
@@ -61,7 +62,6 @@ DEFAULT_COSTS = "attention"
 DEFAULT_OVERHEAD_TOKENS = 512
 #: plan_step's and plan_global's budget; the per-rank partitions get a tenth each.
 DEFAULT_TIME_LIMIT = 0.2
-GENERATED_SOURCE = "rl_longtail"
 EXIT_INTERRUPTED = 130
 
 
@@ -144,20 +144,7 @@ def parse_costs(text: str) -> list[str]:
 
 
 def _sources(config: StepStudyConfig) -> list[Source]:
-    from .datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
-
-    known = list_datasets()
-    names = [] if config.datasets == "none" else known if config.datasets == "all" else split_list(
-        config.datasets
-    )
-    sources = []
-    for name in names:
-        if name not in known:
-            raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
-        data = load_dataset(name)
-        sources.append(Source(name, data.lengths, max(data.lengths)))
-    if config.generated:
-        sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
+    sources = bundled_sources(config.datasets) + ([generated_source()] if config.generated else [])
     if not sources:
         raise UsageError("no data: choose bundled --datasets or keep the generated batches")
     return sources
@@ -328,18 +315,9 @@ def _score_pp(sched: list[list[list[int]]], s: Setting, pp: int) -> dict[str, An
 
 
 @dataclass
-class StepStudyOutcome:
-    out: Path
-    results_path: Path
+class StepStudyOutcome(StudyOutcomeBase):
     rows: list[dict[str, Any]] = field(default_factory=list)
     pps: tuple[int, ...] = ()
-    missing: int = 0
-    wanted: int = 0
-    plots: list[Path] = field(default_factory=list)
-    plots_skipped: str | None = None
-    timing_note: str = ""
-    interrupted: bool = False
-    seconds: float = 0.0
 
 
 def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda _: None
@@ -350,7 +328,7 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
         raise UsageError("--time-limit must be a positive number of seconds")
     settings, skipped = build_settings(config)
     # Timed methods run after the others, timed_jobs at a time, CP-SAT on the cores they leave.
-    jobs, timed_jobs = config.job_counts()
+    timed_jobs = config.job_counts()[1]
     workers = max(1, (os.cpu_count() or 1) // timed_jobs)
     store = config.open_store()
     out = Path(config.out)
@@ -358,28 +336,21 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     outcome = StepStudyOutcome(out, store.path, pps=pps)
     t0 = time.perf_counter()
     all_tasks = step_tasks(settings, methods, config.time_limit, workers)
-    wanted = {t.key for t in all_tasks}
-    tasks, resumed = store.to_run(all_tasks, config.limit)
-    say(f"seqpart step: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} runs); "
-        f"{resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
-        f"time-budgeted ones {timed_jobs} at a time with {workers} CP-SAT worker(s)"
-        + (f"; {skipped} grid points skipped (n < 2*dp or cap < longest)" if skipped else ""))
-    with open_executor(config.executor, max(jobs, timed_jobs), address=config.address) as pool:
-        run = run_tasks(tasks, run_step_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
-                        pool=pool, progress=config.progress, desc="step")
-    if run.interrupted:
+    records = run_pending(
+        config, store, all_tasks, run_step_task, desc="step", say=say,
+        grid=f"seqpart step: {len(settings)} settings x {len(methods)} methods "
+             f"({len(all_tasks)} runs)",
+        how=f" with {workers} CP-SAT worker(s)"
+            + (f"; {skipped} grid points skipped (n < 2*dp or cap < longest)" if skipped else ""))
+    if records is None:
         outcome.interrupted = True
         return outcome
-    records = [r for r in store.records() if r["key"] in wanted]
     outcome.rows = summarize(records, methods, pps)
     outcome.timing_note = format_timing_note(outcome.rows, records)
-    write_summary_csv(outcome.rows, out / "step_summary.csv")
-    outcome.wanted, outcome.missing = len(wanted), len(wanted) - len(records)
+    write_rows_csv(outcome.rows, out / "step_summary.csv")
+    wanted = len({t.key for t in all_tasks})
+    outcome.wanted, outcome.missing = wanted, wanted - len(records)
     if config.plots and outcome.rows:
-        try:
-            outcome.plots = [write_plot(outcome.rows, pps, out)]
-        except ImportError:
-            outcome.plots_skipped = (
-                "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
+        outcome.add_plots(lambda: [write_plot(outcome.rows, pps, out)])
     outcome.seconds = time.perf_counter() - t0
     return outcome

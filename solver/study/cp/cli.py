@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UsageError
+from ..methods import GENERATED_SOURCE
 from ..step_cli import (
     add_run_arguments,
     positive,
@@ -27,7 +28,6 @@ from .study import (
     DEFAULT_OVERHEAD_TOKENS,
     DEFAULT_TIME_LIMIT,
     EXIT_INTERRUPTED,
-    GENERATED_SOURCE,
     QUICK,
     CPStudyConfig,
     cost_terms,

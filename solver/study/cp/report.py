@@ -9,7 +9,6 @@ plan_cp_step's on the same setting, where both are valid.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,14 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from ..methods_report import STARVED, cpu_contention
+from ..methods_report import (
+    STARVED,
+    cpu_contention,
+    format_figure,
+    format_seconds,
+    format_table,
+    mean_or_nan,
+    write_rows_csv,
+)
 from .methods import TIMED
 
 PLANNER = "plan_cp_step"
-
-
-def _mean(xs: Sequence[float]) -> float:
-    return float(np.mean(xs)) if xs else float("nan")
 
 
 def applies(record: Mapping[str, Any], sync: str) -> bool:
@@ -84,14 +87,14 @@ def summarize(records: Sequence[dict[str, Any]], methods: Sequence[str], sync: s
             "runs": len(mine),
             "valid_rate": len(valid) / len(mine),
             "errors": sum(1 for r in mine if r["error"]),
-            "mean_over_bound": _mean(over),
+            "mean_over_bound": mean_or_nan(over),
             "max_over_bound": max(over, default=float("nan")),
-            "planner_speedup_mean": _mean(speed),
+            "planner_speedup_mean": mean_or_nan(speed),
             "planner_speedup_max": max(speed, default=float("nan")),
             # Settings where plan_cp_step was slower than this method (it never should be).
             "planner_behind": sum(1 for x in speed if x < 1) if method != PLANNER else None,
             "degrees": ",".join(str(c) for c in sorted({c for r, _ in valid for c in r["degrees"]})),
-            "mean_steps": _mean([r["steps"] for r, _ in valid]),
+            "mean_steps": mean_or_nan([r["steps"] for r, _ in valid]),
             "wall_p50_s": float(np.percentile(walls, 50)),
             "wall_max_s": max(walls),
             # Its timed runs had under 0.8 of a core (median): the walls include waiting.
@@ -125,37 +128,18 @@ def format_summary(rows: Mapping[str, Sequence[dict[str, Any]]]) -> str:
                 f"{r['planner_speedup_mean']:.3f}x (max {r['planner_speedup_max']:.3f}x)")
             table.append([
                 r["method"], str(r["runs"]), f"{r['valid_rate']:.0%}", str(r["errors"]),
-                _fmt(r["mean_over_bound"], "{:.3f}"), _fmt(r["max_over_bound"], "{:.3f}"), speed,
+                format_figure(r["mean_over_bound"], "{:.3f}"),
+                format_figure(r["max_over_bound"], "{:.3f}"), speed,
                 "-" if r["planner_behind"] is None else str(r["planner_behind"]),
-                r["degrees"] or "-", _fmt(r["mean_steps"], "{:.1f}"),
-                *(_fmt_seconds(r[c]) + ("*" if r["starved"] else "") for c in ("wall_p50_s",
-                                                                               "wall_max_s")),
+                r["degrees"] or "-", format_figure(r["mean_steps"], "{:.1f}"),
+                *(format_seconds(r[c], ms_decimals=0) + ("*" if r["starved"] else "")
+                  for c in ("wall_p50_s", "wall_max_s")),
             ])
-        widths = [max(len(row[c]) for row in table) for c in range(len(head))]
-        lines = [f"sync={sync}: modelled step time over the best lower bound known, and plan_cp_step's "
-                 "speed-up over each method"]
-        for i, row in enumerate(table):
-            lines.append("  ".join([row[0].ljust(widths[0])]
-                                   + [row[c].rjust(widths[c]) for c in range(1, len(head))]))
-            if i == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        parts.append("\n".join(lines))
+        title = (f"sync={sync}: modelled step time over the best lower bound known, and "
+                 "plan_cp_step's speed-up over each method")
+        parts.append(f"{title}\n{format_table(table)}")
     return "\n\n".join(parts)
 
 
-def _fmt(x: float | None, spec: str) -> str:
-    return "-" if x is None or math.isnan(x) else spec.format(x)
-
-
-def _fmt_seconds(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
 def write_summary_csv(rows: Mapping[str, Sequence[dict[str, Any]]], path: Path) -> None:
-    flat = [r for sync_rows in rows.values() for r in sync_rows]
-    if not flat:
-        return
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(flat[0]))
-        writer.writeheader()
-        writer.writerows(flat)
+    write_rows_csv([r for sync_rows in rows.values() for r in sync_rows], path)

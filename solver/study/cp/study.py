@@ -30,9 +30,16 @@ import numpy as np
 from ...dynamic_cp import SYNCS, CPInstance, make_cp_instance
 from ...errors import UsageError
 from ...options import SolverOptions
-from ..methods import Source, parse_ns, split_list, stable_seed
+from ..methods import (
+    Source,
+    bundled_sources,
+    generated_source,
+    parse_ns,
+    split_list,
+    stable_seed,
+)
 from ..methods_report import format_timing_note
-from ..runner import RunConfig, Task, open_executor, run_tasks
+from ..runner import RunConfig, StudyOutcomeBase, Task, run_pending
 from .methods import CP_METHODS, TIMED, MethodRun, run_cp_method, score
 from .report import summarize, timing_rows, write_summary_csv
 
@@ -45,7 +52,6 @@ DEFAULT_COST = "attention"
 DEFAULT_OVERHEAD_TOKENS = 512
 #: cp_comm as a multiple of the cost's linear (per-token) term: 0.25 * 24576 = 6144 by default.
 DEFAULT_CP_COMM = "0.25"
-GENERATED_SOURCE = "rl_longtail"
 EXIT_INTERRUPTED = 130
 
 
@@ -165,18 +171,7 @@ def _batches(config: CPStudyConfig) -> list[tuple[str, str, int, int, tuple[int,
 
 
 def _sources(config: CPStudyConfig) -> list[Source]:
-    from ..datasets import RL_PROMPT_CAP, RL_RESPONSE_CAP, list_datasets, load_dataset
-
-    known = list_datasets()
-    names = {"none": [], "all": known}.get(config.datasets, split_list(config.datasets))
-    sources = []
-    for name in names:
-        if name not in known:
-            raise UsageError(f"no bundled dataset {name!r}: choose from {', '.join(known)}")
-        data = load_dataset(name)
-        sources.append(Source(name, data.lengths, max(data.lengths)))
-    if config.generated:
-        sources.append(Source(GENERATED_SOURCE, None, RL_PROMPT_CAP + RL_RESPONSE_CAP))
+    sources = bundled_sources(config.datasets) + ([generated_source()] if config.generated else [])
     if not sources:
         raise UsageError("no data: choose bundled --datasets, keep the generated batches, or "
                          "give --data FILE")
@@ -248,20 +243,11 @@ def run_cp_task(payload: tuple[CPSetting, str, str | None, float]) -> dict[str, 
 
 
 @dataclass
-class CPStudyOutcome:
-    out: Path
-    results_path: Path
+class CPStudyOutcome(StudyOutcomeBase):
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per sync
     records: list[dict[str, Any]] = field(default_factory=list)
     settings: int = 0
     clipped: int = 0
-    missing: int = 0
-    wanted: int = 0
-    plots: list[Path] = field(default_factory=list)
-    plots_skipped: str | None = None
-    timing_note: str = ""
-    interrupted: bool = False
-    seconds: float = 0.0
 
 
 def run_cp_study(config: CPStudyConfig, say: Callable[[str], None] = lambda _: None
@@ -272,37 +258,28 @@ def run_cp_study(config: CPStudyConfig, say: Callable[[str], None] = lambda _: N
     if not config.time_limit > 0 or math.isinf(config.time_limit):
         raise UsageError("--time-limit must be a positive number of seconds")
     settings = build_settings(config)
-    jobs, timed_jobs = config.job_counts()
     store = config.open_store()
     out = Path(config.out)
     outcome = CPStudyOutcome(out, store.path, settings=len(settings))
     t0 = time.perf_counter()
     all_tasks = cp_tasks(settings, methods, syncs, config.time_limit)
-    wanted = {t.key for t in all_tasks}
-    tasks, resumed = store.to_run(all_tasks, config.limit)
-    say(f"seqpart cp-study: {len(settings)} settings x {len(methods)} methods ({len(all_tasks)} "
-        f"runs); {resumed} already in {store.path}, {len(tasks)} to run on {jobs} process(es), "
-        f"time-budgeted ones {timed_jobs} at a time")
-    with open_executor(config.executor, max(jobs, timed_jobs), address=config.address) as pool:
-        ran = run_tasks(tasks, run_cp_task, store, jobs=jobs, exclusive_jobs=timed_jobs,
-                        pool=pool, progress=config.progress, desc="cp-study")
-    if ran.interrupted:
+    records = run_pending(
+        config, store, all_tasks, run_cp_task, desc="cp-study", say=say,
+        grid=f"seqpart cp-study: {len(settings)} settings x {len(methods)} methods "
+             f"({len(all_tasks)} runs)")
+    if records is None:
         outcome.interrupted = True
         return outcome
-    records = [r for r in store.records() if r["key"] in wanted]
     outcome.records = records
     outcome.clipped = sum(1 for s in settings if s.clipped)
     outcome.rows = {sync: summarize(records, methods, sync) for sync in syncs}
     outcome.timing_note = format_timing_note(timing_rows(records, methods), records)
     write_summary_csv(outcome.rows, out / "cp_summary.csv")
-    outcome.wanted, outcome.missing = len(wanted), len(wanted) - len(records)
+    wanted = len({t.key for t in all_tasks})
+    outcome.wanted, outcome.missing = wanted, wanted - len(records)
     if config.plots and records:
-        try:
-            from .plots import write_cp_plots
+        from .plots import write_cp_plots
 
-            outcome.plots = write_cp_plots(records, methods, syncs, out)
-        except ImportError:
-            outcome.plots_skipped = (
-                "plots skipped: matplotlib is not installed (pip install 'seqpart[plot]')")
+        outcome.add_plots(write_cp_plots, records, methods, syncs, out)
     outcome.seconds = time.perf_counter() - t0
     return outcome
