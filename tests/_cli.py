@@ -1,11 +1,14 @@
-"""Shared test helper: the ``seqpart`` command line run in this process."""
+"""Shared test helpers: the ``seqpart`` command line run in this process, and the records a
+study command wrote."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 from seqpart.solver.cli import main
 
@@ -29,3 +32,9 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
     finally:
         sys.stdin = old_stdin
     return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def read_results(out: Path) -> list[dict]:
+    """Every line of a study's ``out/results.jsonl``, strictly: a torn line fails the test (the
+    package's own reader skips it)."""
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

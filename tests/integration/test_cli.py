@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from _cli import run_cli
+from _cli import read_results, run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PLOTS = ("gap.png", "failures.png", "time_vs_n.png", "loads.png")
@@ -316,15 +316,11 @@ TINY = ("study", "--datasets", "code_humaneval_pypi", "--n", "16,24", "--k", "mi
         "--caps", "1x", "--methods", "karmarkar_karp,partition@0.05", "--quiet")
 
 
-def read_records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-
-
 def test_tiny_parallel_study_writes_results_and_summary(tmp_path: Path) -> None:
     out = tmp_path / "study"
     proc = run_process(*TINY, "--jobs", "2", "--no-plots", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    records = read_records(out)
+    records = read_results(out)
     # 2 batch sizes x 2 k values (plus the generated RL batches) x 2 methods.
     assert len(records) == len({r["key"] for r in records}) == 16
     assert {r["method"] for r in records} == {"karmarkar_karp", "partition@0.05"}
@@ -401,7 +397,7 @@ def test_study_interrupted_by_ctrl_c_then_resumed(tmp_path: Path) -> None:
     assert 4 <= len(partial) < 80
     resumed = run(*args)
     assert resumed.returncode == 0, resumed.stderr
-    keys = [r["key"] for r in read_records(out)]
+    keys = [r["key"] for r in read_results(out)]
     assert len(keys) == len(set(keys)) == 80
     assert partial <= set(keys)
 
@@ -414,7 +410,7 @@ def test_study_on_a_user_file(tmp_path: Path) -> None:
                "--methods", "lpt,first_fit_decreasing", "--jobs", "1", "--no-plots",
                "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    records = read_records(out)
+    records = read_results(out)
     # The generated RL batches hold sequences over cap=1000, so that grid point is skipped.
     assert {r["source"] for r in records} == {"mine"}
     mine = [r for r in records if r["source"] == "mine"]
@@ -464,7 +460,7 @@ def test_study_timed_runs_record_their_cpu_and_the_table_says_how_they_ran(
                "--k", "min", "--caps", "1x", "--methods", "lpt,partition@0.05", "--jobs", "1",
                "--no-plots", "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    records = read_records(out)
+    records = read_results(out)
     timed = [r for r in records if r["method"] == "partition@0.05"]
     assert len(timed) == 2 and all(r["workers"] == (os.cpu_count() or 1) for r in timed)
     for r in timed:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _cli import run_cli
+from _cli import read_results, run_cli
 
 from seqpart.solver import CostProfile
 from seqpart.solver.study.methods import StudyConfig, run_study
@@ -40,10 +40,6 @@ def with_files(command: tuple[str, ...], data: Path, profile: Path, out: Path) -
     return [*command, *extra, "--cost-profile", str(profile)]
 
 
-def records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-
-
 STUDY = ("study", "--k", "4", "--caps", "2x", "--methods", "lpt,capped_balance", "--jobs", "1", "--no-plots",
          "--quiet")
 
@@ -53,18 +49,18 @@ def test_study_balances_the_profile_cost(files: tuple[Path, Path], tmp_path: Pat
     code, _, err = run(*STUDY, "--data", str(data), "--cost-profile", str(profile),
                        "--out", str(tmp_path / "p"))
     assert code == 0, err
-    by_flag = records(tmp_path / "p")
+    by_flag = read_results(tmp_path / "p")
     assert {r["cost"] for r in by_flag} == {str(PROFILE.cost)}
     # The same study with the profile's cost given in Python: the same loads.
     run_study(StudyConfig(methods="lpt,capped_balance", data=(str(data),), k="4", caps="2x",
                           cost=PROFILE.cost, jobs=1, out=str(tmp_path / "c"), plots=False,
                           progress=False))
-    given = records(tmp_path / "c")
+    given = read_results(tmp_path / "c")
     loads = {(r["method"], r["max_load"]) for r in by_flag}
     assert loads == {(r["method"], r["max_load"]) for r in given}
     code, _, err = run(*STUDY, "--data", str(data), "--out", str(tmp_path / "t"))
     assert code == 0, err
-    assert loads != {(r["method"], r["max_load"]) for r in records(tmp_path / "t")}
+    assert loads != {(r["method"], r["max_load"]) for r in read_results(tmp_path / "t")}
 
 
 STEP = ("step", "--datasets", "none", "--n", "32", "--dp", "2", "--pp", "2", "--methods",
@@ -75,11 +71,11 @@ def test_step_grid_and_data_plan_with_the_profile(files: tuple[Path, Path], tmp_
     profile, data = files
     code, _, err = run(*STEP, "--cost-profile", str(profile), "--out", str(tmp_path / "g"))
     assert code == 0, err
-    grid = records(tmp_path / "g")
+    grid = read_results(tmp_path / "g")
     assert {(r["cost"], r["overhead"]) for r in grid} == {(str(PROFILE.cost), PROFILE.overhead)}
     code, _, err = run(*STEP, "--out", str(tmp_path / "d"))
     assert code == 0, err
-    assert {r["cost"] for r in records(tmp_path / "d")} == {"attention"}
+    assert {r["cost"] for r in read_results(tmp_path / "d")} == {"attention"}
 
     code, out, err = run("step", "--data", str(data), "--dp", "2", "--methods", "verl",
                          "--no-plots", "--quiet", "--cost-profile", str(profile),

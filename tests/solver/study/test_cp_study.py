@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from _cli import run_cli
+from _cli import read_results, run_cli
 
 from seqpart.solver.dynamic_cp import SYNCS, GreedyError
 from seqpart.solver.study.cp import CP_METHODS, DEFAULT_CP_MODEL
@@ -28,19 +28,15 @@ TINY = ("cp-study", "--datasets", "none", "--n", "24", "--n-gpus", "4", "--max-t
 RUNS = len(CP_METHODS) - 1 + len(SYNCS)
 
 
-def lines(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-
-
 def test_tiny_study_valid_never_slower_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "cp"
     part = run_cli(*TINY, "--limit", "2", "--no-plots", "--out", str(out))
     assert part.returncode == 0, part.stderr
-    assert len(lines(out)) == 2 and "still to run" in part.stdout
+    assert len(read_results(out)) == 2 and "still to run" in part.stdout
 
     proc = run_cli(*TINY, "--out", str(out))  # resumes: only the missing runs
     assert proc.returncode == 0, proc.stderr
-    records = lines(out)
+    records = read_results(out)
     assert len(records) == RUNS == len({r["key"] for r in records})  # nothing ran twice
     for sync in SYNCS:
         assert f"sync={sync}" in proc.stdout
@@ -136,7 +132,7 @@ def test_user_data_is_cut_into_steps(tmp_path: Path) -> None:
                    "--sync", "barrier", "--time-limit", "0.05", "--jobs", "1", "--no-plots",
                    "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    records = lines(out)
+    records = read_results(out)
     assert {r["source"] for r in records} == {"rollouts"}
     assert sorted((r["rep"], r["method"]) for r in records) == [
         (0, "megatron_greedy"), (0, "plan_cp_step"), (1, "megatron_greedy"), (1, "plan_cp_step")]

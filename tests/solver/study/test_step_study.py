@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _cli import read_results
 
 from seqpart.solver.study.step_study import (
     STEP_METHODS,
@@ -28,16 +28,12 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=180)
 
 
-def records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-
-
 def test_tiny_step_study_limit_resume_table_and_plot(tmp_path: Path) -> None:
     out = tmp_path / "step"
     # --limit: part of the runs, and the summary says what is left.
     part = run(*TINY, "--limit", "3", "--no-plots", "--out", str(out))
     assert part.returncode == 0, part.stderr
-    assert len(records(out)) == 3
+    assert len(read_results(out)) == 3
     assert "still to run" in part.stdout
 
     proc = run(*TINY, "--out", str(out))  # resumes: only the missing runs
@@ -46,7 +42,7 @@ def test_tiny_step_study_limit_resume_table_and_plot(tmp_path: Path) -> None:
     for method in STEP_METHODS:
         assert method in proc.stdout
     assert "step/LB pp=4" in proc.stdout and "still to run" not in proc.stdout
-    first = records(out)
+    first = read_results(out)
     # One setting: the 8 pp-agnostic methods once each, plan_step once per pp.
     assert len(first) == (len(STEP_METHODS) - 1) + 2
     assert len({r["key"] for r in first}) == len(first)
@@ -67,7 +63,7 @@ def test_tiny_step_study_limit_resume_table_and_plot(tmp_path: Path) -> None:
     # Running again: nothing new is run, the table is rebuilt from the stored records.
     again = run(*TINY, "--no-plots", "--out", str(out))
     assert again.returncode == 0, again.stderr
-    assert records(out) == first
+    assert read_results(out) == first
     assert "plan_step" in again.stdout
 
 
