@@ -226,8 +226,7 @@ def _search_k(
         # Not with equal sizes (bins then hold equal numbers, which the patterns ignore).
         # The LP dive's share depends on the batch (few sequences per micro-batch and a
         # small pricing table: most); the fixed-k attempts below keep what it leaves.
-        time_limit = budget.time_limit
-        seconds = min(count_share(items.tokens, cap, floor, time_limit) * time_limit,
+        seconds = min(count_share(items.tokens, cap, floor, budget) * budget.time_limit,
                       budget.left() - attempt_seconds)
         found = count_items(items.tokens, cap, floor, bfd, budget, seconds)
         if found is None or found.lower_bound < len(found.bins or bfd):

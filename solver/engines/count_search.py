@@ -396,13 +396,13 @@ def count_allowance(tokens: Sequence[int], cap: int, seconds: float,
     return work
 
 
-def count_share(tokens: Sequence[int], cap: int, lower: int, time_limit: float) -> float:
-    """The share of a call's time limit the search gets (see :data:`COUNT_FEW_PER_BIN` and
-    :data:`COUNT_SMALL_LIMIT`)."""
+def count_share(tokens: Sequence[int], cap: int, lower: int, budget: Budget) -> float:
+    """The share of the call's time limit (``budget.time_limit``) the search gets (see
+    :data:`COUNT_FEW_PER_BIN` and :data:`COUNT_SMALL_LIMIT`)."""
     sizes = set(tokens)
     table = len(sizes) * (cap // math.gcd(cap, *sizes) + 1)
     few = len(tokens) <= COUNT_FEW_PER_BIN * max(lower, 1)
-    large = time_limit >= COUNT_SMALL_LIMIT
+    large = budget.time_limit >= COUNT_SMALL_LIMIT
     return COUNT_SHARE if few and large and table <= DP_CELLS else COUNT_SHARE_MANY
 
 

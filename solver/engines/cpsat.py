@@ -139,7 +139,7 @@ def solve_items(
     try:
         # The build's clock checks are the safety net (the size estimate decided above).
         build_by = None if wall is None else wall - reserve - FINISH_MARGIN_SECONDS
-        model, y, z = _build(items, types, k, cap, max_count, best, build_by)
+        model, y, z = _build(items, types, k, cap, max_count, best, Budget(size, build_by))
         keys, members = types
     except _OutOfTime as stop:
         budget.mark_cut()  # in clock timing: the budget ran out
@@ -299,16 +299,17 @@ def _build(
     cap: int | None,
     max_count: int | None,
     best: BestPlan,
-    deadline: float | None,
+    budget: Budget,
 ) -> tuple[cp_model.CpModel, list[list[cp_model.IntVar | None]], cp_model.IntVar]:
-    """The model of the module docstring. Checks the clock once per row and per micro-batch,
-    so a build the size estimate got wrong (a loaded machine) stops near the deadline."""
+    """The model of the module docstring. Asks ``budget`` (the build's part) once per row
+    and per micro-batch whether its deadline has passed, so a build the size estimate got
+    wrong (a loaded machine) stops near it."""
 
     keys, members = types
     model = cp_model.CpModel()
 
     def check(done: str) -> None:
-        if deadline is not None and time.perf_counter() > deadline:
+        if budget.past_deadline():
             _release(model)
             raise _OutOfTime(done)
 

@@ -129,16 +129,17 @@ def decide(
     return status, None
 
 
-def affordable(tokens: Sequence[int], z: int, seconds: float, by_clock: bool = False) -> bool:
+def affordable(tokens: Sequence[int], z: int, seconds: float, budget: Budget | None = None
+               ) -> bool:
     """Whether ``seconds`` pay for a root LP at load z from scratch: ``ROOT_ITERATIONS``
     column-generation rounds over the pricing table (the count search's own test asks for
     10, which a waste-limited root LP on long sequences needs ~130 of). Counted at the
-    repeatable rate, or in clock timing at :data:`CLOCK_WORK_PER_SECOND`."""
+    repeatable rate, or in clock timing (``budget``'s) at :data:`CLOCK_WORK_PER_SECOND`."""
     sizes = set(tokens)
     cells = len(sizes) * (z // math.gcd(z, *sizes) + 1)
     if cells > DP_CELLS:
         return False  # the branch-and-bound pricing (huge caps): untried here, left out
-    rate = CLOCK_WORK_PER_SECOND if by_clock else WORK_PER_SECOND
+    rate = CLOCK_WORK_PER_SECOND if budget is not None and budget.by_clock else WORK_PER_SECOND
     return rate * seconds >= ROOT_ITERATIONS * (cells + SOLVE_WORK)
 
 
@@ -232,7 +233,7 @@ def search_loads(
     by_clock = budget.by_clock
     out = LoadResult(None, None, lower)
     hi = upper - 1  # the loads still worth a decision
-    if lower > hi or not affordable(tokens, hi, seconds, by_clock):
+    if lower > hi or not affordable(tokens, hi, seconds, budget):
         return out  # the root LP would not finish: nothing would be decided
     out.searched = True
     end = time.perf_counter() + seconds

@@ -20,7 +20,6 @@ Below it, the fluid bound: a second LP, for non-token costs under a tight cap.""
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
@@ -368,14 +367,14 @@ class _FluidLP:
             self.first += 1
         self.start = len(self.light) * (rest > 0) + h * self.first
 
-    def solve(self, deadline: float | None, most: int) -> tuple[list[float], list[float]] | None:
+    def solve(self, work: Budget, most: int) -> tuple[list[float], list[float]] | None:
         """GLOP's (token, cost) row multipliers at the LP optimum, unscaled and >= 0; None when
         GLOP fails or the columns would pass ``most``."""
         solver = pywraplp.Solver.CreateSolver("GLOP")
         if solver is None:  # pragma: no cover - GLOP ships with ortools
             return None
-        if deadline is not None:  # a safety net only
-            solver.SetTimeLimit(max(1, int(1000 * (deadline - time.perf_counter()))))
+        if work.deadline is not None:  # a safety net only
+            solver.SetTimeLimit(max(1, int(1000 * work.seconds_left())))
         cap, sc, inf, classes = self.cap, self.sc, solver.infinity(), self.classes
         z = solver.NumVar(0.0, inf, "z")  # rows scaled to about 1: GLOP's tolerances apply alike
         tok_rows = [solver.Constraint(-inf, room / cap) for room, _, _ in classes]
@@ -436,36 +435,38 @@ class _FluidLP:
 
 def fluid_load_bound(
     tokens: list[int], costs: list[int], k: int, cap: int, lo: int, hi: int,
-    max_variables: int = 1_000_000, deadline: float | None = None,
-) -> tuple[int, int]:
+    work: Budget | None = None,
+) -> int:
     """A lower bound on the largest load in [lo, hi] (hi: the best plan's load) from the fluid
-    LP, and its work in columns (an LP starts only when its first columns fit ``max_variables``;
-    ``deadline`` is a safety net for GLOP only; costs near 2**60 are left to the other bounds).
+    LP, charging ``work`` its columns (an LP starts only when its first columns fit what is
+    left of it, a million by default; its deadline is a safety net for GLOP only; costs near
+    2**60 are left to the other bounds).
 
     Heavy items need micro-batches of their own in plans with loads <= t, so each LP proves
     min(its z, t + 1): t = hi - 1 first (a z of hi proves the plan optimal), then, from the top,
     the t where one more item becomes heavy (2 c_i - 1): more heavy items, a larger z.
     """
-    best, used = lo, 0
+    work = work if work is not None else Budget(1_000_000)
+    best = lo
     if cap + max(costs, default=0) >= 1 << 60:  # the exact certificate is int64
-        return best, used
+        return best
     cands = sorted({2 * c - 1 for c in costs if lo <= 2 * c - 1 < hi - 1}, reverse=True)
     for t in [hi - 1, *cands]:
         if best > t:  # min(z, t + 1) cannot beat the bound any more
             break
         heavy = heavy_clique(tokens, costs, cap, t)
-        used += len(tokens) // 16  # the clique and the classes, in columns
+        work.charge(len(tokens) // 16)  # the clique and the classes, in columns
         if len(heavy) > k:
-            return max(best, min(t + 1, hi)), used
+            return max(best, min(t + 1, hi))
         if len(heavy) == len(tokens):
             break
         lp = _FluidLP(tokens, costs, k, cap, heavy)
-        if used + FLUID_LP_WORK + lp.start > max_variables:
+        if work.over(FLUID_LP_WORK + lp.start):
             break
-        duals = lp.solve(deadline, max_variables - used - FLUID_LP_WORK)
-        used += FLUID_LP_WORK + lp.columns
+        duals = lp.solve(work, work.left() - FLUID_LP_WORK)
+        work.charge(FLUID_LP_WORK + lp.columns)
         z = None if duals is None else lp.bound(*duals)
         if z is None:
             break
         best = max(best, min(z, t + 1, hi))
-    return best, used
+    return best

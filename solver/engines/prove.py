@@ -162,7 +162,7 @@ def prove_items(
     # relaxation than the plain one, so the plain LP is left out and its share goes to the
     # load search (the plain LP's test at the plan's load alone took 127 ms of a 1 s call on
     # adversarial/16, unconverged, where the load search then proved the optimum in 0.4 s).
-    loads_next = _loads_will_run(items, k, max_count, best, budget.by_clock,
+    loads_next = _loads_will_run(items, k, max_count, best, budget,
                                  allowance(LP_SHARE + LOAD_SEARCH_SHARE))
     left_before_lp = budget.left()
     if not loads_next:
@@ -297,12 +297,12 @@ def _loads_fit(items: Items, k: int, max_count: int | None, best: BestPlan) -> b
     return loads_apply(len(items), k, items.tokens == items.costs, max_count)
 
 
-def _loads_will_run(items: Items, k: int, max_count: int | None, best: BestPlan, by_clock: bool,
-                    seconds: float) -> bool:
+def _loads_will_run(items: Items, k: int, max_count: int | None, best: BestPlan,
+                    budget: Budget, seconds: float) -> bool:
     """Whether the load search fits the batch and ``seconds`` pay for its root LP."""
     if not _loads_fit(items, k, max_count, best):
         return False
-    return loads_affordable(items.tokens, best.max_load - 1, seconds, by_clock)
+    return loads_affordable(items.tokens, best.max_load - 1, seconds, budget)
 
 
 def _load_search(
@@ -338,8 +338,10 @@ def _fluid(
     if 2 * len(items) > most:  # at least one heavy bin and the rest: 2 columns per item
         budget.mark_ran_out()
         return
-    bound, used = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
-                                   best.max_load, most, budget.deadline)
+    columns = Budget(most, budget.deadline)  # GLOP's own limit: the call's safety net
+    bound = fluid_load_bound(items.tokens, items.costs, k, cap, best.lower_bound,
+                             best.max_load, columns)
+    used = columns.used
     budget.charge(used * FLUID_SECONDS_PER_VARIABLE)
     if budget.seconds_left() <= 0:
         budget.mark_cut()

@@ -39,10 +39,11 @@ PAIR_WORK = 256
 ROUND_WORK_PER_BIN = 2
 
 
-def work_for(time_limit: float, share: float = 0.25) -> int:
-    """The work budget (subsets) for a ``share`` of ``time_limit``: the same limit gives the
+def work_for(seconds: float, share: float = 0.25) -> int:
+    """The work (subsets) for a ``share`` of ``seconds`` (the call's limit, or what is left of
+    it): the same limit gives the
     same work on every machine; at least one 13-sequence pair."""
-    return max((1 << 12) + PAIR_WORK, int(SUBSETS_PER_SECOND * share * time_limit))
+    return max((1 << 12) + PAIR_WORK, int(SUBSETS_PER_SECOND * share * seconds))
 
 
 def _subset_sums(values: Sequence[int], dtype: type | str) -> np.ndarray:
@@ -345,13 +346,13 @@ def resplit_groups(
     max_count: int | None,
     *,
     lower_bound: int,
-    nodes: Budget,
+    work: Budget,
 ) -> list[list[int]]:
     """Lower the heaviest micro-batch by packing it again with 2, then 3 partners (of the
     ``PARTNER_POOL`` lightest, lightest first; the first pool that packs at one below its load
     is taken, then the new heaviest is tried). Stops at ``lower_bound``, when no pool helps, or
-    when ``nodes`` (search nodes) are spent; they are charged the nodes used, their ``cut`` says
-    the deadline stopped it, their ``ran_out`` that they did. Returns new lists; ``bins`` is
+    when ``work`` (search nodes) is spent; it is charged the nodes used, its ``cut`` says the
+    deadline stopped it, its ``ran_out`` that its nodes did. Returns new lists; ``bins`` is
     not changed."""
     out = [list(b) for b in bins]
     k = len(out)
@@ -370,13 +371,13 @@ def resplit_groups(
                 pool = out[heavy] + [i for j in group for i in out[j]]
                 if len(pool) > MAX_POOL:
                     continue
-                if nodes.clock_out() or nodes.over(GROUP_NODES + NODES_PER_GROUP):
+                if work.clock_out() or work.over(GROUP_NODES + NODES_PER_GROUP):
                     return out
                 search = Budget(NODES_PER_GROUP, every=CLOCK_EVERY)
                 status, split = pack([tokens[i] for i in pool], [costs[i] for i in pool],
                                      [counts[i] for i in pool], len(group) + 1,
                                      load[heavy] - 1, cap, max_count, search)
-                nodes.charge(GROUP_NODES + search.used)
+                work.charge(GROUP_NODES + search.used)
                 if status != FOUND or split is None:
                     continue
                 for j, part in zip((heavy, *group), split, strict=True):
@@ -404,7 +405,7 @@ def improve_by_groups(
     # checked against it before they start.
     search = exact_budget(budget, min(GROUP_SHARE * budget.time_limit, max(budget.left(), 0.0)))
     found = resplit_groups(items.tokens, items.costs, items.counts, best.bins, cap, max_count,
-                           lower_bound=best.lower_bound, nodes=search)
+                           lower_bound=best.lower_bound, work=search)
     budget.charge(search.used / EXACT_NODES_PER_SECOND)
     if search.cut and search.deadline == budget.deadline:
         budget.mark_cut()

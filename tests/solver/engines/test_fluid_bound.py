@@ -11,6 +11,7 @@ from seqpart.heuristics.bounds import load_lower_bound_token_room
 from seqpart.solver import partition
 from seqpart.solver.engines.lp_bound import _FluidLP, fluid_load_bound, heavy_clique
 from seqpart.solver.engines.prove import NOTE_FLUID
+from seqpart.solver.options import Budget
 
 from _brute import brute_force_min_max
 
@@ -23,18 +24,21 @@ def test_proves_optimal_what_the_token_room_bound_leaves_open() -> None:
     opt = brute_force_min_max(lengths, k, cap, costs)
     room = load_lower_bound_token_room(lengths, costs, k, cap, load_lower_bound(costs, k))
     assert (room, opt) == (179, 182)
-    assert fluid_load_bound(lengths, costs, k, cap, room, opt)[0] == opt
+    assert fluid_load_bound(lengths, costs, k, cap, room, opt) == opt
 
 
 def test_no_budget_keeps_the_given_bound() -> None:
     lengths, costs = [3, 2, 5, 7, 4, 3], [39, 24, 75, 119, 56, 39]
-    assert fluid_load_bound(lengths, costs, 2, 12, 179, 182, max_variables=0) == (179, 0)
+    work = Budget(0)
+    assert fluid_load_bound(lengths, costs, 2, 12, 179, 182, work) == 179 and work.used == 0
 
 
 def test_costs_beyond_int64_keep_the_given_bound_exactly() -> None:
     lengths = [2**40 + i for i in range(20)]
     costs = [x * x for x in lengths]  # ~2**80: the int64 certificate cannot hold them
-    assert fluid_load_bound(lengths, costs, 5, 5 * 2**40, max(costs), sum(costs)) == (max(costs), 0)
+    work = Budget(10**6)
+    assert fluid_load_bound(lengths, costs, 5, 5 * 2**40, max(costs), sum(costs), work) == max(costs)
+    assert work.used == 0
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,7 +57,7 @@ def test_never_above_the_optimum(lengths: list[int], data: st.DataObject) -> Non
         return
     lo = load_lower_bound(costs, k)
     hi = opt + data.draw(st.integers(0, 30))  # any plan's load, not only the optimum's
-    bound, _ = fluid_load_bound(lengths, costs, k, cap, lo, hi)
+    bound = fluid_load_bound(lengths, costs, k, cap, lo, hi)
     assert lo <= bound <= opt
 
 
@@ -91,7 +95,7 @@ def test_generated_columns_reach_the_full_lp() -> None:
     assert len(heavy) == 3
     full = _FluidLP(lengths, costs, k, cap, heavy)
     full.first = len(full.light)
-    want = full.bound(*full.solve(None, 10**6))
+    want = full.bound(*full.solve(Budget(10**6), 10**6))
     lp = _FluidLP(lengths, costs, k, cap, heavy)
     lp.light, lp.mult, lp.tok, lp.cst = lp.light[::-1], lp.mult[::-1], lp.tok[::-1], lp.cst[::-1]
-    assert lp.bound(*lp.solve(None, 10**6)) == want and lp.columns > lp.start
+    assert lp.bound(*lp.solve(Budget(10**6), 10**6)) == want and lp.columns > lp.start

@@ -152,8 +152,8 @@ def test_counted_work_keeps_the_plain_lp_where_the_root_lp_does_not_fit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """At the counted rate 0.6 s does not pay for the root LP: the plain LP runs (its share
     holds 20 iterations), and the load search skips."""
-    assert affordable(HARD, 47094, 0.35, by_clock=True)
-    assert not affordable(HARD, 47094, 0.35, by_clock=False)
+    assert affordable(HARD, 47094, 0.35, Budget(1.0, by_clock=True))
+    assert not affordable(HARD, 47094, 0.35, Budget(1.0))
     seen = _spy_on_the_proofs(monkeypatch)
     plan = partition(HARD, HARD_K, HARD_CAP, time_limit=0.6,
                      options=SolverOptions(deterministic=True))

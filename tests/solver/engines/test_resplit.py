@@ -92,7 +92,8 @@ def test_a_group_lowers_the_max_where_no_pair_can() -> None:
     stuck = max(sum(_STUCK[i] for i in b) for b in pairs)
     assert stuck == 53947
     nodes = Budget(10**6)
-    found = resplit_groups(_STUCK, _STUCK, [1] * n, pairs, None, None, lower_bound=0, nodes=nodes)
+    found = resplit_groups(_STUCK, _STUCK, [1] * n, pairs, None, None, lower_bound=0,
+                           work=nodes)
     check_plan(found, _STUCK, k)
     assert max(sum(_STUCK[i] for i in b) for b in found) < stuck
     assert not nodes.cut and nodes.used > 0
@@ -102,11 +103,12 @@ def test_groups_stop_at_the_node_budget_and_at_the_bound() -> None:
     n, k = len(_STUCK), 8
     start = resplit_pairs(_STUCK, _STUCK, [1] * n, karmarkar_karp_lists(_STUCK, [1] * n, k, None))
     nodes = Budget(0)
-    none = resplit_groups(_STUCK, _STUCK, [1] * n, start, None, None, lower_bound=0, nodes=nodes)
+    none = resplit_groups(_STUCK, _STUCK, [1] * n, start, None, None, lower_bound=0,
+                          work=nodes)
     assert none == start and nodes.used == 0 and nodes.ran_out
     nodes = Budget(10**6)
     at_bound = resplit_groups(_STUCK, _STUCK, [1] * n, start, None, None, lower_bound=10**9,
-                              nodes=nodes)
+                              work=nodes)
     assert at_bound == start and nodes.used == 0
 
 
@@ -121,19 +123,19 @@ def test_groups_keep_the_plan_valid_and_never_raise_a_load_above_the_max(
     cap = data.draw(st.one_of(st.none(), st.just(max(sum(tokens[i] for i in b) for b in bins))))
     before = sorted((sum(costs[i] for i in b) for b in bins), reverse=True)
     found = resplit_groups(tokens, costs, [1] * len(tokens), bins, cap, None, lower_bound=0,
-                           nodes=Budget(20_000))
+                           work=Budget(20_000))
     check_plan(found, tokens, k, cap)
     after = sorted((sum(costs[i] for i in b) for b in found), reverse=True)
     assert after <= before  # the sorted loads fall lexicographically, or stay
     assert found == resplit_groups(tokens, costs, [1] * len(tokens), bins, cap, None,
-                                   lower_bound=0, nodes=Budget(20_000))
+                                   lower_bound=0, work=Budget(20_000))
 
 
 def test_equal_sizes_keep_their_counts() -> None:
     tokens = [30, 29, 5, 4, 3, 2, 28, 1, 27, 6, 7, 8]
     bins = [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
     found = resplit_groups(tokens, tokens, [1] * 12, bins, None, 3, lower_bound=0,
-                           nodes=Budget(10**6))
+                           work=Budget(10**6))
     assert all(len(b) == 3 for b in found)
     assert max(sum(tokens[i] for i in b) for b in found) < 64
 
