@@ -34,10 +34,20 @@ def test_a_longer_limit_is_never_slower_in_the_repeatable_mode(
     # Every limit from BASE_SECONDS / BASE_SHARE on runs the same first part (1 s as shipped;
     # 0.1 s here, to keep the test short): a longer one only searches more counts, or longer.
     monkeypatch.setattr(by_count, "BASE_SECONDS", 0.04)
+    searched: list[float] = []
+    plan_one = by_count._Counts.plan
+
+    def spy(self: by_count._Counts, entry: by_count._Count, size: float) -> None:
+        searched.append(size)
+        plan_one(self, entry, size)
+
+    monkeypatch.setattr(by_count._Counts, "plan", spy)
     lengths = _batch(0, 48)
-    short, longer = _plan(lengths, 0.1), _plan(lengths, 0.3)
+    short = _plan(lengths, 0.25)
+    assert len(searched) >= 2  # the count search ran
+    longer = _plan(lengths, 0.6)
     assert Fraction(longer.step_time) <= Fraction(short.step_time)
-    again = _plan(lengths, 0.1)
+    again = _plan(lengths, 0.25)
     assert again.ranks == short.ranks and again.step_time == short.step_time
 
 
