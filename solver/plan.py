@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -244,6 +244,29 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
 StepBoundSource = Literal["step_bound", "cpsat"]
 
 
+class _Solved(Protocol):
+    """What every result reports after its own figures (:class:`Plan`, ``StepPlan``)."""
+
+    @property
+    def gap(self) -> float: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def method(self) -> str: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+
+def log_line(figures: str, result: _Solved) -> str:
+    """A result's one line for logs (its ``summary()``): its own ``figures``, then the gap, the
+    status, the method and the time, written alike for every kind of result."""
+    return (f"{figures} gap={result.gap:.4%} status={result.status} method={result.method} "
+            f"time={result.seconds * 1000:.1f}ms")
+
+
 @dataclass(frozen=True)
 class Plan:
     """A checked micro-batch plan, with everything a caller or a study needs about it.
@@ -296,11 +319,7 @@ class Plan:
     def summary(self) -> str:
         """One line for logs."""
         k_note = "" if self.k_status == "given" else f" ({self.k_status})"
-        return (
-            f"k={self.k}{k_note} max_load={self.max_load} bound={self.lower_bound} "
-            f"gap={self.gap:.4%} status={self.status} method={self.method} "
-            f"time={self.seconds * 1000:.1f}ms"
-        )
+        return log_line(f"k={self.k}{k_note} max_load={self.max_load} bound={self.lower_bound}", self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready fields (the CLI's and studies' record)."""

@@ -31,7 +31,7 @@ from ...heuristics.bounds import min_bins_lower_bound
 from ...heuristics.inputs import as_lengths, as_positive_int
 from ..batch_cost import MicroBatchCost, split_overhead
 from ..errors import InfeasibleError, InvalidPlanError
-from ..plan import StepBoundSource, StopReason, check_nesting, find_violations
+from ..plan import StepBoundSource, StopReason, check_nesting, find_violations, log_line
 from ..problem import Cost
 from .pipeline import (
     DEFAULT_MODEL,
@@ -456,12 +456,8 @@ class StepPlan:
 
     def summary(self) -> str:
         """One line for logs."""
-        return (
-            f"dp={self.dp_size} pp={self.pp} vpp={self.vpp} m={self.m} "
-            f"step_time={_num(self.step_time)} bound={_num(self.lower_bound)} "
-            f"gap={self.gap:.4%} status={self.status} method={self.method} "
-            f"time={self.seconds * 1000:.1f}ms"
-        )
+        return log_line(f"dp={self.dp_size} pp={self.pp} vpp={self.vpp} m={self.m} "
+                        f"step_time={_num(self.step_time)} bound={_num(self.lower_bound)}", self)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready fields (Fractions become floats)."""
