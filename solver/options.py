@@ -1,5 +1,5 @@
-"""Solver options and the best-plan record: shared by the orchestrator (``partition``) and the
-engines (``cpsat``), so neither imports the other."""
+"""Solver options, the one budget type (:class:`Budget`) and the best-plan record: shared by
+the orchestrator (``partition``) and the engines, so neither imports the other."""
 
 from __future__ import annotations
 

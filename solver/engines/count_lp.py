@@ -10,8 +10,9 @@ Soundness is as in :mod:`lp_bound`: the duals are rounded down to integers and t
 pattern value for them is found exactly (a dynamic programme over the capacity), so the
 Farley bound ``ceil(sum(d_i w_i) / V(w))`` is exact integer arithmetic. GLOP only steers.
 Sizes and the capacity are divided by their greatest common divisor first (a smaller table).
-Work is counted (table cells and LP solves) against an :class:`~seqpart.solver.options.Budget`,
-so the result does not depend on the clock unless the allowance's deadline cuts it.
+Work is counted (table cells and LP solves) against a step's part of the call's
+:class:`~seqpart.solver.options.Budget`, so the result does not depend on the clock unless
+its deadline cuts it.
 """
 
 from __future__ import annotations

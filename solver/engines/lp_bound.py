@@ -14,8 +14,8 @@ steers the search toward good weights.
 
 Any cost: the pricing knapsack has two capacities, tokens (cap) and cost (z), one when cost =
 tokens. Equal sizes and non-emptiness are relaxed away (still valid, only weaker). Work is
-counted against an :class:`~seqpart.solver.options.Budget`, so the answer does not depend
-on the clock unless the allowance's deadline (a safety net) cuts it.
+counted against a step's part of the call's :class:`~seqpart.solver.options.Budget`, so the
+answer does not depend on the clock unless its deadline (a safety net) cuts it.
 Below it, the fluid bound: a second LP, for non-token costs under a tight cap."""
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ repeatable timings keep their counted budget.
 from __future__ import annotations
 
 import random
-import time
 
 from ...heuristics.kernels import improve_lists
 from ..options import BestPlan, Budget
@@ -46,7 +45,7 @@ def keep_improving(
     rng = random.Random(seed)
     rounds = improved = 0
     plan = [list(b) for b in best.bins]
-    while best.max_load > best.lower_bound and deadline - time.perf_counter() > MIN_ROUND_SECONDS:
+    while best.max_load > best.lower_bound and budget.seconds_left() > MIN_ROUND_SECONDS:
         rounds += 1
         start = _ruin_and_recreate(plan, items, cap, rng)
         if start is None:
