@@ -105,19 +105,29 @@ def _global_groups(ids: list[np.ndarray], offsets: list[int]) -> list[list[int]]
     return out
 
 
-def _owner(offsets: list[int], n: int, index: int) -> tuple[int, int]:
-    if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
-        raise TypeError(f"index must be an int (a global sequence index), got {index!r} "
-                        f"({type(index).__name__})")
-    index = int(index)
-    if not 0 <= index < n:
-        raise IndexError(f"sequence {index} is outside range(0, {n})")
-    r = int(np.searchsorted(offsets, index, side="right")) - 1
-    return r, index - offsets[r]
+class _GatheredIndices:
+    """The global indices of a batch gathered from every rank, where rank r's local sequence j
+    is global index ``offsets[r] + j``: :class:`GlobalPlan` and :class:`StepSchedule` (frozen
+    dataclasses that hold the fields) map them back with the one :meth:`owner`."""
+
+    offsets: list[int]
+    lengths: list[int]
+
+    def owner(self, index: int) -> tuple[int, int]:
+        """(group rank that holds global sequence ``index`` now, its local index there)."""
+        n = len(self.lengths)
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"index must be an int (a global sequence index), got {index!r} "
+                            f"({type(index).__name__})")
+        index = int(index)
+        if not 0 <= index < n:
+            raise IndexError(f"sequence {index} is outside range(0, {n})")
+        r = int(np.searchsorted(self.offsets, index, side="right")) - 1
+        return r, index - self.offsets[r]
 
 
 @dataclass(frozen=True)
-class GlobalPlan:
+class GlobalPlan(_GatheredIndices):
     """The global plan as every rank receives it from :func:`plan_global_across_ranks`.
 
     ``plans[r]`` is rank r's plan (group-rank order); its bins hold indices into ``lengths``, the
@@ -135,10 +145,6 @@ class GlobalPlan:
     def my_plan(self) -> Plan:
         """This rank's plan."""
         return self.plans[self.rank]
-
-    def owner(self, index: int) -> tuple[int, int]:
-        """(group rank that holds global sequence ``index`` now, its local index there)."""
-        return _owner(self.offsets, len(self.lengths), index)
 
 
 # --------------------------------------------------------------------------- per-rank agreement
@@ -409,7 +415,7 @@ def plan_global_across_ranks(
 
 
 @dataclass(frozen=True)
-class StepSchedule:
+class StepSchedule(_GatheredIndices):
     """The step schedule as every rank receives it from :func:`plan_step_across_ranks`.
 
     ``schedule`` is what the step planner returned for the whole step (identical on every
@@ -421,10 +427,6 @@ class StepSchedule:
     offsets: list[int]
     lengths: list[int]
     rank: int
-
-    def owner(self, index: int) -> tuple[int, int]:
-        """(group rank that holds global sequence ``index`` now, its local index there)."""
-        return _owner(self.offsets, len(self.lengths), index)
 
 
 def plan_step_across_ranks(
