@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _profiles import PROFILE, bad_profile_files
 
-from seqpart.solver import CostProfile, load_cost_profile
+from seqpart.solver import load_cost_profile
 from seqpart.solver.dropins import (
     build_dp_schedule,
     get_capped_seqlen_balanced_partitions,
@@ -23,10 +24,6 @@ from seqpart.solver.dropins import (
     setup_worker,
 )
 
-#: A large fixed time per micro-batch and a strongly quadratic cost: far from the defaults
-#: (slime: tokens and 512 tokens of overhead; verl: 24576*l + l^2).
-PROFILE = CostProfile(overhead_s=5e-3, linear_s=1e-9, quadratic_s=1e-9, device="cpu",
-                      dtype="float32", torch_version="2.13.0", model={"kind": "reference"})
 LENGTHS = [int(x) for x in np.random.default_rng(0).integers(20, 1500, 48)]
 CAP = 3000
 
@@ -107,12 +104,7 @@ def test_a_cost_and_a_profile_together_name_both(profile_path: Path) -> None:
 
 
 def test_a_bad_profile_raises_the_loaders_error(tmp_path: Path) -> None:
-    corrupt = tmp_path / "corrupt.json"
-    corrupt.write_text("{not json")
-    newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps({**PROFILE.to_json(), "schema_version": 99}))
-    for path, words in ((tmp_path / "missing.json", "does not exist"), (corrupt, "corrupt"),
-                        (newer, "newer than this seqpart reads")):
+    for path, words in bad_profile_files(tmp_path):
         with pytest.raises(ValueError, match=words) as err:
             _schedule(cost_profile=path)
         assert str(path) in str(err.value)

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 from _cli import read_results, run_cli
+from _profiles import PROFILE, bad_profile_files
 
 from seqpart.solver import CostProfile
 from seqpart.solver.study.methods import StudyConfig, run_study
 
-#: Strongly quadratic, with a large fixed time per micro-batch: far from tokens and attention.
-PROFILE = CostProfile(overhead_s=5e-3, linear_s=1e-9, quadratic_s=1e-9, device="cpu",
-                      dtype="float32", torch_version="2.13.0", model={"kind": "reference"})
 LENGTHS = [(97 * i) % 1500 + 20 for i in range(40)]
 
 
@@ -106,12 +104,7 @@ def test_a_cost_flag_with_a_profile_is_refused(files: tuple[Path, Path], tmp_pat
 def test_a_bad_profile_is_one_line_naming_it(files: tuple[Path, Path], tmp_path: Path,
                                              command: tuple[str, ...]) -> None:
     _, data = files
-    corrupt = tmp_path / "corrupt.json"
-    corrupt.write_text("{")
-    newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps({**PROFILE.to_json(), "schema_version": 99}))
-    for path, words in ((tmp_path / "missing.json", "does not exist"), (corrupt, "corrupt"),
-                        (newer, "newer than this seqpart reads")):
+    for path, words in bad_profile_files(tmp_path):
         code, _, err = run(*with_files(command, data, path, tmp_path / "o"))
         assert code == 2, err
         assert len(err.strip().splitlines()) == 1 and words in err and str(path) in err
