@@ -140,11 +140,12 @@ def test_count_never_exceeds_first_fit_and_is_usable(values: list[int], cap: int
 # --------------------------------------------------------------------------- capped partitions
 
 
-def test_capped_partitions_respect_the_cap() -> None:
-    values = [8, 7, 6, 5, 4]
-    parts = get_capped_seqlen_balanced_partitions(values, 2, 15)
-    _assert_partition_shape(parts, 5, 2)
-    assert max(_sums(parts, values)) <= 15
+@pytest.mark.parametrize(("values", "k", "cap"), [([8, 7, 6, 5, 4], 2, 15), ([0, 0, 5, 0, 3], 4, 6)],
+                         ids=["plain", "zero_lengths"])
+def test_capped_partitions_respect_the_cap(values: list[int], k: int, cap: int) -> None:
+    parts = get_capped_seqlen_balanced_partitions(values, k, cap)
+    _assert_partition_shape(parts, len(values), k)
+    assert max(_sums(parts, values)) <= cap
 
 
 def test_capped_partitions_put_oversize_alone() -> None:
@@ -157,13 +158,6 @@ def test_capped_partitions_more_than_needed_are_never_empty() -> None:
     assert any(len(b) == 0 for b in first_fit(values, 3, 100))
     parts = get_capped_seqlen_balanced_partitions(values, 3, 100)
     _assert_partition_shape(parts, 4, 3)
-
-
-def test_capped_partitions_with_zero_lengths() -> None:
-    values = [0, 0, 5, 0, 3]
-    parts = get_capped_seqlen_balanced_partitions(values, 4, 6)
-    _assert_partition_shape(parts, 5, 4)
-    assert max(_sums(parts, values)) <= 6
 
 
 def test_capped_partitions_errors_name_the_fix() -> None:
