@@ -90,7 +90,7 @@ class _Counts:
         self.trainer_starts, self.formula_bounds, self.seeds = trainer_starts, formula_bounds, seeds
         self.best, self.left, self.end = best, left, end
         self.quantum = quantum
-        self.runs, self.cut = 0, False
+        self.runs, self.cut, self.interrupted = 0, False, False
 
     def promise(self, entry: _Count, beside: list[int], entries: dict[int, _Count],
                 ) -> tuple[int, Fraction]:
@@ -129,6 +129,8 @@ class _Counts:
         self.left -= max(size, search.counted_seconds())
         self.runs += 1
         entry.level += 1
+        if plan is not None and plan.stopped_by == "interrupt":
+            self.cut = self.interrupted = True  # Ctrl-C: no more searches
         entry.open = plan is not None and plan.stopped_by in ("work", "clock")
         if plan is not None and _better(plan, entry.plan):
             entry.plan = plan
@@ -175,7 +177,7 @@ def plan_by_count(
     first = StepSearch(inst, base_seconds, t0, options, engine, trainer_starts, model,
                        order_deadline=None if options.deterministic else t0 + seconds - reserve)
     base = best = first.run(starts)
-    if best.optimal:
+    if best.optimal or best.stopped_by == "interrupt":  # proven, or Ctrl-C: nothing more to do
         return best
     counts, formula_bounds, exact_bounds = _ordered_counts(inst, model, first.bounds)
     search = _Counts(inst, model, options, engine, trainer_starts, formula_bounds, _seeds(first),
@@ -202,7 +204,8 @@ def plan_by_count(
         *_, level, _, m = min(tasks)
         search.plan(entries[m], quantum * ROUND_GROWTH**level)
     tried = sum(entry.plan is not None for entry in entries.values())
-    return _finish(base, search.best, t0, search.runs, tried, len(counts), search.cut, options)
+    return _finish(base, search.best, t0, search.runs, tried, len(counts), search.cut, options,
+                   search.interrupted)
 
 
 def _seeds(first: StepSearch) -> dict[int, list[Row]]:
@@ -233,7 +236,7 @@ def _ordered_counts(inst: StepInstance, model: PipelineModel, formula: dict[int,
 
 
 def _finish(base: StepPlan, best: StepPlan, t0: float, runs: int, tried: int, counts: int,
-            cut: bool, options: SolverOptions) -> StepPlan:
+            cut: bool, options: SolverOptions, interrupted: bool) -> StepPlan:
     """The best plan with the whole call's figures: its time, its bound and status, why it
     stopped, the trainers not run to their end, and a note on the count search."""
     note = (f"count search: {tried} of {counts} counts planned on their own ({runs} searches)"
@@ -243,9 +246,10 @@ def _finish(base: StepPlan, best: StepPlan, t0: float, runs: int, tried: int, co
     bound = min(Fraction(base.lower_bound), Fraction(best.step_time))
     bound_out = bound.numerator if bound.denominator == 1 else bound
     optimal = bound == best.step_time
-    clock = best.stopped_by == "clock" or (cut and not options.deterministic)
-    why = stop_reason(optimal, interrupted="interrupt" in (base.stopped_by, best.stopped_by),
-                      clock=clock, work=cut or best.stopped_by == "work")
+    # What stopped the count search (a count's own search cut short is searched again, longer,
+    # unless the limit ended it first).
+    why = stop_reason(optimal, interrupted=interrupted, clock=cut and not options.deterministic,
+                      work=cut and options.deterministic)
     return dataclasses.replace(
         best, seconds=time.perf_counter() - t0, notes=[*best.notes, note], stopped_by=why,
         multiple_of=base.multiple_of,
