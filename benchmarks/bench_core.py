@@ -18,9 +18,9 @@ from typing import Any
 from baselines import trainer_karmarkar_karp
 from common import (
     BATCH_SIZES,
-    DEFAULT_INSTANCES,
     N_BUCKETS,
     Instance,
+    add_instances_argument,
     bucket_of,
     fmt_ms,
     fmt_ratio,
@@ -291,9 +291,7 @@ def best_known_check(recs: list[dict[str, Any]], instances: dict[str, tuple[Inst
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instances", default=str(DEFAULT_INSTANCES),
-                        help="bench instances JSON (default: ../shared/bench/instances.json "
-                        "relative to the repo root)")
+    add_instances_argument(parser)
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: a quarter of the bench, one seed, n <= 1024")
     parser.add_argument("--seeds", type=int, default=None,

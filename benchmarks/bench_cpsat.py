@@ -22,8 +22,8 @@ from baselines import naive_cpsat, naive_cpsat_min_k
 from common import (
     BATCH_SIZES,
     DEFAULT_DATA_DIR,
-    DEFAULT_INSTANCES,
     Instance,
+    add_instances_argument,
     bucket_of,
     fmt_ms,
     generated_instances,
@@ -376,9 +376,7 @@ def _worse(rec: dict[str, Any], call: dict[str, Any], key: str) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instances", default=str(DEFAULT_INSTANCES),
-                        help="bench instances JSON (default: ../shared/bench/instances.json "
-                        "relative to the repo root)")
+    add_instances_argument(parser)
     parser.add_argument("--data-dir", default=str(DEFAULT_DATA_DIR),
                         help="real length files for the online part (default ../shared/data)")
     parser.add_argument("--time-limit", type=float, default=10.0,

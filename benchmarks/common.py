@@ -5,6 +5,7 @@ Nothing here is timed itself; the bench scripts time only the calls they compare
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import math
@@ -58,6 +59,13 @@ def resolve_path(path: str | Path) -> Path:
     if p.exists() or p.is_absolute():
         return p
     return REPO_ROOT / p
+
+
+def add_instances_argument(parser: argparse.ArgumentParser) -> None:
+    """``--instances``, the bench instances file, as every benchmark that reads it names it."""
+    parser.add_argument("--instances", default=str(DEFAULT_INSTANCES),
+                        help="bench instances JSON (default: ../shared/bench/instances.json "
+                        "relative to the repo root)")
 
 
 def load_instances(path: str | Path = DEFAULT_INSTANCES) -> list[Instance]:
