@@ -158,7 +158,9 @@ def solve_items(
         return best
     # CP-SAT's clock starts after loading; freeing the model comes after it stops.
     solve_seconds = max(left - size * (LOAD_SECONDS_PER_VAR + FREE_SECONDS_PER_VAR), 0.001)
-    det_limit = _set_limits(solver.parameters, budget, left, solve_seconds, size)
+    if left < SINGLE_WORKER_BELOW_SECONDS:
+        params.num_workers = 1
+    det_limit = _set_limits(params, budget, solve_seconds, size)
     for name, value in options.cp_sat_parameters.items():  # checked in SolverOptions
         setattr(params, name, value)
     if _drop_unsafe_hint(model, params, best):
@@ -200,12 +202,10 @@ def stop_latency(workers: int, solve_seconds: float) -> float:
 
 
 def _set_limits(
-    params: Any, budget: Budget, left: float, solve_seconds: float, size: int
+    params: Any, budget: Budget, solve_seconds: float, size: int
 ) -> float | None:
     """CP-SAT's limits for this solve; the deterministic limit when the call must be repeatable
     (None when the clock rules)."""
-    if left < SINGLE_WORKER_BELOW_SECONDS:
-        params.num_workers = 1
     det_limit = None
     if budget.by_clock:
         stop = stop_latency(params.num_workers, solve_seconds)

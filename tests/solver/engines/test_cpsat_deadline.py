@@ -150,7 +150,7 @@ def test_two_workers_run_interleaved_in_both_timings(by_clock: bool, workers: in
     params.num_workers = workers
     budget = Budget(limit=1.0, deadline=time.perf_counter() + 1.0, by_clock=by_clock,
                     on_clock=by_clock)
-    cpsat_module._set_limits(params, budget, 1.0, 0.9, 100)
+    cpsat_module._set_limits(params, budget, 0.9, 100)
     assert params.interleave_search == (workers > 1)
 
 
