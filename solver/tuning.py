@@ -257,6 +257,22 @@ QUANTUM_SECONDS_PER_SEQUENCE: Final[float] = 40e-6
 #: within ranks find what the formula's search misses: on the bench_step_pp batches 0.6 gave
 #: plans up to 4% faster than the whole search's 0.25, ``STEP_EXACT_SHARE``).
 COUNT_EXACT_SHARE: Final[float] = 0.6
+#: The count search: the first part's most seconds (its share is ``BASE_SHARE``).
+COUNT_BASE_SECONDS: Final[float] = 0.4
+#: The count search: the shortest first search of a count. Shorter ones rank the counts by
+#: noise: on bench_step_pp's 16 batches at 1 s (repeatable), 0.02 s against 0.005 s gave 3
+#: plans 0.2-1.3% faster and 1 0.6% slower (2-core Intel Xeon, loaded by other runs).
+COUNT_QUANTUM_FLOOR_SECONDS: Final[float] = 0.02
+#: The count search runs where this many first searches of a count fit in what the first part
+#: leaves: with fewer (n = 1,024 at 0.5 s: about 3 searches) the whole search alone, given all
+#: the time, found faster plans on bench_step's batches (by up to 0.7%, repeatable mode).
+COUNT_MIN_QUANTA: Final[int] = 8
+#: The count search: a count searched ``level`` times is searched again ahead of a first
+#: search beside a plan only when its plan is faster by more than this fraction per level
+#: (set by hand: 0 kept deepening one count on bench_step_pp's sft batches, 1.05% behind).
+COUNT_EXPLORE_PER_LEVEL: Final[float] = 0.01
+#: The count search: each search of a count after its first is this many times as long.
+COUNT_ROUND_GROWTH: Final[int] = 4
 
 # --- dynamic CP (dynamic_cp/_planner.py; the study's fixed_cp baseline) ------------------------
 

@@ -9,7 +9,7 @@ micro-batches that start and end each rank, the interleaved schedule's rounds on
 How (:func:`plan_by_count`):
 
 1. the whole search runs first on a fixed part of the limit (``BASE_SHARE``, at most
-   ``BASE_SECONDS``): the trainers' and given schedules, seqpart's constructions, the exact
+   ``COUNT_BASE_SECONDS``): the trainers' and given schedules, seqpart's constructions, the exact
    choice; its plan is the incumbent;
 2. then the counts, one search at a time, each restricted to its count: its constructions
    (the trainers' schedulers among them, rounded to the count), the formula's local search, and
@@ -17,13 +17,13 @@ How (:func:`plan_by_count`):
    sequences between and within ranks. The most promising count goes next: one not searched
    yet is as promising as the fastest plan beside it (so the search walks from the first
    part's count towards faster ones), one searched as its own plan, and is searched again four
-   times as long (``ROUND_GROWTH``) while its last search was cut; the first search of a count
+   times as long (``COUNT_ROUND_GROWTH``) while its last search was cut; the first search of a count
    takes ``QUANTUM_SECONDS_PER_SEQUENCE * n`` seconds. A count whose exact lower bound cannot
    beat the incumbent is skipped.
 
 The quanta and the order of the counts depend only on the input, never on the limit, so in the
 repeatable mode a longer limit runs the same searches and more: its plan is never slower. Small
-and mid-sized batches only: ``MIN_QUANTA`` first searches of a count must fit in the time the
+and mid-sized batches only: ``COUNT_MIN_QUANTA`` first searches of a count must fit in the time the
 first part leaves (at n = 262,144 one would take seconds), else the whole search runs alone.
 """
 
@@ -38,7 +38,16 @@ from typing import Any
 from ...errors import InfeasibleError
 from ...options import SolverOptions
 from ...plan import stop_reason
-from ...tuning import BASE_SHARE, COUNT_EXACT_SHARE, QUANTUM_SECONDS_PER_SEQUENCE
+from ...tuning import (
+    BASE_SHARE,
+    COUNT_BASE_SECONDS,
+    COUNT_EXACT_SHARE,
+    COUNT_EXPLORE_PER_LEVEL,
+    COUNT_MIN_QUANTA,
+    COUNT_QUANTUM_FLOOR_SECONDS,
+    COUNT_ROUND_GROWTH,
+    QUANTUM_SECONDS_PER_SEQUENCE,
+)
 from ..bound import exact_scaled_bounds
 from ..budget import assembly_reserve, exact_reserve
 from ..makespan import count_penalty
@@ -49,22 +58,8 @@ from .run import StepSearch
 
 __all__ = ["plan_by_count"]
 
-#: The first part's most seconds (its share of the limit is ``BASE_SHARE``, in the tuning table:
-#: every limit from ``BASE_SECONDS / BASE_SHARE`` on runs the same first part).
-BASE_SECONDS = 0.4
-#: The shortest search of one count: shorter first searches rank the counts by noise (on
-#: bench_step_pp's 16 batches at 1 s, 0.02 s against 0.005 s: 3 plans 0.2-1.3% faster, 1 0.6%
-#: slower).
-QUANTUM_FLOOR_SECONDS = 0.02
-#: A count searched ``level`` times before is searched again ahead of a first search beside
-#: a plan only when its plan is faster by more than this fraction per level.
-EXPLORE_PER_LEVEL = Fraction(1, 100)
-#: The count search runs where this many first searches of a count fit in its time: with fewer
-#: (n = 1,024 at 0.5 s: about 3 searches) the whole search alone, given all the time, found
-#: faster plans on bench_step's batches (by up to 0.7%).
-MIN_QUANTA = 8
-#: Each round after the first gives a count this many times the time of the last.
-ROUND_GROWTH = 4
+#: The priority a count loses per search made, exact (the table's figure is a decimal).
+EXPLORE_PER_LEVEL = Fraction(str(COUNT_EXPLORE_PER_LEVEL))
 
 
 @dataclasses.dataclass
@@ -74,7 +69,7 @@ class _Count:
     m: int
     plan: StepPlan | None = None
     open: bool = True  # not searched yet, or its last search was cut by the work or the clock
-    level: int = 0  # its next search is ROUND_GROWTH**level quanta long
+    level: int = 0  # its next search is COUNT_ROUND_GROWTH**level quanta long
 
 
 class _Counts:
@@ -140,13 +135,13 @@ class _Counts:
 
 def _split(inst: StepInstance, seconds: float) -> tuple[float, float] | None:
     """(the first part's seconds, one count's quantum), or None where the count search does
-    not apply (pp == 1, or fewer than ``MIN_QUANTA`` first searches fit in what the first part
+    not apply (pp == 1, or fewer than ``COUNT_MIN_QUANTA`` first searches fit in what the first part
     leaves: the whole search alone then does better)."""
     if inst.pp == 1:
         return None
-    base = min(BASE_SHARE * seconds, BASE_SECONDS)
-    quantum = max(QUANTUM_FLOOR_SECONDS, QUANTUM_SECONDS_PER_SEQUENCE * inst.n)
-    if MIN_QUANTA * quantum > seconds - base:
+    base = min(BASE_SHARE * seconds, COUNT_BASE_SECONDS)
+    quantum = max(COUNT_QUANTUM_FLOOR_SECONDS, QUANTUM_SECONDS_PER_SEQUENCE * inst.n)
+    if COUNT_MIN_QUANTA * quantum > seconds - base:
         return None
     return base, quantum
 
@@ -202,7 +197,7 @@ def plan_by_count(
         if not tasks:
             break
         *_, level, _, m = min(tasks)
-        search.plan(entries[m], quantum * ROUND_GROWTH**level)
+        search.plan(entries[m], quantum * COUNT_ROUND_GROWTH**level)
     tried = sum(entry.plan is not None for entry in entries.values())
     return _finish(base, search.best, t0, search.runs, tried, len(counts), search.cut, options,
                    search.interrupted)

@@ -31,9 +31,9 @@ def _plan(lengths: list[int], seconds: float, **kw: object) -> object:
 
 def test_a_longer_limit_is_never_slower_in_the_repeatable_mode(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # Every limit from BASE_SECONDS / BASE_SHARE on runs the same first part (1 s as shipped;
+    # Every limit from COUNT_BASE_SECONDS / BASE_SHARE on runs the same first part (1 s as shipped;
     # 0.1 s here, to keep the test short): a longer one only searches more counts, or longer.
-    monkeypatch.setattr(by_count, "BASE_SECONDS", 0.04)
+    monkeypatch.setattr(by_count, "COUNT_BASE_SECONDS", 0.04)
     searched: list[float] = []
     plan_one = by_count._Counts.plan
 
