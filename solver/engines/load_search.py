@@ -150,15 +150,12 @@ def _work(budget: Budget, seconds: float) -> Budget:
     return budget.allowance(limit, seconds)
 
 
-def _account(work: Budget, out: LoadResult, budget: Budget, end: float, left: float
-             ) -> float:
-    """Charge the work done; what the search has left (seconds)."""
+def _account(work: Budget, out: LoadResult, budget: Budget) -> float:
+    """Charge the call's budget the work a step did; its estimated seconds."""
     spent = work.used / WORK_PER_SECOND
     budget.charge(spent)
     out.cut = out.cut or (work.cut and not budget.by_clock)
-    if budget.seconds_left() < 0:
-        return 0.0
-    return (end - time.perf_counter()) if budget.by_clock else left - spent
+    return spent
 
 
 def _root_lp(tokens: Sequence[int], k: int, z: int, work: Budget, pool: list[Pattern]
@@ -241,7 +238,11 @@ def search_loads(
     # The root LPs first: each refutation moves the bound, at a few LP solves each.
     work = _work(budget, seconds * BISECT_SHARE)
     out.lower_bound = lp_bisect(tokens, k, lower, hi, work, pool)
-    left = _account(work, out, budget, end, seconds)
+    spent = _account(work, out, budget)
+    # What the search has left: none past the call's deadline; else its own clock, or in
+    # counted timing its seconds less the estimates charged.
+    left = 0.0 if budget.seconds_left() < 0 else (
+        end - time.perf_counter() if by_clock else seconds - spent)
     unknown = out.lower_bound - 1  # the highest load left undecided
     while out.lower_bound <= hi and left > 0:
         lo = max(out.lower_bound, unknown + 1)
@@ -253,7 +254,9 @@ def search_loads(
             break  # too little left for the root LP: nothing would be decided
         work = _work(budget, slice_)
         status, bins = decide(tokens, k, z, work, pool)
-        left = _account(work, out, budget, end, left)
+        spent = _account(work, out, budget)
+        left = 0.0 if budget.seconds_left() < 0 else (
+            end - time.perf_counter() if by_clock else left - spent)
         if status == FOUND and bins is not None:
             load = max(sum(tokens[i] for i in b) for b in bins)
             if load > z:  # pragma: no cover - a packing over its capacity is a bug upstream
