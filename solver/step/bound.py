@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..batch_cost import MicroBatchCost
+from ._lp_table import CERTIFICATES
 from .makespan_optimum import LP_BUDGET, LP_OPERATIONS, lp_certificate
 from .model import StepInstance, exact, make_instance
 from .pipeline import (
@@ -26,6 +27,10 @@ from .pipeline import (
     scale,
     scaled_load_bound,
 )
+
+#: The schedule whose LP certificates are bundled (``_lp_table``): Megatron-LM's, 1:2, the p2p
+#: latency added apart.
+_BUNDLED_MODEL = replace(DEFAULT_MODEL, p2p_latency=0)
 
 __all__ = [
     "capped_load_bound",
@@ -351,7 +356,10 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
       before the last one's backward crossed the ``pp-1`` devices before it, two distinct
       micro-batches, forced up by the cap (:func:`max_micro_batch_time`);
     * :func:`capped_load_bound`: the geometric term when no micro-batch exceeds the cap's time;
-    * for the least bounds first, within ``lp_budget`` operations (default
+    * for Megatron-LM's schedule at forward:backward 1:2 (any latency), every count's LP
+      certificate from the bundled table (``_lp_table``, ``benchmarks/make_lp_table.py``: pp 2,
+      3, 4, 6, 8, vpp 1, 2, 4, m up to 256 within 8,192 operations); for the other counts and
+      schedules, the least bounds first, within ``lp_budget`` operations (default
       :data:`~seqpart.solver.step.makespan_optimum.LP_BUDGET`, counts of at most
       ``LP_OPERATIONS`` each; larger budgets lift both limits, for offline reports), the LP over
       every real-valued split of ``A`` into ``m`` times and every order
@@ -384,9 +392,17 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
         out[m] = max(load, path, ends, capped)
         totals[m] = total
     spent, free = 0, replace(model, p2p_latency=0)
+    # Megatron-LM's schedule at 1:2: the certificates are bundled, every count's at no cost.
+    bundled = CERTIFICATES if free == _BUNDLED_MODEL else {}
+    for m in out:
+        if (pp, vpp, m) in bundled:
+            cost, crossed, flow = bundled[pp, vpp, m]
+            out[m] = max(out[m], -(-(cost * totals[m] + crossed * lat) // flow))
     budget = LP_BUDGET if lp_budget is None else lp_budget
     largest = LP_OPERATIONS if lp_budget is None else max(LP_OPERATIONS, lp_budget)
     for m in sorted(out, key=lambda x: (out[x], x)):  # the LP where the bound is least first
+        if (pp, vpp, m) in bundled:
+            continue
         ops = 2 * pp * vpp * m
         if ops > largest or spent + ops > budget:
             break  # the least bounds are the ones the LP must raise: none past this one
