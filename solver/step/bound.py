@@ -11,14 +11,16 @@ A schedule whose step time meets it is optimal under the model of :mod:`seqpart.
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import replace
 from fractions import Fraction
+from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from ..batch_cost import MicroBatchCost
-from ._lp_table import CERTIFICATES
 from .makespan_optimum import LP_BUDGET, LP_OPERATIONS, lp_certificate
 from .model import StepInstance, exact, make_instance
 from .pipeline import (
@@ -28,9 +30,19 @@ from .pipeline import (
     scaled_load_bound,
 )
 
-#: The schedule whose LP certificates are bundled (``_lp_table``): Megatron-LM's, 1:2, the p2p
-#: latency added apart.
+#: The schedule whose LP certificates are bundled (``lp_certificates.json``): Megatron-LM's,
+#: 1:2, the p2p latency added apart.
 _BUNDLED_MODEL = replace(DEFAULT_MODEL, p2p_latency=0)
+
+
+@functools.cache
+def bundled_certificates() -> dict[tuple[int, int, int], tuple[int, int, int]]:
+    """``(pp, vpp, m) -> (C, L, S)``: the pipeline LP's certificates for ``_BUNDLED_MODEL``,
+    each :func:`~seqpart.solver.step.makespan_optimum.lp_certificate`'s, read once from the
+    package's data (``benchmarks/make_lp_table.py`` writes them)."""
+    text = resources.files(__package__).joinpath("lp_certificates.json").read_text("utf-8")
+    return {(pp, vpp, m): (c, crossed, flow)
+            for pp, vpp, m, c, crossed, flow in json.loads(text)["certificates"]}
 
 __all__ = [
     "capped_load_bound",
@@ -357,7 +369,7 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
       micro-batches, forced up by the cap (:func:`max_micro_batch_time`);
     * :func:`capped_load_bound`: the geometric term when no micro-batch exceeds the cap's time;
     * for Megatron-LM's schedule at forward:backward 1:2 (any latency), every count's LP
-      certificate from the bundled table (``_lp_table``, ``benchmarks/make_lp_table.py``: pp 2,
+      certificate from the bundled table (:func:`bundled_certificates`: pp 2,
       3, 4, 6, 8, vpp 1, 2, 4, m up to 256 within 8,192 operations); for the other counts and
       schedules, the least bounds first, within ``lp_budget`` operations (default
       :data:`~seqpart.solver.step.makespan_optimum.LP_BUDGET`, counts of at most
@@ -393,7 +405,7 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
         totals[m] = total
     spent, free = 0, replace(model, p2p_latency=0)
     # Megatron-LM's schedule at 1:2: the certificates are bundled, every count's at no cost.
-    bundled = CERTIFICATES if free == _BUNDLED_MODEL else {}
+    bundled = bundled_certificates() if free == _BUNDLED_MODEL else {}
     for m in out:
         if (pp, vpp, m) in bundled:
             cost, crossed, flow = bundled[pp, vpp, m]

@@ -1,4 +1,5 @@
-"""The bundled pipeline LP certificates (solver/step/_lp_table.py) are the LP's own, and sound."""
+"""The bundled pipeline LP certificates (solver/step/lp_certificates.json) are the LP's own, and
+sound."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from dataclasses import replace
 import pytest
 
 from seqpart.solver.step import bound, step_lower_bound
-from seqpart.solver.step._lp_table import CERTIFICATES
 from seqpart.solver.step.makespan_optimum import lp_certificate
 from seqpart.solver.step.pipeline import DEFAULT_MODEL, scaled_makespans
 
 FREE = replace(DEFAULT_MODEL, p2p_latency=0)
+CERTIFICATES = bound.bundled_certificates()
 
 
 def test_the_table_covers_the_common_pipelines() -> None:
@@ -42,5 +43,5 @@ def test_the_table_raises_the_bound_of_the_default_schedule(
     lengths = [rng.randint(100, 4000) for _ in range(256)]
     args = {"pp": 8, "overhead": 640}
     with_table = step_lower_bound(lengths, 2, 8000, **args)
-    monkeypatch.setattr(bound, "CERTIFICATES", {})
+    monkeypatch.setattr(bound, "bundled_certificates", dict)
     assert step_lower_bound(lengths, 2, 8000, **args) < with_table

@@ -71,7 +71,7 @@ def _old_bounds(inst, model, monkeypatch: pytest.MonkeyPatch) -> dict[int, int]:
         mp.setattr(bound_module, "ends_bound", lambda *a, **k: 0)
         mp.setattr(bound_module, "capped_load_bound", lambda *a, **k: 0)
         mp.setattr(bound_module, "LP_BUDGET", 0)
-        mp.setattr(bound_module, "CERTIFICATES", {})  # the bundled LP certificates
+        mp.setattr(bound_module, "bundled_certificates", dict)  # the bundled LP certificates
         return exact_scaled_bounds(inst, model)
 
 
