@@ -14,8 +14,8 @@ both), minus the same on a 3-length file; the least of ``--repeats`` runs. The i
 start-up and exit (module teardown, 50-150 ms whatever n is) are left out: timed whole, their
 noise (+-250 ms on a loaded machine) swamped the figure. ``--memory`` runs n = 10^6 in a fresh
 process and reports its peak RSS (imports included) and the peak RSS after imports.
-``--calibrate`` prints the per-item CPU costs the budget split uses (solver/budget_costs.py,
-heuristics/_search_state.py WORK_SECONDS, solver/engines/cpsat.py DETERMINISTIC_PER_SECOND), in CPU
+``--calibrate`` prints the per-item CPU costs the budget split uses (the tuning table,
+solver/tuning.py, and heuristics/_search_state.py WORK_SECONDS), in CPU
 time (the least of 3 runs) so a loaded machine skews them less. Print ``uptime`` with any
 figure.
 """

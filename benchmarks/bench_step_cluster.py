@@ -6,9 +6,9 @@
 Batches: seeded draws of n lengths from bundled real length files
 (``seqpart.solver.study.datasets``; default the long-tail reasoning file and the chat file), the
 cap the smallest of 4096..65536 that holds the longest sequence, cost ``(24576, 1)``, overhead
-24576 * 512, vpp 1. For every batch, dp and pp: each trainer's schedule (the fast equivalents
-of ``seqpart.solver.step.starts.trainers``, the same schedules; ``--reference`` runs
-``seqpart.heuristics.TRAINER_SCHEDULERS`` instead, minutes at n=262,144) scored with
+24576 * 512, vpp 1. For every batch, dp and pp: each trainer's schedule (as plan_step's starts
+run them, ``seqpart.solver.step.starts.trainers``; ``--reference`` calls
+``seqpart.heuristics.TRAINER_SCHEDULERS``, the same functions, directly) scored with
 ``step_time`` in its own order and in ``order_schedule``'s, and ``plan_step`` at each time
 limit: its wall time against the limit, its step time over the best valid trainer's, its gap to
 ``step_lower_bound``, and the trainers it did not run to their end (``plan.trainers_not_run``).
@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limits", default="1,5")
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--reference", action="store_true",
-                    help="score trainer_baselines' own schedulers (slow at this size)")
+                    help="score trainer_baselines' schedulers called directly")
     ap.add_argument("--out", help="write every raw result as JSON")
     args = ap.parse_args(argv)
     print(machine_header(sys.argv))
