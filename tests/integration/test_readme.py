@@ -39,7 +39,7 @@ def _first_code_block() -> list[str]:
 def test_readme_opens_with_the_main_job_and_the_test_command() -> None:
     main_job, tests = _first_code_block()
     assert main_job.startswith("pip install -e ") and main_job.endswith("seqpart study")
-    assert tests.startswith("pip install -e ") and tests.endswith("python -m pytest")
+    assert tests.startswith("pip install -e ") and tests.endswith("python -m pytest -n 2")
 
 
 def test_ci_runs_the_readme_test_command() -> None:
