@@ -4,8 +4,9 @@
 limit, :mod:`~seqpart.solver.step.budget` and the tuning table), the pool of valid starts, the
 searches' results, the best schedule so far, the counts still to build and what ended the search
 short; its methods are the steps the phases share (taking a start into the pool, reading the
-clock, the incumbent). The phases are functions or methods over it, one module each
-(:mod:`.run`, :mod:`.trainer_starts`, :mod:`.exact_choice`, :mod:`.by_count`).
+clock, the incumbent). The phases are functions over it, one module each (:mod:`.starts`,
+:mod:`.formula_search`, :mod:`.tiny_exact`, :mod:`.trainer_starts`, :mod:`.exact_choice`,
+:mod:`.by_count`), run in order by :mod:`.run`.
 """
 
 from __future__ import annotations

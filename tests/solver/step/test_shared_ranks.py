@@ -15,6 +15,7 @@ from seqpart.solver import SolverOptions
 from seqpart.solver.step import plan_step
 from seqpart.solver.step.model import find_schedule_violations, make_instance
 from seqpart.solver.step.phases import StepSearch
+from seqpart.solver.step.phases.starts import counts_on_shared_ranks, starts_at_counts
 from seqpart.solver.step.pipeline import DEFAULT_MODEL
 from seqpart.solver.step.starts import micro_first, rank_first
 from seqpart.solver.step.starts.ranks import counts_by_ranks, kk_ranks
@@ -117,11 +118,11 @@ def test_cluster_scale_builds_counts_on_shared_ranks_in_their_order(pp: int) -> 
     assert search.shared_ranks
     estimate = counts_by_ranks(inst, kk_ranks(inst, equal=True), list(search.bounds))
     assert search.pending[0] == min(search.bounds, key=lambda m: (estimate[m], m))
-    search.starts_at_counts()
+    starts_at_counts(search)
     first, built = len(search.pool), search.tried
     assert first >= 1 and 1 <= built < len(search.bounds)
     search.budget = 10**12  # room for every count
-    search.counts_on_shared_ranks()
+    counts_on_shared_ranks(search)
     assert not search.pending and search.tried == len(search.bounds)
     assert {row[3] for row in search.pool[first:]} == set(search.bounds) - {
         row[3] for row in search.pool[:first]}
