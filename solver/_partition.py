@@ -7,8 +7,10 @@ sequence in exactly one, checked by :func:`check_plan` before it is returned; or
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..heuristics import load_lower_bound, min_bins_lower_bound
@@ -39,9 +41,21 @@ from .engines.perturb import keep_improving
 from .engines.prove import prove_items
 from .engines.resplit import improve_by_groups
 from .errors import InfeasibleError
-from .options import ENGINES, BestPlan, Budget, SolverOptions, as_options, as_seconds, pauses_gc
+from .options import (
+    ENGINES,
+    BestPlan,
+    Budget,
+    SolverOptions,
+    Subproblem,
+    as_options,
+    as_seconds,
+    pauses_gc,
+)
 from .plan import BoundSource, Plan
 from .problem import Cost, Items, Problem, make_items, make_problem
+
+#: One engine of a fixed count: ``(subproblem, incumbent, budget) -> incumbent``.
+Engine = Callable[[Subproblem, BestPlan, Budget], BestPlan]
 
 
 def _load_bound(items: Items, k: int, max_count: int | None) -> int:
@@ -120,37 +134,64 @@ def _fixed_k(
                 "raise k or the cap",
                 proven=True,
             )
-    best = heuristic_plan(items, k, cap, max_count, lb, budget, start, start_method,
-                          source)
-    if best.bins is None and cap is not None:
-        check_count(_count_bound(items, cap))
-        if max_count is None and engine != "heuristics" and not items.shift and problem.k:
-            # At (or near) the smallest count the constructions can miss a packing that the
-            # count search finds: pack k bins with it, then search from that plan. (With k=None
-            # the count search has already run in the count's search.)
-            packed = _packing_at(items, k, cap, budget)
-            if packed is not None:
-                best = heuristic_plan(items, k, cap, max_count, lb, budget, packed,
-                                      "count_search", source)
-    if engine != "heuristics" and (best.bins is None or best.max_load > best.lower_bound):
-        if items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
-            best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
-        else:
-            # The LP bound, the dive and the exact search (few sequences per micro-batch).
-            found_by = best.method
-            best = prove_items(items, k, cap, max_count, best, budget)
-            if best.method != found_by:  # a plan the proofs found: re-split it too
-                improve_by_groups(items, k, cap, max_count, best, budget)
-            if best.bins is None or best.max_load > best.lower_bound:
-                best = solve_items(
-                    items, k, cap, max_count, best, budget, options,
-                    engine == "cp-sat",
-                )
-    # Clock timing: what the proofs and CP-SAT left goes to perturb-and-search rounds.
-    best = keep_improving(items, k, cap, max_count, best, budget, options.seed)
+    sub = Subproblem(items, k, cap, max_count, lb, source, options, start, start_method,
+                     force_cp_sat=engine == "cp-sat")
+    best = sub.unplanned()
+    for stage in _stages(problem, engine, check_count):
+        best = stage(sub, best, budget)
     note = _gap_note(best, cost_only, lb)
     if note:
         best.notes.append(note)
+    return best
+
+
+def _stages(problem: Problem, engine: str, check_count: Callable[[int], None]) -> list[Engine]:
+    """The engines one fixed count runs, in order, each ``(subproblem, incumbent, budget) ->
+    incumbent``: the heuristics; under a cap, the count search's packing when they found no
+    plan; unless ``engine="heuristics"``, the proofs and CP-SAT; the perturbation rounds."""
+    stages: list[Engine] = [heuristic_plan]
+    if problem.cap is not None:
+        stages.append(functools.partial(
+            _packing_when_no_plan, check_count=check_count,
+            search=engine != "heuristics" and problem.k is not None))
+    if engine != "heuristics":
+        stages.append(_prove_and_solve)
+    stages.append(keep_improving)
+    return stages
+
+
+def _packing_when_no_plan(sub: Subproblem, best: BestPlan, budget: Budget, *,
+                          check_count: Callable[[int], None], search: bool) -> BestPlan:
+    """No valid plan from the heuristics under the cap: the count must be possible (else a
+    proven error), and at (or near) the smallest count the constructions can miss a packing
+    that the count search finds: pack k bins with it, then search from that plan. (With
+    k=None the count search has already run in the count's search.)"""
+    if best.bins is not None:
+        return best
+    assert sub.cap is not None
+    check_count(_count_bound(sub.items, sub.cap))
+    if sub.max_count is None and search and not sub.items.shift:
+        packed = _packing_at(sub.items, sub.k, sub.cap, budget)
+        if packed is not None:
+            restart = dataclasses.replace(sub, start=packed, start_method="count_search")
+            return heuristic_plan(restart, sub.unplanned(), budget)
+    return best
+
+
+def _prove_and_solve(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
+    """While the plan is not proven: the LP bound, the dive and the exact search (few
+    sequences per micro-batch), a re-split of a plan they found, then CP-SAT."""
+    if best.bins is not None and best.max_load <= best.lower_bound:
+        return best
+    if sub.items.shift:  # CP-SAT and the LP take int64 coefficients; scaled ones prove nothing
+        best.notes.append("cp-sat skipped: costs beyond int64 (heuristics work exactly)")
+        return best
+    found_by = best.method
+    best = prove_items(sub, best, budget)
+    if best.method != found_by:  # a plan the proofs found: re-split it too
+        best = improve_by_groups(sub, best, budget)
+    if best.bins is None or best.max_load > best.lower_bound:
+        best = solve_items(sub, best, budget)
     return best
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from .plan import BoundSource, StopReason, stop_reason
+from .problem import Items
 
 #: Parameters that crash the process rather than fail: refused with the reason.
 UNSAFE_PARAMETERS = {
@@ -191,6 +192,34 @@ class BestPlan:
             return False
         self.lower_bound, self.bound_source = bound, source
         return True
+
+
+@dataclass(frozen=True)
+class Subproblem:
+    """What every engine of ``partition`` works on, at one fixed count: each engine is a
+    function ``(subproblem, incumbent, budget) -> incumbent``, the incumbent a
+    :class:`BestPlan` (the best plan so far and what is known of it), the budget that step's
+    part of the call's :class:`Budget`."""
+
+    items: Items
+    k: int
+    cap: int | None
+    #: The most sequences a micro-batch may hold (``equal_size``), else None.
+    max_count: int | None
+    #: What the count is known to need before any engine ran: the load bound and its source.
+    lower_bound: int = 0
+    bound_source: BoundSource = "load"
+    #: CP-SAT's settings and the seed of the perturbation rounds.
+    options: SolverOptions = field(default_factory=lambda: SolverOptions())
+    #: Where the heuristic phase starts from (None: best fit decreasing), and its name.
+    start: list[list[int]] | None = None
+    start_method: str = "best_fit_decreasing"
+    #: engine="cp-sat": CP-SAT runs whatever the heuristics found and the budget says.
+    force_cp_sat: bool = False
+
+    def unplanned(self) -> BestPlan:
+        """The incumbent before any engine: no plan, the subproblem's bound."""
+        return BestPlan(None, 0, self.lower_bound, "", [], bound_source=self.bound_source)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ..errors import InfeasibleError
-from ..options import BestPlan, Budget, SolverOptions, new_cp_solver
+from ..options import BestPlan, Budget, Subproblem, new_cp_solver
 from ..problem import Items
 from ..tuning import (
     BUILD_SECONDS_PER_VAR,
@@ -101,21 +101,15 @@ def model_size(items: Items, k: int, members: list[list[int]] | None = None) -> 
     return size
 
 
-def solve_items(
-    items: Items,
-    k: int,
-    cap: int | None,
-    max_count: int | None,
-    best: BestPlan,
-    budget: Budget,
-    options: SolverOptions,
-    force: bool = False,
-) -> BestPlan:
-    """Improve or prove ``best`` with CP-SAT; on any failure keep ``best`` and say why.
+def solve_items(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
+    """Improve or prove ``best`` with CP-SAT (``sub.options``'s settings; ``sub.force_cp_sat``:
+    whatever the budget says); on any failure keep ``best`` and say why.
 
     Outside "clock" timing every choice here is made from the budget's estimates, and the
     solve is limited in CP-SAT's deterministic time (one worker, or interleaved search for
     several, so the search itself is repeatable); the wall clock only backs it up."""
+    items, k, cap, max_count = sub.items, sub.k, sub.cap, sub.max_count
+    options, force = sub.options, sub.force_cp_sat
     if not force and not budget.fits(FINISH_MARGIN_SECONDS + SOLVE_STARTUP_SECONDS):
         best.notes.append("cp-sat skipped: no time left after the heuristics")
         return best

@@ -26,8 +26,7 @@ from ...heuristics.kernels import (
     lpt_lists,
     repair_step_seconds,
 )
-from ..options import BestPlan, Budget
-from ..plan import BoundSource
+from ..options import BestPlan, Budget, Subproblem
 from ..problem import Items, measure_bins
 from ..tuning import (
     CAPPED_BALANCE_SECONDS_PER_ITEM,
@@ -95,44 +94,37 @@ def pack_fallback(items: Items, k: int, cap: int | None, max_count: int | None) 
     return fill_empty(bins, items.costs, items.counts, None, loads)
 
 
-def heuristic_plan(
-    items: Items,
-    k: int,
-    cap: int | None,
-    max_count: int | None,
-    lb: int,
-    budget: Budget,
-    start: list[list[int]] | None = None,
-    start_method: str = "best_fit_decreasing",
-    bound_source: BoundSource = "load",
-) -> BestPlan:
+def heuristic_plan(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
     """Constructions and local search, in the order that pays off soonest (the phases of
-    :meth:`_HeuristicPhase.run`). Every optional step runs only when its measured per-item cost
-    fits the budget left, and is charged that cost (local search: the work it did), so the call
-    stays near its limit at any n and, outside "clock" timing, takes the same steps on every
-    machine. Returns the best valid plan, or with none the least-violating split as a hint.
-    ``bound_source`` names the bound ``lb`` came from."""
-    phase = _HeuristicPhase(items, k, cap, max_count, lb, budget)
-    phase.best.bound_source = bound_source
-    return phase.run(start, start_method)
+    :meth:`_HeuristicPhase.run`), from the subproblem's bound. Every optional step runs only
+    when its measured per-item cost fits the budget left, and is charged that cost (local
+    search: the work it did), so the call stays near its limit at any n and, outside "clock"
+    timing, takes the same steps on every machine. Starts from ``sub.start``, else from the
+    incumbent's plan when it has one. Returns the best valid plan, or with none the
+    least-violating split as a hint."""
+    start, method = sub.start, sub.start_method
+    if start is None and best.bins is not None:
+        start, method = best.bins, best.method
+    phase = _HeuristicPhase(sub, budget)
+    return phase.run(start, method)
 
 
 class _HeuristicPhase:
     """The heuristic phase's state: the best plan so far, the starts still to search from, and
     the steps (bound, constructions, searches) that each phase combines."""
 
-    def __init__(
-        self, items: Items, k: int, cap: int | None, max_count: int | None, lb: int,
-        budget: Budget,
-    ) -> None:
-        self.items, self.k, self.cap, self.max_count = items, k, cap, max_count
+    def __init__(self, sub: Subproblem, budget: Budget) -> None:
+        self.sub = sub
+        items, k = sub.items, sub.k
+        self.items, self.k, self.cap, self.max_count = items, k, sub.cap, sub.max_count
+        lb = sub.lower_bound
         self.lb, self.budget, self.time_limit = lb, budget, budget.time_limit
         self.n = n = len(items)
         self.by_tokens = items.costs is items.tokens or items.costs == items.tokens
         self.fallback_seconds = fallback_cost_seconds(n, self.by_tokens)
         self.kk_seconds = karmarkar_karp_seconds(n, k)
         self.kk_planned = self.kk_seconds < KK_SHARE * self.time_limit
-        self.best = BestPlan(None, 0, lb, "", [])
+        self.best = sub.unplanned()
         self.hints: list[list[list[int]]] = []  # invalid splits: the least violating is a hint
         self.starts: list[tuple[str, list[list[int]]]] = []  # still to search from
         self.kk_done = False
@@ -451,8 +443,7 @@ class _HeuristicPhase:
 
     def resplit_groups(self) -> None:
         if not self.proven() and not self.out_of_time():
-            improve_by_groups(self.items, self.k, self.cap, self.max_count, self.best,
-                              self.budget)
+            self.best = improve_by_groups(self.sub, self.best, self.budget)
 
     def exchange(self) -> None:
         """Exchanges of one sequence for two between the heaviest micro-batch and another, when

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from ...heuristics.kernels import improve_lists
-from ..options import BestPlan, Budget
+from ..options import BestPlan, Budget, Subproblem
 from ..problem import Items, measure_bins
 
 #: Micro-batches emptied per round besides the heaviest: a few, so a round is cheap and local.
@@ -23,19 +23,13 @@ RUINED_BINS = 3
 MIN_ROUND_SECONDS = 0.002
 
 
-def keep_improving(
-    items: Items,
-    k: int,
-    cap: int | None,
-    max_count: int | None,
-    best: BestPlan,
-    budget: Budget,
-    seed: int = 0,
-) -> BestPlan:
+def keep_improving(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
     """Perturb-and-search rounds on ``best`` until it is proven optimal or the clock runs out.
 
     Only for "clock" timing, a valid plan, unit sample counts (equal sizes keep their counts in
-    local search, which a re-deal would break) and costs within int64."""
+    local search, which a re-deal would break) and costs within int64; seeded by
+    ``sub.options.seed``."""
+    items, k, cap, max_count, seed = sub.items, sub.k, sub.cap, sub.max_count, sub.options.seed
     if (not budget.by_clock or budget.interrupted or best.bins is None or k < 2
             or max_count is not None or items.shift or best.max_load <= best.lower_bound):
         return best

@@ -15,7 +15,7 @@ tuned.
 from __future__ import annotations
 
 from ..errors import InfeasibleError
-from ..options import BestPlan, Budget
+from ..options import BestPlan, Budget, Subproblem
 from ..problem import Items
 from ..tuning import (
     DIVE_PROOF_SHARE,
@@ -131,14 +131,7 @@ def dive_items(
     return None
 
 
-def prove_items(
-    items: Items,
-    k: int,
-    cap: int | None,
-    max_count: int | None,
-    best: BestPlan,
-    budget: Budget,
-) -> BestPlan:
+def prove_items(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
     """Raise ``best.lower_bound`` with the LP, then search exactly from it; may raise
     :class:`InfeasibleError` (proven) when k micro-batches cannot hold the batch.
 
@@ -150,6 +143,7 @@ def prove_items(
     """
     if not budget.fits(MIN_SECONDS_LEFT):
         return best
+    items, k, cap, max_count = sub.items, sub.k, sub.cap, sub.max_count
     time_limit = budget.time_limit
 
     def allowance(share: float) -> float:

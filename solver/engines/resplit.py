@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..options import BestPlan, Budget
-from ..problem import Items, measure_bins
+from ..options import BestPlan, Budget, Subproblem
+from ..problem import measure_bins
 from ..tuning import EXACT_NODES_PER_SECOND, EXCHANGES_PER_SECOND, GROUP_SHARE, SUBSETS_PER_SECOND
 from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .prove import MAX_ITEMS_PER_BIN, exact_budget
@@ -392,15 +392,14 @@ def resplit_groups(
     return out
 
 
-def improve_by_groups(
-    items: Items, k: int, cap: int | None, max_count: int | None, best: BestPlan, budget: Budget,
-) -> None:
-    """``best`` improved in place by :func:`resplit_groups` when micro-batches hold few
-    sequences (at most the proof phase's ``MAX_ITEMS_PER_BIN`` on average), within
-    ``GROUP_SHARE`` of the call's ``time_limit``; charged its search nodes."""
+def improve_by_groups(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
+    """``best`` improved by :func:`resplit_groups` when micro-batches hold few sequences (at
+    most the proof phase's ``MAX_ITEMS_PER_BIN`` on average), within ``GROUP_SHARE`` of the
+    call's ``time_limit``; charged its search nodes."""
+    items, k, cap, max_count = sub.items, sub.k, sub.cap, sub.max_count
     if (best.bins is None or best.max_load <= best.lower_bound or items.shift
             or len(items) > MAX_ITEMS_PER_BIN * k or not budget.fits(0.0)):
-        return
+        return best
     # The exact search's node rates: in clock timing the clock decides, small pools each
     # checked against it before they start.
     search = exact_budget(budget, min(GROUP_SHARE * budget.time_limit, max(budget.left(), 0.0)))
@@ -414,3 +413,4 @@ def improve_by_groups(
     load = measure_bins(found, k, items, cap, max_count)
     if load is not None and load < best.max_load:
         best.bins, best.max_load, best.method = found, load, best.method + "+groups"
+    return best

@@ -114,8 +114,7 @@ def test_infeasible_beyond_the_bounds_is_proven_by_cp_sat() -> None:
     assert info.value.proven
 
 
-def _no_proof_phase(items: object, k: int, cap: object, max_count: object, best: object,
-                    *args: object) -> object:
+def _no_proof_phase(sub: object, best: object, *args: object) -> object:
     """Issue 11's LP bound and exact search switched off, to reach CP-SAT's paths."""
     return best
 
