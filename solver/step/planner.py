@@ -120,10 +120,7 @@ def plan_step(
     """
     t0 = time.perf_counter()
     seconds = positive_seconds(time_limit)
-    if engine not in ("auto", "heuristics"):
-        raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
-    if trainer_starts not in (None, True, False):
-        raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
+    _check_choices(engine, trainer_starts)
     options = as_options(options)
     if multiple_of is None:
         multiple_of = default_multiple_of(pp, vpp)
@@ -131,5 +128,12 @@ def plan_step(
                          multiple_of=multiple_of, oversize=oversize, pipeline=pipeline)
     if isinstance(starts, (str, bytes)) or not isinstance(starts, Sequence):
         raise TypeError("starts must be a list of schedules ([rank][micro-batch] = indices)")
-    model = inst.pipeline
-    return plan_by_count(inst, seconds, t0, options, engine, trainer_starts, model, starts)
+    return plan_by_count(inst, seconds, t0, options, engine, trainer_starts, inst.pipeline, starts)
+
+
+def _check_choices(engine: str, trainer_starts: bool | None) -> None:
+    """``engine`` and ``trainer_starts`` are one of their documented values."""
+    if engine not in ("auto", "heuristics"):
+        raise ValueError(f"engine={engine!r}: use 'auto' or 'heuristics'")
+    if trainer_starts not in (None, True, False):
+        raise TypeError(f"trainer_starts must be None, True or False, got {trainer_starts!r}")
