@@ -48,6 +48,7 @@ __all__ = [
     "capped_load_bound",
     "ends_bound",
     "exact_scaled_bounds",
+    "instance_exact_bounds",
     "max_micro_batch_time",
     "scaled_bounds",
     "step_lower_bound",
@@ -422,6 +423,16 @@ def exact_scaled_bounds(inst: StepInstance, model: PipelineModel = DEFAULT_MODEL
         cost, crossed, flow = lp_certificate(pp, vpp, m, free)
         out[m] = max(out[m], -(-(cost * totals[m] + crossed * lat) // flow))
     return out
+
+
+def instance_exact_bounds(inst: StepInstance, model: PipelineModel) -> dict[int, int]:
+    """:func:`exact_scaled_bounds` of this instance, computed once and kept in
+    ``inst.shared`` (the exact phase's reported bound and the count search both read it; a
+    count's own search, whose instance asks for other multiples, computes its own)."""
+    key = ("exact_bounds", model, inst.multiple_of)
+    if key not in inst.shared:
+        inst.shared[key] = exact_scaled_bounds(inst, model)
+    return inst.shared[key]
 
 
 def step_lower_bound(

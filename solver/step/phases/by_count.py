@@ -48,7 +48,7 @@ from ...tuning import (
     COUNT_ROUND_GROWTH,
     QUANTUM_SECONDS_PER_SEQUENCE,
 )
-from ..bound import exact_scaled_bounds
+from ..bound import instance_exact_bounds
 from ..budget import assembly_reserve, exact_reserve
 from ..makespan import count_penalty
 from ..model import StepInstance, StepPlan
@@ -174,7 +174,8 @@ def plan_by_count(
     base = best = first.run(starts)
     if best.optimal or best.stopped_by == "interrupt":  # proven, or Ctrl-C: nothing more to do
         return best
-    counts, formula_bounds, exact_bounds = _ordered_counts(inst, model, first.bounds)
+    formula_bounds = first.bounds
+    counts, exact_bounds = _ordered_counts(inst, model, formula_bounds)
     search = _Counts(inst, model, options, engine, trainer_starts, formula_bounds, _seeds(first),
                      best, seconds - base_seconds,
                      # Kept back: the last plan's return (each count's search checks its own).
@@ -218,16 +219,16 @@ def _seeds(first: StepSearch) -> dict[int, list[Row]]:
 
 
 def _ordered_counts(inst: StepInstance, model: PipelineModel, formula: dict[int, int],
-                    ) -> tuple[list[int], dict[int, int], dict[int, int]]:
+                    ) -> tuple[list[int], dict[int, int]]:
     """The counts the schedule can run, best formula bound first (weighed by what the schedule
-    makes of each count: :func:`~seqpart.solver.step.makespan.count_penalty`), the formula's
-    bounds and each count's exact lower bound."""
-    exact = exact_scaled_bounds(inst, model)
+    makes of each count: :func:`~seqpart.solver.step.makespan.count_penalty`), and each
+    count's exact lower bound."""
+    exact = instance_exact_bounds(inst, model)
     # Whether the schedule runs a count (compiling it: O(pp*vpp*m)) is checked by the count's
     # own search, for the counts visited only.
     runnable = [m for m in formula if m in exact]
     runnable.sort(key=lambda m: (formula[m] * count_penalty(inst, model, m), m))
-    return runnable, formula, exact
+    return runnable, exact
 
 
 def _finish(base: StepPlan, best: StepPlan, t0: float, runs: int, tried: int, counts: int,

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..bound import exact_scaled_bounds
+from ..bound import instance_exact_bounds
 from ..makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
 from ..model import StepInstance, StepPlan
 from ..model import exact as exact_time
@@ -344,5 +344,5 @@ def choose_by_exact_makespan(search: StepState) -> StepPlan:
         mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
     sc = scale(inst.vpp, model)
     return assemble(inst, model, m, mb_of, method, ordered.orders, exact_time(step, sc),
-                    exact_time(min(exact_scaled_bounds(inst, model).values()), sc),
+                    exact_time(min(instance_exact_bounds(inst, model).values()), sc),
                     search.notes, search.t0)
