@@ -239,8 +239,7 @@ def _finish(base: StepPlan, best: StepPlan, t0: float, runs: int, tried: int, co
             + ("; stopped by the limit" if cut else ""))
     # The first part's bound covers every count (a count's own search bounds its count's
     # multiples only).
-    bound = min(Fraction(base.lower_bound), Fraction(best.step_time))
-    bound_out = bound.numerator if bound.denominator == 1 else bound
+    bound = min(base.lower_bound, best.step_time)  # exact, each an int or a Fraction
     optimal = bound == best.step_time
     # What stopped the count search (a count's own search cut short is searched again, longer,
     # unless the limit ended it first).
@@ -249,5 +248,5 @@ def _finish(base: StepPlan, best: StepPlan, t0: float, runs: int, tried: int, co
     return dataclasses.replace(
         best, seconds=time.perf_counter() - t0, notes=[*best.notes, note], stopped_by=why,
         multiple_of=base.multiple_of,
-        lower_bound=bound_out, status="optimal" if optimal else "feasible",
+        lower_bound=bound, status="optimal" if optimal else "feasible",
         bound_source=base.bound_source, trainers_not_run=base.trainers_not_run)
