@@ -116,6 +116,17 @@ GROUP_SHARE: Final[float] = 0.25
 LP_WORK_PER_SECOND: Final[int] = 250_000_000
 #: Measured throughput on a 2-core machine: exact-search nodes per second.
 EXACT_NODES_PER_SECOND: Final[int] = 250_000
+#: In clock timing the LP's work is capped at twice the counted rate, the clock deciding within
+#: that (the fastest measured is about 1e9 a second: 165 million units in 166 ms on a
+#: 32-sequence adversarial batch, idle). At 1e9 an LP that cannot converge in its share took
+#: all of it from CP-SAT: a 64-sequence study batch at 1 s ended at 22,394, not 22,246.
+FAST_LP_WORK_PER_SECOND: Final[int] = 500_000_000
+#: In clock timing the exact search's nodes are capped at the fastest rate measured (800-850k a
+#: second on few-per-bin batches of 24-32 sequences, idle): the clock, not the count, stops it.
+FAST_EXACT_NODES_PER_SECOND: Final[int] = 1_000_000
+#: In clock timing a pricing knapsack's nodes are capped at this rate of the seconds left (about
+#: 4 us a node; one pricing call, which is not interrupted, once ran 70 ms over without it).
+KNAPSACK_NODES_PER_SECOND: Final[int] = 250_000
 #: Bitset words shifted per second by the dive, its Python counted in words too (exact.py):
 #: ~190M/s on long-CoT batches at n=256 inside partition, idle (300M ran it 1.6x over); 150M
 #: with the per-item stand-ins at 60 and 12 keeps its p90 near its charge (bench_budget.py).
@@ -130,6 +141,9 @@ PROVE_EXACT_SHARE: Final[float] = 0.3
 DIVE_PROOF_SHARE: Final[float] = 0.4
 #: The load search (waste-limited LP and LP dive at each load; token costs, few per bin).
 LOAD_SEARCH_SHARE: Final[float] = 0.5
+#: Each load the load search tries gets at most this share of what the search has left: an
+#: unknown load spends all of its allowance, and the loads after it need some (set by hand).
+LOAD_SEARCH_PER_LOAD_SHARE: Final[float] = 3 / 4
 #: The fluid LP: seconds per column built and solved (GLOP, 2 cores: 7-11 us measured at
 #: 500-2048 items); ``FLUID_LP_WORK`` (engines/lp_bound.py) counts the set-up in columns.
 FLUID_SECONDS_PER_VARIABLE: Final[float] = 10e-6
@@ -156,6 +170,11 @@ WORK_PER_SECOND: Final[int] = 220_000_000
 #: at the count it found). The count comes first: one micro-batch fewer is one forward and
 #: backward less for every rank.
 COUNT_SHARE: Final[float] = 0.85
+#: The count search's smaller share: above ``COUNT_FEW_PER_BIN`` sequences per micro-batch, when
+#: the pricing needs the branch and bound, or below ``COUNT_SMALL_LIMIT`` seconds. There local
+#: search at a fixed count, which runs after it, often finds the count (Scholl's classes with
+#: 5-9 items per bin, and his hard set), and the LP dive seldom does.
+COUNT_MANY_PER_BIN_SHARE: Final[float] = 0.35
 
 # --- CP-SAT (engines/cpsat.py) ------------------------------------------------------------------
 
@@ -291,6 +310,12 @@ MORE_STARTS_SHARE: Final[float] = 0.5
 #: Share of the budget for the exact CP-SAT model where the instance is small enough for it
 #: (``exact_fits``); the starts and the search take the rest first.
 CP_EXACT_SHARE: Final[float] = 0.5
+#: Clock timing: the search and the exact model end at this share of the limit; validating and
+#: timing every schedule found takes the rest (set by hand).
+CP_SEARCH_END_SHARE: Final[float] = 0.8
+#: Repeatable ("work") timing: the clock's safety net, at this share of the limit, stops a search
+#: whose counted work has not run out (a loaded machine).
+CP_SAFETY_NET_SHARE: Final[float] = 0.9
 
 # --- measurement (measure/pipeline_replay.py) -----------------------------------------------------
 

@@ -34,6 +34,8 @@ from ..options import SolverOptions, as_options, as_seconds, pauses_gc
 from ..plan import stop_reason
 from ..tuning import CP_EXACT_SHARE as EXACT_SHARE
 from ..tuning import CP_FIXED_SHARE as FIXED_SHARE
+from ..tuning import CP_SAFETY_NET_SHARE as SAFETY_NET_SHARE
+from ..tuning import CP_SEARCH_END_SHARE as SEARCH_END_SHARE
 from ..tuning import EVALS_PER_SECOND, MORE_STARTS_SHARE
 from ._bound import cp_lower_bound, min_steps
 from ._cpsat_model import ExactResult, exact_fits, solve_exact
@@ -63,12 +65,6 @@ from ._search import (
 
 __all__ = ["plan_cp_step"]
 
-#: Clock timing: the search and the exact model end at this share of the limit; validating and
-#: timing every schedule found takes the rest.
-SEARCH_END = 0.8
-#: "work" timing: the clock's safety net, at this share of the limit, stops a search whose
-#: counted work has not run out (a loaded machine).
-SAFETY_END = 0.9
 #: The "wide" constructions: a long sequence gets the smallest degree whose time is within
 #: this many times one step's share of the area bound (see ``wide_degrees``).
 WIDE_SLACKS = ("1", "3/2", "2")
@@ -109,19 +105,19 @@ def plan_cp_step(lengths: Any, n_gpus: int, max_tokens_per_gpu: int, *, degrees:
     inst = make_cp_instance(lengths, n_gpus, max_tokens_per_gpu, degrees=degrees, cost=cost,
                             cp_comm=cp_comm, overhead=overhead, sync=sync)
     _check_enough(inst)
-    # SolverOptions.timing: "clock" ends the search at SEARCH_END of the limit (validating and
+    # SolverOptions.timing: "clock" ends the search at SEARCH_END_SHARE of the limit (validating and
     # timing every schedule found takes the rest) and spends the limit on a better plan; "strict"
     # (deterministic=True) counts work and reads no clock; "work" counts work with the clock at
-    # SAFETY_END as a safety net (the plan then says stopped_by="safety_net").
+    # SAFETY_NET_SHARE as a safety net (the plan then says stopped_by="safety_net").
     mode = options.mode
     counted = mode != "clock"
     work = int(seconds * (1 - FIXED_SHARE) * EVALS_PER_SECOND) if counted else 1 << 62
     max_steps = len(inst.lengths)  # a step runs one sequence at least
     small = exact_fits(inst, max_steps)
-    search_end = SEARCH_END * (1 - EXACT_SHARE) if small else SEARCH_END
+    search_end = SEARCH_END_SHARE * (1 - EXACT_SHARE) if small else SEARCH_END_SHARE
     if small:  # the search leaves the exact model its share
         work = int(work * (1 - EXACT_SHARE))
-    end = t0 + seconds * (search_end if mode == "clock" else SAFETY_END)
+    end = t0 + seconds * (search_end if mode == "clock" else SAFETY_NET_SHARE)
     counter = Counter(work, None if mode == "strict" else lambda: time.perf_counter() > end)
     bound = cp_lower_bound(inst)
     pool = _starts(inst, seconds, options, counter, t0, bound)
@@ -145,7 +141,7 @@ def _run_exact(inst: CPInstance, found: list[tuple[str, Steps, bool]], max_steps
         return None  # proven already
     # CP-SAT's own clock limit (none in "strict" timing), and the watchdog's stop ("clock").
     wall = None if options.mode == "strict" else t0 + seconds * (
-        SEARCH_END if options.mode == "clock" else SAFETY_END)
+        SEARCH_END_SHARE if options.mode == "clock" else SAFETY_NET_SHARE)
     deadline = wall if options.mode == "clock" else None
     share = seconds * (1 - FIXED_SHARE) * EXACT_SHARE  # CP-SAT's deterministic time
     return solve_exact(inst, hint, horizon, max_steps, min_steps(inst), share, options, wall,
@@ -198,7 +194,7 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
                                   seed=options.seed, workers=options.workers,
                                   pause_gc=options.pause_gc)
     for c in degs:
-        if options.mode == "clock" and time.perf_counter() - t0 + share > seconds * SEARCH_END:
+        if options.mode == "clock" and time.perf_counter() - t0 + share > seconds * SEARCH_END_SHARE:
             continue
         steps = fixed_cp_schedule(inst, c, share, fixed_options)
         if steps is not None:
@@ -209,7 +205,7 @@ def _starts(inst: CPInstance, seconds: float, options: SolverOptions, counter: C
         (by the work count, or by the clock in "clock" timing)."""
         if options.mode != "clock":
             return counter.done < counter.limit * MORE_STARTS_SHARE
-        return time.perf_counter() - t0 < seconds * SEARCH_END * MORE_STARTS_SHARE
+        return time.perf_counter() - t0 < seconds * SEARCH_END_SHARE * MORE_STARTS_SHARE
 
     seen = {tuple(inst.min_degree(lo) for lo in inst.lengths)}  # pack-by-time's degrees
     for slack in WIDE_SLACKS:

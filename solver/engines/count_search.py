@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from ...heuristics import first_fit_decreasing
 from ..options import Budget
-from ..tuning import COUNT_SHARE, WORK_PER_SECOND
+from ..tuning import COUNT_MANY_PER_BIN_SHARE, COUNT_SHARE, WORK_PER_SECOND
 from .branch_bound import CLOCK_EVERY, FOUND, pack
 from .branch_bound import INFEASIBLE as PACK_INFEASIBLE
 from .count_lp import (
@@ -365,7 +365,6 @@ def search_count(
 #: local search at a fixed count, which runs after it, often finds the count (Scholl's
 #: classes with 5-9 items per bin, and his hard set), and the LP dive seldom does.
 COUNT_FEW_PER_BIN = 4
-COUNT_SHARE_MANY = 0.35
 #: Below this time limit (seconds) the search gets the smaller share too: the LP rarely
 #: converges in a few milliseconds, where the fixed-k attempts' local search at the floor
 #: found more counts on Falkenauer's u120 and u250 at 20 ms.
@@ -403,7 +402,7 @@ def count_share(tokens: Sequence[int], cap: int, lower: int, budget: Budget) -> 
     table = len(sizes) * (cap // math.gcd(cap, *sizes) + 1)
     few = len(tokens) <= COUNT_FEW_PER_BIN * max(lower, 1)
     large = budget.time_limit >= COUNT_SMALL_LIMIT
-    return COUNT_SHARE if few and large and table <= DP_CELLS else COUNT_SHARE_MANY
+    return COUNT_SHARE if few and large and table <= DP_CELLS else COUNT_MANY_PER_BIN_SHARE
 
 
 def count_items(

@@ -34,6 +34,7 @@ from ...heuristics import first_fit_decreasing
 from ..options import Budget
 from ..tuning import BISECT_SHARE, CLOCK_WORK_PER_SECOND, WORK_PER_SECOND
 from ..tuning import LOAD_SEARCH_DIVE_SHARE as DIVE_SHARE
+from ..tuning import LOAD_SEARCH_PER_LOAD_SHARE as PER_LOAD_SHARE
 from .count_lp import DP_CELLS, SCALE, SOLVE_WORK, Pattern, PatternLP
 from .count_search import (
     count_allowance,
@@ -48,9 +49,6 @@ from .count_search import (
 MAX_ITEMS_PER_BIN = 6
 #: ... and up to this many items in all (the LP's pool and the dive grow with them).
 MAX_ITEMS = 200
-#: Each load tried gets at most this share of what the search has left: an unknown load
-#: spends all of its allowance, and the loads after it need some.
-SHARE_PER_LOAD = 3 / 4
 #: Column-generation rounds a root LP from scratch is assumed to take: below their cost the
 #: search is skipped (measured: ~130 on 48 long sequences at k=12 and 16; 100 keeps batches
 #: of 24 at time limits from ~2 s).
@@ -249,7 +247,7 @@ def search_loads(
         if lo > hi:
             break
         z = lo if unknown < out.lower_bound else (lo + hi) // 2
-        slice_ = left * SHARE_PER_LOAD if z < hi or unknown >= out.lower_bound else left
+        slice_ = left * PER_LOAD_SHARE if z < hi or unknown >= out.lower_bound else left
         if not by_clock and count_allowance(tokens, z, slice_) == 0:
             break  # too little left for the root LP: nothing would be decided
         work = _work(budget, slice_)

@@ -28,6 +28,7 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from ..options import Budget
+from ..tuning import KNAPSACK_NODES_PER_SECOND
 from .count_lp import knapsack_pass
 
 #: Duals are scaled to integers with this factor (2**20: ~1e-6 relative resolution).
@@ -146,8 +147,8 @@ def _knapsack(
 
     # Never more nodes than the work budget has left (a pricing call is not interrupted).
     node_limit = max(1, min(KNAPSACK_NODES, budget.left() // NODE_WORK))
-    if budget.by_clock and budget.deadline is not None:  # at 4 us a node (one ran 70 ms over)
-        node_limit = max(1, min(node_limit, int(budget.seconds_left() * 250_000)))
+    if budget.by_clock and budget.deadline is not None:
+        node_limit = max(1, min(node_limit, int(budget.seconds_left() * KNAPSACK_NODES_PER_SECOND)))
     finished = dfs(0, cap_t, cap_c, 0)
     dfs = None  # type: ignore[assignment]  # a recursive closure: break its cycle (see exact.pack)
     budget.charge(NODE_WORK * nodes)

@@ -21,6 +21,8 @@ from ..tuning import (
     DIVE_PROOF_SHARE,
     DIVE_WORDS_PER_SECOND,
     EXACT_NODES_PER_SECOND,
+    FAST_EXACT_NODES_PER_SECOND,
+    FAST_LP_WORK_PER_SECOND,
     FLUID_SECONDS_PER_VARIABLE,
     FLUID_SHARE,
     LOAD_SEARCH_SHARE,
@@ -47,14 +49,6 @@ from .lp_bound import (
     lp_load_bound,
 )
 
-#: In clock timing the LP's work is capped at twice the counted rate, the clock deciding within
-#: that (the fastest measured is about 1e9 a second: 165 million units in 166 ms on a
-#: 32-sequence adversarial batch, idle). At 1e9 an LP that cannot converge in its share took
-#: all of it from CP-SAT: a 64-sequence study batch at 1 s ended at 22,394, not 22,246.
-LP_WORK_PER_SECOND_FAST = 500_000_000
-#: In clock timing the exact search's nodes are capped at the fastest rate measured (800-850k a
-#: second on few-per-bin batches of 24-32 sequences, idle): the clock, not the count, stops it.
-EXACT_NODES_PER_SECOND_FAST = 1_000_000
 #: Below this many items per micro-batch on average the phase runs; above it counting bounds
 #: and local search already close the gap, and bin completion's branching explodes.
 MAX_ITEMS_PER_BIN = 8
@@ -273,13 +267,13 @@ def _allowance(budget: Budget, seconds: float, rate: int, fast_rate: int, every:
 
 
 def _lp_budget(budget: Budget, seconds: float) -> Budget:
-    return _allowance(budget, seconds, LP_WORK_PER_SECOND, LP_WORK_PER_SECOND_FAST)
+    return _allowance(budget, seconds, LP_WORK_PER_SECOND, FAST_LP_WORK_PER_SECOND)
 
 
 def exact_budget(budget: Budget, seconds: float) -> Budget:
     """Search nodes for ``seconds`` of the call's budget (see :func:`_allowance`); with the
     clock deciding, it is read every 64 nodes. Also the group re-split's pools (``resplit``)."""
-    return _allowance(budget, seconds, EXACT_NODES_PER_SECOND, EXACT_NODES_PER_SECOND_FAST,
+    return _allowance(budget, seconds, EXACT_NODES_PER_SECOND, FAST_EXACT_NODES_PER_SECOND,
                       64 if budget.by_clock else CLOCK_EVERY)
 
 

@@ -162,8 +162,8 @@ def test_budgets_count_work_in_repeatable_timing_and_follow_the_clock_otherwise(
     lp = prove._lp_budget(clock, 0.2)
     after = time.perf_counter()
     # The clock decides: a ceiling at the fastest rate measured, stopped 0.2 s from now.
-    assert nodes.limit == int(prove.EXACT_NODES_PER_SECOND_FAST * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
-    assert lp.limit == int(prove.LP_WORK_PER_SECOND_FAST * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
+    assert nodes.limit == int(prove.FAST_EXACT_NODES_PER_SECOND * 0.2) > 0.2 * prove.EXACT_NODES_PER_SECOND
+    assert lp.limit == int(prove.FAST_LP_WORK_PER_SECOND * 0.2) > 0.2 * prove.LP_WORK_PER_SECOND
     assert lp.by_clock and nodes.every == 64  # pricing and search read the clock often
     for deadline in (nodes.deadline, lp.deadline):
         assert deadline is not None and before + 0.2 <= deadline <= after + 0.2
