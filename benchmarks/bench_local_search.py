@@ -74,14 +74,16 @@ def main() -> int:
         starts = {
             "lpt": [sorted(b) for b in lpt_lists(tokens, cost, count, k, cap, None)],
             "karmarkar_karp": karmarkar_karp_lists(cost, count, k, None),
-            "capped_balance": capped_balance_lists(tokens, cost, count, k, cap, None),
+            "capped_balance": capped_balance_lists(tokens, cost, count, k, cap, None).bins,
         }
         for impl_name, impl in impls.items():
             for start_name, start in starts.items():
-                bins, seconds, err = timed(functools.partial(
+                found, seconds, err = timed(functools.partial(
                     impl.improve_lists, tokens, cost, count, start, cap, None))
                 if err is not None:
                     raise err
+                # Another version's improve_lists may return the bins alone.
+                bins = getattr(found, "bins", found)
                 top = max(sum(cost[i] for i in b) for b in bins)
                 ok = all(bins) and all(sum(tokens[i] for i in b) <= (cap or top) for b in bins)
                 results.setdefault((impl_name, start_name), []).append(

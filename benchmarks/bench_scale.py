@@ -218,9 +218,8 @@ def _calibrate_row(n: int) -> list[str]:
     k = -(-sum(tokens) // cap) + 2
     ones = [1] * n
     lpt = [sorted(b) for b in lpt_lists(tokens, tokens, ones, k, cap, None)]
-    report: dict = {}
-    search = _cpu(lambda: improve_lists(tokens, tokens, ones, lpt, cap, None, report=report,
-                                        max_steps=200))
+    search = _cpu(lambda: improve_lists(tokens, tokens, ones, lpt, cap, None, max_steps=200))
+    work = improve_lists(tokens, tokens, ones, lpt, cap, None, max_steps=200).work
     small = n <= 20_000
     pack = _cpu(lambda: fill_empty(best_fit_lists(tokens, ones, k, cap), tokens, ones, None))
     arr = np.asarray(tokens, dtype=np.int64)
@@ -237,7 +236,7 @@ def _calibrate_row(n: int) -> list[str]:
         f"{fixed / n * 1e6:.2f}",
         f"{cb / n * 1e6:.2f}" if small else "-",
         f"{kk / n * 1e6:.2f}" if small else "-",
-        f"{search / max(report['work'], 1) * 1e9:.1f}",
+        f"{search / max(work, 1) * 1e9:.1f}",
     ]
 
 

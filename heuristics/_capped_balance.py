@@ -14,7 +14,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,6 +28,18 @@ from .inputs import Bins, apply_move_or_swap, order_desc, prepare
 __all__ = ["capped_balance"]
 
 
+class RepairResult(NamedTuple):
+    """What :func:`repair_lists` and :func:`capped_balance_lists` return: the bins and what the
+    repair of an over-cap construction cost."""
+
+    #: The bins (sorted by :func:`capped_balance_lists`; in place order by :func:`repair_lists`).
+    bins: Bins
+    #: Repair steps made (0 when a construction was already under the cap).
+    steps: int
+    #: Whether the deadline stopped the repair before it got every bin under the cap.
+    cut: bool
+
+
 def capped_balance(
     lengths: Any,
     k: int,
@@ -39,7 +51,7 @@ def capped_balance(
 ) -> Bins:
     """Exactly ``k`` non-empty bins, under ``cap`` whenever one of its constructions finds it."""
     tokens, cost, count, k, cap = prepare(lengths, k, cap, costs, counts)
-    return capped_balance_lists(tokens, cost, count, k, cap, max_count)
+    return capped_balance_lists(tokens, cost, count, k, cap, max_count).bins
 
 
 def fill_empty(
@@ -108,14 +120,13 @@ def capped_balance_lists(
     deadline: float | None = None,
     lpt_bins: Bins | None = None,
     repair_steps: int = 10_000,
-    report: dict[str, int] | None = None,
-) -> Bins:
+) -> RepairResult:
     """See :func:`capped_balance`; inputs already validated.
 
     Constructions run in order, balance first, and the first valid one wins; the later ones
     only pack tighter. Once ``deadline`` (a ``time.perf_counter()`` value) has passed, no new
     construction starts unless none so far is valid. When none is, the least-violating one goes
-    through :func:`repair_lists`.
+    through :func:`repair_lists` (at most ``repair_steps`` steps), whose steps the result says.
     """
     orders: dict[int, list[int]] = {}  # sorted once, when a construction first needs it
 
@@ -156,9 +167,10 @@ def capped_balance_lists(
         if best_score[0] == 0 and best_score[1] == 0:
             break
     assert best is not None and best_score is not None
+    repaired = RepairResult(best, 0, False)
     if best_score[0] > 0 and cap is not None:
-        best = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps, report)
-    return [sorted(b) for b in best]
+        repaired = repair_lists(tokens, count, best, cap, max_count, deadline, repair_steps)
+    return repaired._replace(bins=[sorted(b) for b in repaired.bins])
 
 
 #: Up to this many items, repair scores swaps with every item; above, only with the items of
@@ -181,8 +193,7 @@ def repair_lists(
     max_count: int | None,
     deadline: float | None = None,
     max_steps: int = 10_000,
-    report: dict[str, int] | None = None,
-) -> Bins:
+) -> RepairResult:
     """Moves and swaps out of the most over-cap bin that lower the total tokens over the cap.
 
     Tight instances (few long sequences per micro-batch) defeat every greedy construction by a
@@ -203,11 +214,10 @@ def repair_lists(
     def excess(t: np.ndarray) -> np.ndarray:
         return np.maximum(t - cap, 0)
 
-    steps = 0
+    steps, cut = 0, False
     for steps in range(max_steps):  # noqa: B007 (reported below)
         if deadline is not None and time.perf_counter() > deadline:
-            if report is not None:
-                report["deadline"] = 1
+            cut = True
             break
         o = int(np.argmax(tload))
         if tload[o] <= cap:
@@ -249,6 +259,4 @@ def repair_lists(
         if a < 0:
             break
         apply_move_or_swap(members, where, ((tload, tok), (cnt, cnt_item)), a, o, j, b)
-    if report is not None:
-        report["repair_steps"] = steps
-    return members
+    return RepairResult(members, steps, cut)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,6 +52,22 @@ from .inputs import Bins, check_bins, prepare
 __all__ = ["local_search", "improve"]
 
 
+class LocalSearchResult(NamedTuple):
+    """What :func:`improve_lists` returns: the bins and how the search ended."""
+
+    #: The searched bins, each sorted.
+    bins: Bins
+    #: Steps made (each one move or swap out of the heaviest bin, or a batch of them).
+    steps: int
+    #: Work done, in the units of :data:`~._search_state.WORK_SECONDS` (for a caller's budget).
+    work: int
+    #: Why it stopped: "converged" (no improving change), "target" (the load reached
+    #: ``target``), "steps" (``max_steps`` or ``max_work`` ran out), "repair" (``repair_work``
+    #: ran out with a bin still over the cap), "repaired" (``until_repaired``) or "deadline"
+    #: (the clock: ``deadline`` or ``repair_deadline``).
+    stopped: str
+
+
 def improve(
     lengths: Any,
     bins: Sequence[Sequence[int]],
@@ -72,7 +88,8 @@ def improve(
     """
     tokens, cost, count, _k, cap = prepare(lengths, len(bins), cap, costs, counts)
     check_bins(bins, len(tokens))
-    return improve_lists(tokens, cost, count, bins, cap, max_count, deadline, target, max_steps)
+    return improve_lists(
+        tokens, cost, count, bins, cap, max_count, deadline, target, max_steps).bins
 
 
 def improve_lists(
@@ -87,29 +104,26 @@ def improve_lists(
     max_steps: int = 100_000,
     repair_deadline: float | None = None,
     repair_work: int | None = None,
-    report: dict[str, Any] | None = None,
     max_work: int | None = None,
     until_repaired: bool = False,
-) -> Bins:
+) -> LocalSearchResult:
     """Local search on validated lists; see :func:`improve`.
 
     ``repair_deadline`` / ``repair_work``: for a start that breaks the cap, the time or the
     work by which the search must have got every bin under it, or stop (so the caller keeps
     time for another construction). ``max_steps``, ``max_work`` and ``repair_work`` are the
     deterministic budget (work in the units of :data:`WORK_SECONDS`); ``deadline`` is a
-    wall-clock one. ``report``, when given, receives ``steps`` and ``work`` (done) and
-    ``stopped`` ("converged", "target", "steps", "repair", "repaired" or "deadline"): the
-    caller can tell whether the clock decided. ``until_repaired``: stop as soon as a start that
-    broke the cap is under it ("repaired"), so the caller can run something else first.
+    wall-clock one. The result says the steps and work done and why the search stopped, so the
+    caller can charge its budget and tell whether the clock decided. ``until_repaired``: stop as
+    soon as a start that broke the cap is under it ("repaired"), so the caller can run
+    something else first.
     """
     stopped = "steps"
     k = len(bins)
     n = len(tokens)
     members = [list(b) for b in bins]
-    if report is not None:
-        report.update(steps=0, stopped="converged", work=0)
     if n == 0 or k < 2:
-        return [sorted(m) for m in members]
+        return LocalSearchResult([sorted(m) for m in members], 0, 0, "converged")
     s = _make_state(tokens, cost, count, members, cap, max_count)
     unit_counts = bool((s.cnt_item[:n] == s.cnt_item[0]).all())
     # When the nearest-partner search stood in for scoring every pair, its "no change" is
@@ -168,9 +182,7 @@ def improve_lists(
         _apply(s, members, best[1], h, best[2], best[3])
     else:
         step = max_steps
-    if report is not None:
-        report.update(steps=step, stopped=stopped, work=s.work)
-    return [sorted(m) for m in members]
+    return LocalSearchResult([sorted(m) for m in members], step, int(s.work), stopped)
 
 
 def local_search(
@@ -192,11 +204,11 @@ def local_search(
     start = [sorted(b) for b in lpt_lists(tokens, cost, count, k, cap, max_count)]
     fits = _fits(start, tokens, count, cap, max_count)
     if fits or (cost == tokens and all(start)):
-        out = improve_lists(tokens, cost, count, start, cap, max_count)
+        out = improve_lists(tokens, cost, count, start, cap, max_count).bins
         if fits or _fits(out, tokens, count, cap, max_count):
             return out
-    start = capped_balance_lists(tokens, cost, count, k, cap, max_count)
-    return improve_lists(tokens, cost, count, start, cap, max_count)
+    start = capped_balance_lists(tokens, cost, count, k, cap, max_count).bins
+    return improve_lists(tokens, cost, count, start, cap, max_count).bins
 
 
 def _type_ids(s: _State, n: int) -> np.ndarray:

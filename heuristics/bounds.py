@@ -7,7 +7,7 @@ with no search at all, and a bound above the cap proves that no plan exists.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -186,9 +186,17 @@ def _l2_sorted(t: np.ndarray, prefix: np.ndarray, cap: int) -> int:
     return int((n1 + n2 + extra).max())
 
 
+class PackingBound(NamedTuple):
+    """What :func:`packing_bound` returns."""
+
+    #: The bound on the largest load (see :func:`load_lower_bound_packing`).
+    bound: int
+    #: L2 evaluations made, for a caller that charges a budget.
+    steps: int
+
+
 def load_lower_bound_packing(
-    costs: Any, k: int, lo: int, hi: int, max_steps: int | None = None,
-    report: dict[str, int] | None = None,
+    costs: Any, k: int, lo: int, hi: int, max_steps: int | None = None
 ) -> int:
     """The smallest z in [lo, hi] for which L2 allows k bins of capacity z; hi if none.
 
@@ -197,18 +205,23 @@ def load_lower_bound_packing(
     two such items never share a micro-batch. Binary search, one L2 per step; ``hi`` is
     typically the best plan's load, so a result of ``hi`` proves that plan optimal.
     ``max_steps`` caps the L2 evaluations (a budget): the search then stops early and returns
-    the z below which every load is refuted, still a valid bound. ``report["steps"]`` receives
-    the evaluations made, for a caller that charges a budget.
+    the z below which every load is refuted, still a valid bound. :func:`packing_bound` also
+    says how many evaluations it made.
     """
+    return packing_bound(costs, k, lo, hi, max_steps).bound
+
+
+def packing_bound(
+    costs: Any, k: int, lo: int, hi: int, max_steps: int | None = None
+) -> PackingBound:
+    """:func:`load_lower_bound_packing`'s bound and the L2 evaluations it took."""
     c = np.sort(as_lengths(costs, "costs"))
     k = as_positive_int(k, "k")
     prefix = np.concatenate(([0], np.cumsum(c)))
     lo = max(lo, int(c[-1]))
     steps = 0
-    if report is not None:
-        report["steps"] = 0
     if lo >= hi or max_steps == 0:
-        return min(lo, hi)
+        return PackingBound(min(lo, hi), 0)
     steps += 1
     if _l2_sorted(c, prefix, lo) <= k:
         hi = lo
@@ -220,9 +233,7 @@ def load_lower_bound_packing(
             hi = mid
         else:
             lo = mid + 1
-    if report is not None:
-        report["steps"] = steps
-    return lo if lo < hi else hi
+    return PackingBound(lo if lo < hi else hi, steps)
 
 
 def min_bins_lower_bound(lengths: Any, cap: int) -> int:

@@ -8,11 +8,10 @@ It returns the best valid plan it found (or the least-violating split, as a star
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from ...heuristics.bounds import load_lower_bound_packing
+from ...heuristics.bounds import packing_bound
 from ...heuristics.kernels import (
     WORK_SECONDS,
     argsort_desc,
@@ -199,7 +198,6 @@ class _HeuristicPhase:
         items, budget = self.items, self.budget
         if self.out_of_time(SEARCH_SETUP_SECONDS_PER_ITEM * self.n):
             return bins, False, "budget"
-        report: dict[str, Any] = {}
         by_clock = budget.by_clock
         spendable = budget.left()
         work = None if by_clock else max(spendable, 0.0) / WORK_SECONDS
@@ -210,15 +208,14 @@ class _HeuristicPhase:
             # On the wall clock too (the safety net): the fallback must still fit after it.
             if budget.deadline is not None:
                 repair_by = budget.deadline - keep_back
-        polished = improve_lists(
+        searched = improve_lists(
             items.tokens, items.costs, items.counts, bins, self.cap, self.max_count,
             budget.deadline, None if items.shift else self.best.lower_bound,
             repair_deadline=repair_by, repair_work=None if repair_work is None else int(repair_work),
-            report=report, max_work=None if work is None else int(work),
-            until_repaired=until_repaired,
+            max_work=None if work is None else int(work), until_repaired=until_repaired,
         )
-        budget.charge(report.get("work", 0) * WORK_SECONDS)
-        stopped = report.get("stopped", "converged")
+        polished, stopped = searched.bins, searched.stopped
+        budget.charge(searched.work * WORK_SECONDS)
         if stopped == "deadline":
             budget.mark_cut()
         elif stopped in ("steps", "repair"):  # its work allowance ended it
@@ -241,12 +238,9 @@ class _HeuristicPhase:
             budget.mark_ran_out()  # a shorter search than the bound's full one
         if steps >= 2 and budget.fits(packing_bound_seconds(n, steps)):
             self.tightened = True
-            report: dict[str, int] = {}
-            best.raise_bound(load_lower_bound_packing(
-                self.items.cost_array, self.k, self.lb, best.max_load, max_steps=steps,
-                report=report,
-            ), "packing")
-            budget.charge(packing_bound_seconds(n, report.get("steps", steps)))
+            found = packing_bound(self.items.cost_array, self.k, self.lb, best.max_load, steps)
+            best.raise_bound(found.bound, "packing")
+            budget.charge(packing_bound_seconds(n, found.steps))
 
     def karmarkar_karp(self) -> list[list[int]] | None:
         """KK's plan when it ran and is valid (it is then also a start in ``starts``)."""
@@ -274,15 +268,14 @@ class _HeuristicPhase:
         budget, items = self.budget, self.items
         step = repair_step_seconds(self.n)
         steps = max(16, min(int(max(budget.left(), 0.0) / step), 10_000))
-        report: dict[str, int] = {}
         cb = capped_balance_lists(
             items.tokens, items.costs, items.counts, self.k, self.cap, self.max_count,
-            budget.deadline, lpt_in, steps, report,
+            budget.deadline, lpt_in, steps,
         )
-        budget.charge(report.get("repair_steps", 0) * step)
-        if report.get("deadline"):
+        budget.charge(cb.steps * step)
+        if cb.cut:
             budget.mark_cut()
-        return cb
+        return cb.bins
 
     def fallback(self) -> tuple[str, list[list[int]], bool]:
         """The packing that always exists from the best-fit count up: the capped balancer after

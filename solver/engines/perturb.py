@@ -45,7 +45,7 @@ def keep_improving(sub: Subproblem, best: BestPlan, budget: Budget) -> BestPlan:
         if start is None:
             continue
         searched = improve_lists(items.tokens, items.costs, items.counts, start, cap, None,
-                                 deadline, best.lower_bound)
+                                 deadline, best.lower_bound).bins
         load = measure_bins(searched, k, items, cap, None)
         if load is not None and load < best.max_load:
             best.bins, best.max_load = searched, load

@@ -21,6 +21,7 @@ from seqpart.heuristics import (
     min_bins_l2,
     min_bins_lower_bound,
 )
+from seqpart.heuristics.bounds import packing_bound
 from seqpart.solver import find_violations
 
 from _brute import brute_force_min_max
@@ -168,11 +169,10 @@ def test_packing_bound_cut_short_is_still_a_bound(lengths: list[int], data: st.D
     steps = data.draw(st.integers(0, 6))
     opt = brute_force_min_max(lengths, k, None)
     assert opt is not None
-    report: dict[str, int] = {}
     full = load_lower_bound_packing(lengths, k, 1, sum(lengths))
-    short = load_lower_bound_packing(lengths, k, 1, sum(lengths), max_steps=steps, report=report)
-    assert short <= full <= opt
-    assert report["steps"] <= steps
+    short = packing_bound(lengths, k, 1, sum(lengths), max_steps=steps)
+    assert short.bound <= full <= opt
+    assert short.steps <= steps
 
 
 def test_best_fit_places_each_sequence_once_when_some_fit_nowhere() -> None:

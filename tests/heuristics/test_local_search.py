@@ -174,11 +174,11 @@ def test_local_search_heuristic_repairs_lpt_over_the_cap() -> None:
 def test_repair_deadline_gives_up_on_an_over_cap_start_only() -> None:
     lengths = [8, 10, 16, 13, 18, 1, 14, 10, 16]
     start = lpt(lengths, 3, 37)  # over the cap
-    given_up = improve_lists(lengths, lengths, [1] * 9, start, 37, None, repair_deadline=0.0)
+    given_up = improve_lists(lengths, lengths, [1] * 9, start, 37, None, repair_deadline=0.0).bins
     assert sorted(map(sorted, given_up)) == sorted(map(sorted, start))
     # 35/38/33 is under a cap of 60: nothing to repair, so the deadline does not stop it.
     searched = improve_lists(lengths, lengths, [1] * 9, round_robin(9, 3), 60, None,
-                             repair_deadline=0.0)
+                             repair_deadline=0.0).bins
     assert max(loads_of(searched, lengths)) == 36
 
 
@@ -201,14 +201,14 @@ def test_until_repaired_stops_once_the_start_is_under_the_cap() -> None:
     cap = 17
     start = [[0, 1], [2, 3], list(range(4, 14))]  # 18 tokens in the first: over the cap
     ones = [1] * len(lengths)
-    report: dict[str, object] = {}
-    out = improve_lists(lengths, lengths, ones, start, cap, None, report=report,
-                        repair_work=10**9, until_repaired=True)
-    assert report["stopped"] == "repaired"
+    first = improve_lists(lengths, lengths, ones, start, cap, None, repair_work=10**9,
+                          until_repaired=True)
+    out = first.bins
+    assert first.stopped == "repaired"
     assert all(sum(lengths[i] for i in b) <= cap for b in out)
     assert sorted(i for b in out for i in b) == list(range(len(lengths)))
-    resumed: dict[str, object] = {}
-    final = improve_lists(lengths, lengths, ones, out, cap, None, report=resumed)
-    assert resumed["stopped"] != "repaired"
+    resumed = improve_lists(lengths, lengths, ones, out, cap, None)
+    final = resumed.bins
+    assert resumed.stopped != "repaired"
     assert max(sum(lengths[i] for i in b) for b in final) <= max(
         sum(lengths[i] for i in b) for b in out)

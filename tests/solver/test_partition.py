@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from seqpart.heuristics import first_fit_decreasing, load_lower_bound
-from seqpart.heuristics.kernels import best_fit_with_room, karmarkar_karp_lists
+from seqpart.heuristics.bounds import PackingBound
+from seqpart.heuristics.kernels import (
+    LocalSearchResult,
+    RepairResult,
+    best_fit_with_room,
+    karmarkar_karp_lists,
+)
 from seqpart.solver import (
     Cost,
     InfeasibleError,
@@ -31,6 +37,11 @@ from seqpart.solver.problem import make_items, make_problem
 
 from _brute import brute_force_min_max
 from _patching import patch_solver
+
+
+def as_repair(build: Any) -> Any:
+    """A stand-in for the capped balancer from one that returns bins: its result, no repair."""
+    return lambda *args, **kwargs: RepairResult(build(*args, **kwargs), 0, False)
 
 # the module, not the function the package re-exports under the same name
 partition_module = importlib.import_module("seqpart.solver._partition")
@@ -128,7 +139,7 @@ def test_not_found_in_time_is_not_called_proven(monkeypatch: pytest.MonkeyPatch)
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens))), [], []]
 
-    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "capped_balance_lists", as_repair(everything_in_one))
     patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
     patch_solver(monkeypatch, "_packing_at", lambda *args, **kwargs: None)  # the count search's
     with pytest.raises(InfeasibleError) as info:
@@ -147,7 +158,7 @@ def test_cp_sat_failure_falls_back_to_the_heuristic(monkeypatch: pytest.MonkeyPa
     patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
     # a weak bound, so the heuristic plan is not proven and the model is called
     patch_solver(monkeypatch, "load_lower_bound", lambda *a, **k: 1)
-    patch_solver(monkeypatch, "load_lower_bound_packing", lambda *a, **k: 1)
+    patch_solver(monkeypatch, "packing_bound", lambda *a, **k: PackingBound(1, 0))
     lengths = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 1, 1, 1]
     plan = partition(lengths, 4, 20, time_limit=1.0)
     check_plan(plan.bins, lengths, 4, 20)
@@ -277,11 +288,11 @@ def test_cp_sat_finds_the_plan_heuristics_missed(
         return [list(range(len(tokens) - 2)), [len(tokens) - 2], [len(tokens) - 1]]
 
     patch_solver(monkeypatch, "lpt_lists", everything_in_one)
-    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "capped_balance_lists", as_repair(everything_in_one))
     patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
     # Local search would repair that split (loads are tokens): keep it from trying.
-    patch_solver(monkeypatch, "improve_lists", lambda tokens, costs, counts, bins,
-                        *args, **kwargs: [list(b) for b in bins])
+    patch_solver(monkeypatch, "improve_lists", lambda tokens, costs, counts, bins, *args,
+                 **kwargs: LocalSearchResult([list(b) for b in bins], 0, 0, "converged"))
     patch_solver(monkeypatch, "prove_items", _no_proof_phase)  # issue 11
     patch_solver(monkeypatch, "dive_items", lambda *args, **kwargs: None)
     patch_solver(monkeypatch, "_packing_at", lambda *args, **kwargs: None)  # the count search's
@@ -463,7 +474,7 @@ def test_a_fixed_count_the_constructions_miss_is_packed_by_the_count_search(
     def everything_in_one(tokens: list[int], *args: object, **kwargs: object) -> list[list[int]]:
         return [list(range(len(tokens))), [], []]
 
-    patch_solver(monkeypatch, "capped_balance_lists", everything_in_one)
+    patch_solver(monkeypatch, "capped_balance_lists", as_repair(everything_in_one))
     patch_solver(monkeypatch, "karmarkar_karp_lists", everything_in_one)
     plan = partition(lengths, 3, 12, time_limit=0.5)
     check_plan(plan.bins, lengths, 3, 12)

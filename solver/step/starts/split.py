@@ -85,7 +85,7 @@ def split_into(
     if not fits(local):
         if not repair or (big and not force):
             return None
-        local = capped_balance_lists(rt, rc, ones, k_rest, cap, None)
+        local = capped_balance_lists(rt, rc, ones, k_rest, cap, None).bins
         if not fits(local):
             return None
     return [[rest[i] for i in b] for b in local] + [[i] for i in over]
