@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from common import machine_header
-from gpu_replay import Workload, allreduce_seconds, cp_step, replay_workload
+from gpu_replay import allreduce_seconds, cp_step, replay_workload
 from gpu_report import render, write_plots
-from gpu_steps import Settings, build, calibrate_model, environment, memory_step, release
+from gpu_steps import Settings, Workload, build, calibrate_model, environment, memory_step, release
 
 #: Qwen2.5-0.5B's and Qwen2.5-1.5B's shapes (tied embeddings), as Llama blocks.
 DECODER_0_5B = {"model_type": "llama", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,

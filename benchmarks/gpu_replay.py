@@ -10,28 +10,15 @@ are seqpart's own (``seqpart.solver.measure.compare`` and ``.stats``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from gpu_steps import Settings, Workload
 
 from seqpart.solver.measure.compare import PLAN, build_schedules, comparisons, same_schedule, summarise
 from seqpart.solver.measure.profile import CostProfile
 from seqpart.solver.measure.replay import Trial, schedule_lengths
 from seqpart.solver.study.datasets import load_dataset, sample_batch
-
-if TYPE_CHECKING:
-    from gpu_steps import Settings
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One replayed batch: ``n`` lengths drawn from a bundled dataset, under a token cap."""
-
-    kind: str
-    dataset: str
-    n: int
-    cap: int
 
 
 def allreduce_seconds(parameters: int, dtype_bytes: int, s: Settings) -> float:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from gpu_replay import Workload
 
 from seqpart.solver import Cost
 from seqpart.solver.measure.calibrate import (
@@ -35,6 +34,16 @@ from seqpart.solver.measure.design import Design, make_design
 from seqpart.solver.measure.profile import CostProfile
 
 Hooks = Callable[[], tuple[Callable[[], None], Callable[[], int]]]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One replayed batch: ``n`` lengths drawn from a bundled dataset, under a token cap."""
+
+    kind: str
+    dataset: str
+    n: int
+    cap: int
 
 
 @dataclass(frozen=True)
