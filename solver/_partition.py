@@ -322,22 +322,10 @@ def _checked_call(time_limit: Any, engine: Any, options: Any) -> SolverOptions:
     return as_options(options)
 
 
-def _new_budget(n: int, time_limit: float, options: SolverOptions, t0: float) -> Budget:
-    """The call's work budget, and the wall-clock safety net unless timing is strict."""
-    # The engines stop early enough to leave time for checking and assembling the plan
-    # (measured: 0.6 ms at n=2048) and for the last local-search step to end.
-    finish_reserve = 0.001 + 0.5e-6 * n
-    mode = options.mode
-    budget = Budget(
-        limit=time_limit - finish_reserve,
-        # Work timing: the clock is a safety net a little past the estimate. Clock timing: the
-        # clock is the budget itself, so its deadline is the limit less the finish reserve.
-        deadline=None if mode == "strict" else t0 + time_limit - finish_reserve + (
-            SAFETY_NET_SLACK if mode == "work" else 0.0),
-        by_clock=mode == "clock",
-        on_clock=mode == "clock",
-    )
-    return budget
+def _finish_reserve(n: int) -> float:
+    """Seconds the engines leave for checking and assembling the plan (measured: 0.6 ms at
+    n=2048) and for the last local-search step to end."""
+    return 0.001 + 0.5e-6 * n
 
 
 def _what_ran_out(budget: Budget, time_limit: float, elapsed: float) -> str:
@@ -402,7 +390,8 @@ def partition(
     problem = make_problem(
         lengths, k, cap, cost=cost, equal_size=equal_size, groups=groups, oversize=oversize
     )
-    budget = _new_budget(len(problem.tokens), float(time_limit), options, t0)
+    budget = Budget.for_call(float(time_limit), options.mode, t0,
+                             _finish_reserve(len(problem.tokens)), SAFETY_NET_SLACK)
     # The phases' shares are of the limit as given with k fixed, and of its float with k
     # searched (a numpy float32 limit rounds apart in the two): so plans stay as they were.
     budget.time_limit = time_limit if problem.k is not None else float(time_limit)

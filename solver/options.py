@@ -260,6 +260,23 @@ class Budget:
     #: not of what is left, so a phase's work does not depend on how fast the others ran).
     time_limit: float = 0.0
 
+    @classmethod
+    def for_call(cls, time_limit: float, mode: str, started: float, reserve: float,
+                 safety_net: float) -> Budget:
+        """A call's budget: ``time_limit`` seconds from ``started`` (a ``time.perf_counter()``
+        value) less ``reserve`` (what checking and assembling the plan take after the search).
+        The clock's deadline follows the timing ``mode``: none in "strict"; in "work" the safety
+        net, ``safety_net`` seconds past the estimate; in "clock" the limit itself, whose seconds
+        the budget then counts."""
+        end = started + time_limit - reserve
+        return cls(
+            limit=time_limit - reserve,
+            deadline=None if mode == "strict" else end + (safety_net if mode == "work" else 0.0),
+            by_clock=mode == "clock",
+            on_clock=mode == "clock",
+            time_limit=time_limit,
+        )
+
     def charge(self, units: float) -> None:
         self.used += units
 
