@@ -276,8 +276,17 @@ QUANTUM_SECONDS_PER_SEQUENCE: Final[float] = 40e-6
 #: within ranks find what the formula's search misses: on the bench_step_pp batches 0.6 gave
 #: plans up to 4% faster than the whole search's 0.25, ``STEP_EXACT_SHARE``).
 COUNT_EXACT_SHARE: Final[float] = 0.6
-#: The count search: the first part's most seconds (its share is ``BASE_SHARE``).
-COUNT_BASE_SECONDS: Final[float] = 0.4
+#: The count search: the share of a count's exact work kept from the choice's order search for
+#: the moves between ranks (the choice spends all it is given on the best one's orders). On
+#: bench_step_pp's code/n256/dp4/pp8, count 14's 0.08 s search left none and made no move;
+#: with half kept its 9 moves lowered the step 0.56% (repeatable mode, 2-core Intel Xeon).
+COUNT_REFINE_SHARE: Final[float] = 0.5
+#: The count search: the first part's most seconds (its share is ``BASE_SHARE``): every limit
+#: from 0.5 s on runs the same first part. At pp = 8 its plan was up to 3.8% behind a count's
+#: first 0.03 s search (code/n256/dp4/pp8); 0.2 s instead of 0.4 s leaves the counts 0.8 s of 1 s
+#: (bench_step_pp at 1 s, with the refine share, orders cache and explore figures below: 0 of 16
+#: batches above the best forced run, was 3; math/n256/dp8/pp4 0.3% slower).
+COUNT_BASE_SECONDS: Final[float] = 0.2
 #: The count search: the shortest first search of a count. Shorter ones rank the counts by
 #: noise: on bench_step_pp's 16 batches at 1 s (repeatable), 0.02 s against 0.005 s gave 3
 #: plans 0.2-1.3% faster and 1 0.6% slower (2-core Intel Xeon, loaded by other runs).
@@ -288,8 +297,15 @@ COUNT_QUANTUM_FLOOR_SECONDS: Final[float] = 0.02
 COUNT_MIN_QUANTA: Final[int] = 8
 #: The count search: a count searched ``level`` times is searched again ahead of a first
 #: search beside a plan only when its plan is faster by more than this fraction per level
-#: (set by hand: 0 kept deepening one count on bench_step_pp's sft batches, 1.05% behind).
-COUNT_EXPLORE_PER_LEVEL: Final[float] = 0.01
+#: (set by hand: 0 kept deepening one count on bench_step_pp's sft batches, 1.05% behind;
+#: 0.01 walked through every count within 1% of the best, never searching one twice:
+#: rl/n512/dp4/pp8 at 1 s, 16 first searches, 0.16% behind the run forced to multiples of 8).
+COUNT_EXPLORE_PER_LEVEL: Final[float] = 0.0025
+#: The count search: what a count loses in promise per search of it, from its third on, that did
+#: not improve its plan (set by hand: without it code/n256/dp4/pp8 at 1 s searched count 14 at
+#: 0.32 s in vain and never count 15 again, 0.16% behind; counting the second search too left
+#: rl/n256/dp4/pp4's count 28 at 0.08 s, 0.07% behind).
+COUNT_EXPLORE_PER_MISS: Final[float] = 0.01
 #: The count search: each search of a count after its first is this many times as long.
 COUNT_ROUND_GROWTH: Final[int] = 4
 

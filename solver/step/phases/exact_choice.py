@@ -18,6 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from ...tuning import COUNT_REFINE_SHARE
 from ..bound import instance_exact_bounds
 from ..makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
 from ..model import StepInstance, StepPlan
@@ -300,9 +301,13 @@ def _fastest(search: StepState, cands: list[Row]) -> tuple[Row, Ordered, int]:
     if cands:
         # The trainers' searches may take up to half of the exact share, past it (noted in
         # budget.EXACT_SHARE): the searches' results keep the other half.
+        budget = max(search.exact_work - fixed_work, search.exact_work // 2)
+        if search.count is not None:
+            # A count's own search: the choice spends what it is given on the best one's
+            # orders, and its moves between ranks find what more order search misses.
+            budget = int(budget * (1 - COUNT_REFINE_SHARE))
         choice = choose_exact(inst, [(row.m, row.mb_of) for row in cands], search.model,
-                              max(search.exact_work - fixed_work, search.exact_work // 2),
-                              search.final_deadline)
+                              budget, search.final_deadline)
         search.clock_short |= choice.clock_cut
         search.work_short |= choice.short
         if choice.clock_cut:

@@ -69,6 +69,9 @@ class StepState:
     order_deadline: float | None = None
     #: The exact makespan's share of the time (pp > 1).
     exact_share: float = EXACT_SHARE
+    #: The count search: the order search of each given and trainer's schedule already made
+    #: at this count (by its count and assignment), kept across the count's searches.
+    order_cache: dict[tuple[int, bytes], Ordered] | None = None
 
     # The budget: candidate evaluations for the formula's search, operations for the exact
     # makespan's phase; the deadlines, None in the repeatable mode.
