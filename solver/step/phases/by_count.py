@@ -76,7 +76,7 @@ class _Count:
     plan: StepPlan | None = None
     open: bool = True  # not searched yet, or its last search was cut by the work or the clock
     level: int = 0  # its next search is COUNT_ROUND_GROWTH**level quanta long
-    misses: int = 0  # its searches after the first that did not improve its plan
+    misses: int = 0  # its searches from the third on that did not improve its plan
 
 
 class _Counts:
