@@ -292,9 +292,11 @@ COUNT_BASE_SECONDS: Final[float] = 0.2
 #: plans 0.2-1.3% faster and 1 0.6% slower (2-core Intel Xeon, loaded by other runs).
 COUNT_QUANTUM_FLOOR_SECONDS: Final[float] = 0.02
 #: The count search runs where this many first searches of a count fit in what the first part
-#: leaves: with fewer (n = 1,024 at 0.5 s: about 3 searches) the whole search alone, given all
-#: the time, found faster plans on bench_step's batches (by up to 0.7%, repeatable mode).
-COUNT_MIN_QUANTA: Final[int] = 8
+#: leaves. With 8, n = 4,096 at 1 s never ran it (8 x 0.16 s > 0.8 s). With 4, on bench_step's 50
+#: batches with pp > 1 (repeatable mode, 2-core Intel Xeon): at 1 s 13 plans changed (all at
+#: n = 4,096), 11 faster by up to 2.8%, 2 slower by at most 0.001%; at 0.5 s 12 changed (all at
+#: n = 1,024), 7 faster by up to 2.7%, 5 slower by up to 0.54%, 0.06% faster on average.
+COUNT_MIN_QUANTA: Final[int] = 4
 #: The count search: a count searched ``level`` times is searched again ahead of a first
 #: search beside a plan only when its plan is faster by more than this fraction per level
 #: (set by hand: 0 kept deepening one count on bench_step_pp's sft batches, 1.05% behind;

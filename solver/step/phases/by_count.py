@@ -152,7 +152,7 @@ class _Counts:
 def _split(inst: StepInstance, seconds: float) -> tuple[float, float] | None:
     """(the first part's seconds, one count's quantum), or None where the count search does
     not apply (pp == 1, or fewer than ``COUNT_MIN_QUANTA`` first searches fit in what the first part
-    leaves: the whole search alone then does better)."""
+    leaves: the whole search alone then does better; see the tuning table)."""
     if inst.pp == 1:
         return None
     base = min(BASE_SHARE * seconds, COUNT_BASE_SECONDS)

@@ -83,6 +83,9 @@ def test_where_the_count_search_applies() -> None:
     assert _split(small, 0.01) is None  # no room for two counts' searches
     assert _split(small, 0.5)[0] == pytest.approx(0.2)  # type: ignore[index]
     assert _split(small, 10.0)[0] == pytest.approx(0.2)  # type: ignore[index]
+    # n = 4,096: a count's first search takes 0.16 s; four fit in the 0.8 s that 1 s leaves.
+    mid = make_instance([100] * 4096, 8, None, pp=4)
+    assert _split(mid, 1.0) is not None and _split(mid, 0.5) is None
     big = make_instance([100] * 40_000, 8, None, pp=4)
     assert _split(big, 1.0) is None  # one count's search would not fit twice
 
