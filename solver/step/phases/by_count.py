@@ -26,7 +26,10 @@ How (:func:`plan_by_count`):
    A count whose exact lower bound cannot beat the incumbent is skipped.
 
 The quanta and the order of the counts depend only on the input, never on the limit, so in the
-repeatable mode a longer limit runs the same searches and more: its plan is never slower. Small
+repeatable mode a longer limit runs the same searches and more: its plan is never slower. The
+price: there the count search ends at the first search that does not fit in what is left, and
+may leave part of the limit unused (shortening that search to fit would not keep the promise: a
+search cut shorter can end faster than the same search given more time). Small
 and mid-sized batches only: ``COUNT_MIN_QUANTA`` first searches of a count must fit in the time the
 first part leaves (at n = 262,144 one would take seconds), else the whole search runs alone.
 """
