@@ -19,7 +19,7 @@ How (:func:`plan_by_count`):
    yet is as promising as the fastest plan beside it (so the search walks from the first
    part's count towards faster ones), one searched as its own plan (less a little per search
    made, ``COUNT_EXPLORE_PER_LEVEL``, and more per longer search that did not improve it,
-   ``COUNT_EXPLORE_PER_MISS``), and is searched again four times as long
+   ``COUNT_EXPLORE_PER_MISS``), and is searched again twice as long
    (``COUNT_ROUND_GROWTH``) while its last search was cut; the first search of a count takes
    ``QUANTUM_SECONDS_PER_SEQUENCE * n`` seconds. A count's searches order each trainer's or
    given schedule once (its later searches meet the same ones: their time goes to the search).
@@ -201,7 +201,7 @@ def plan_by_count(
                      t0 + seconds - assembly_reserve(inst), quantum)
     sc = scale(inst.vpp, model)
     # One search at a time, the most promising first: a count not searched yet is as promising
-    # as the fastest plan beside it, one searched as its own plan (searched again four times as
+    # as the fastest plan beside it, one searched as its own plan (searched again twice as
     # long, while the last search was cut); ties go to the shorter search, then to the formula's
     # order, the first part's count first. The order depends on the plans found, never on the
     # limit: a longer limit runs the same searches, and more.
