@@ -284,14 +284,43 @@ def choose_exact(
 
 
 def order_given(
-    inst: StepInstance, model: PipelineModel, rows: Sequence[Row], final_deadline: float | None
+    inst: StepInstance,
+    model: PipelineModel,
+    rows: Sequence[Row],
+    final_deadline: float | None,
+    cache: dict[tuple[int, bytes], Ordered] | None = None,
 ) -> tuple[list[tuple[Row, Ordered]], int, list[str]]:
     """The trainers' and given schedules (plan_step's rows), each ordered as
     :func:`order_schedule` orders it (the cheap orders, then ``ORDER_WORK`` of search on the
     slowest rank, the clock not looked at within one), so the plan is never behind one of them
     in that order, nor in its own. The search is skipped where no order can beat one of these
     schedules in its cheap order (the plan is at least that fast), and, noted, where the clock
-    says it would end past the deadline (returned by name: the rows' methods)."""
+    says it would end past the deadline (returned by name: the rows' methods).
+
+    ``cache`` (by count and assignment) keeps the orders across calls that meet the same
+    schedules again: a schedule in it is not ordered again, nor its work counted; the others are
+    ordered as above among themselves, and added to it unless the clock left them in their cheap
+    order."""
+    if cache is None:
+        return _order_rows(inst, model, rows, final_deadline)
+    keys = [(row.m, row.mb_of.tobytes()) for row in rows]
+    new: dict[tuple[int, bytes], Row] = {}
+    for key, row in zip(keys, rows, strict=True):
+        if key not in cache:
+            new.setdefault(key, row)
+    fresh, work, late = _order_rows(inst, model, list(new.values()), final_deadline)
+    key_of = {row.arrival: key for key, row in new.items()}
+    got = {key_of[row.arrival]: ordered for row, ordered in fresh}
+    cache.update((key, ordered) for key, ordered in got.items() if new[key].method not in late)
+    ordered = [(row, cache[key] if key in cache else got[key])
+               for key, row in zip(keys, rows, strict=True)]
+    return ordered, work, late
+
+
+def _order_rows(
+    inst: StepInstance, model: PipelineModel, rows: Sequence[Row], final_deadline: float | None
+) -> tuple[list[tuple[Row, Ordered]], int, list[str]]:
+    """:func:`order_given` without a cache."""
     work, late = 0, []
     times = [rank_time_rows(inst, row.mb_of, row.m) for row in rows]
     cheap = [order_ranks(t, inst.pp, inst.vpp, model) for t in times]

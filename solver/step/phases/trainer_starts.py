@@ -12,7 +12,7 @@ from typing import Any
 
 from ..budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
 from ..makespan import order_given
-from ..starts import Row, from_schedule
+from ..starts import from_schedule
 from ..starts.trainers import as_start, finish_open_ended, run_trainer_starts
 from .state import StepState
 
@@ -62,23 +62,9 @@ def order_given_starts(search: StepState) -> None:
     rows = [row for row in search.pool
             if row.method.startswith(("start ", "trainer:")) and row.arrival not in search.fixed]
     until = search.final_deadline if search.order_deadline is None else search.order_deadline
-    cache = search.order_cache
-    if cache is None:
-        fixed, work, late = order_given(search.inst, search.model, rows, until)
-    else:
-        # A count's searches meet the same schedules again (its trainers run at the same
-        # multiple each time, and often agree): each is ordered once, its work counted once.
-        keys = [(row.m, row.mb_of.tobytes()) for row in rows]
-        new: dict[tuple[int, bytes], Row] = {}
-        for k, row in zip(keys, rows, strict=True):
-            if k not in cache:
-                new.setdefault(k, row)
-        fresh, work, late = order_given(search.inst, search.model, list(new.values()), until)
-        key_of = {row.arrival: k for k, row in new.items()}
-        got = {key_of[row.arrival]: ordered for row, ordered in fresh}
-        # In the clock's mode a schedule the clock left in its cheap order is not kept.
-        cache.update((k, ordered) for k, ordered in got.items() if new[k].method not in late)
-        fixed = [(row, cache[k] if k in cache else got[k]) for k, row in zip(keys, rows, strict=True)]
+    # A count's searches meet the same schedules again (its trainers run at the same multiple
+    # each time, and often agree): with the count search's cache each is ordered once.
+    fixed, work, late = order_given(search.inst, search.model, rows, until, search.order_cache)
     search.fixed.update((row.arrival, (row, ordered)) for row, ordered in fixed)
     search.fixed_work += work
     search.late += late
