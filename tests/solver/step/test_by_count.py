@@ -86,6 +86,10 @@ def test_where_the_count_search_applies() -> None:
     # n = 4,096: a count's first search takes 0.16 s; four fit in the 0.8 s that 1 s leaves.
     mid = make_instance([100] * 4096, 8, None, pp=4)
     assert _split(mid, 1.0) is not None and _split(mid, 0.5) is None
+    # n = 16,384: the first part takes one count's first search (0.66 s), so that the trainers'
+    # schedulers run there.
+    wide = make_instance([100] * 16_384, 8, None, pp=4)
+    assert _split(wide, 5.0) == pytest.approx((16_384 * 40e-6, 16_384 * 40e-6))
     big = make_instance([100] * 40_000, 8, None, pp=4)
     assert _split(big, 1.0) is None  # one count's search would not fit twice
 
