@@ -23,7 +23,8 @@ How (:func:`plan_by_count`):
    ``COUNT_EXPLORE_PER_MISS``), and is searched again twice as long
    (``COUNT_ROUND_GROWTH``) while its last search was cut; the first search of a count takes
    ``QUANTUM_SECONDS_PER_SEQUENCE * n`` seconds. A count's searches order each trainer's or
-   given schedule once (its later searches meet the same ones: their time goes to the search).
+   given schedule once (its later searches meet the same ones: their time goes to the search),
+   and starts from the count's best plan so far as well (so a longer search refines it).
    A count whose exact lower bound cannot beat the incumbent is skipped.
 
 The quanta and the order of the counts depend only on the input, never on the limit, so in the
@@ -62,7 +63,7 @@ from ..budget import assembly_reserve, exact_reserve
 from ..makespan import Ordered, count_penalty
 from ..model import StepInstance, StepPlan
 from ..pipeline import PipelineModel, scale
-from ..starts import Row
+from ..starts import Row, from_schedule
 from .run import StepSearch
 
 __all__ = ["plan_by_count"]
@@ -130,6 +131,8 @@ class _Counts:
                             order_cache=self.orders.setdefault(m, {}))
         for row in self.seeds.get(m, ()):
             search.add(row.method, row.m, row.mb_of)
+        if entry.plan is not None:  # a longer search goes on from the count's best plan
+            _continue_from(search, entry.plan)
         try:
             plan: StepPlan | None = search.run(())
         except InfeasibleError:  # none found at this count in its time
@@ -151,6 +154,20 @@ class _Counts:
             entry.plan = plan
         if plan is not None and _better(plan, self.best):
             self.best = plan
+
+
+def _continue_from(search: StepSearch, plan: StepPlan) -> None:
+    """``plan`` (the count's best so far) as a start of the count's next search, so that a longer
+    search refines it rather than only starting over. Named for what made it (its searches'
+    suffixes are added again by the phases that apply); a trainer's or given schedule is named
+    apart, as the pool weighs those only in their own and seqpart's order."""
+    got = from_schedule(plan.ranks, search.inst)
+    if got is None:  # never: the plan passed the validator
+        return
+    method = plan.method.replace("+local_search", "").replace("+exact_moves", "")
+    if method.startswith(("start ", "trainer:")):
+        method = "continued " + method
+    search.add(method, *got)
 
 
 def _split(inst: StepInstance, seconds: float) -> tuple[float, float] | None:

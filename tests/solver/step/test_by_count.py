@@ -129,3 +129,25 @@ def test_a_counts_searches_order_each_trainer_schedule_once() -> None:
     assert met
     assert all(cache[(row.m, row.mb_of.tobytes())] is ordered for row, ordered in met)
     assert again.fixed_work < first.fixed_work
+
+
+def test_a_counts_longer_search_goes_on_from_its_best_plan() -> None:
+    lengths = _batch(7, 48)
+    inst = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
+                         multiple_of=1)
+    full = StepSearch(inst, 0.1, 0.0, STRICT, "auto", None, inst.pipeline)
+    m = sorted(full.bounds)[1]
+    one = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
+                        multiple_of=m)
+    best = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline,
+                      count=(m, full.bounds)).run(())
+    again = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline, count=(m, full.bounds))
+    by_count._continue_from(again, best)
+    (row,) = again.pool
+    assert row.m == m
+    # The same micro-batches, under a name without the searches' suffixes (added again by the
+    # phases that apply), never taken for a trainer's or given schedule.
+    groups = {frozenset(np.flatnonzero(row.mb_of == b).tolist()) for b in range(2 * m)}
+    assert groups == {frozenset(mb) for rank in best.ranks for mb in rank}
+    assert "+local_search" not in row.method and "+exact_moves" not in row.method
+    assert not row.method.startswith(("trainer:", "start "))
