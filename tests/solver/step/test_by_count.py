@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 from seqpart.solver import SolverOptions
 from seqpart.solver.step import check_schedule, plan_step, step_lower_bound, step_time
-from seqpart.solver.step.model import make_instance
+from seqpart.solver.step.model import StepInstance, make_instance
 from seqpart.solver.step.phases import StepSearch, by_count
 from seqpart.solver.step.phases.by_count import _split
 
@@ -106,19 +107,24 @@ def test_a_search_of_one_count_keeps_to_it() -> None:
     assert one.run(()).m == m
 
 
-def test_a_counts_searches_order_each_trainer_schedule_once() -> None:
-    lengths = _batch(6, 48)
+def _second_count(seed: int) -> tuple[int, dict[int, int], StepInstance]:
+    """A batch's second feasible count, the formula's bounds, and the instance the count
+    search gives that count's searches (multiples of it)."""
+    lengths = _batch(seed, 48)
     inst = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
                          multiple_of=1)
     full = StepSearch(inst, 0.1, 0.0, STRICT, "auto", None, inst.pipeline)
     m = sorted(full.bounds)[1]
-    one = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
-                        multiple_of=m)
+    return m, full.bounds, dataclasses.replace(inst, multiple_of=m)
+
+
+def test_a_counts_searches_order_each_trainer_schedule_once() -> None:
+    m, bounds, one = _second_count(6)
     cache: dict[tuple[int, bytes], object] = {}
     searches = []
     for seconds in (0.05, 0.2):
         search = StepSearch(one, seconds, 0.0, STRICT, "auto", None, one.pipeline,
-                            count=(m, full.bounds), order_cache=cache)  # type: ignore[arg-type]
+                            count=(m, bounds), order_cache=cache)  # type: ignore[arg-type]
         search.run(())
         searches.append(search)
     first, again = searches
@@ -132,16 +138,9 @@ def test_a_counts_searches_order_each_trainer_schedule_once() -> None:
 
 
 def test_a_counts_longer_search_goes_on_from_its_best_plan() -> None:
-    lengths = _batch(7, 48)
-    inst = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
-                         multiple_of=1)
-    full = StepSearch(inst, 0.1, 0.0, STRICT, "auto", None, inst.pipeline)
-    m = sorted(full.bounds)[1]
-    one = make_instance(lengths, 2, 2 * max(lengths), cost=COST, overhead=OVERHEAD, pp=4,
-                        multiple_of=m)
-    best = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline,
-                      count=(m, full.bounds)).run(())
-    again = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline, count=(m, full.bounds))
+    m, bounds, one = _second_count(7)
+    best = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline, count=(m, bounds)).run(())
+    again = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline, count=(m, bounds))
     by_count._continue_from(again, best)
     (row,) = again.pool
     assert row.m == m
