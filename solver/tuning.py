@@ -286,11 +286,10 @@ COUNT_REFINE_SHARE: Final[float] = 0.5
 #: behind a count's first 0.03 s search (code/n256/dp4/pp8); 0.2 s instead of 0.4 s leaves the
 #: counts 0.8 s of 1 s (bench_step_pp at 1 s, with the refine share, orders cache and explore
 #: figures below: 0 of 16 batches above the best forced run, was 3; math/n256/dp8/pp4 0.3%
-#: slower). Where one count's
-#: first search (``QUANTUM_SECONDS_PER_SEQUENCE * n``) is longer, the first part takes that: at
-#: n = 16,384, dp = 64, pp = 4 (bench_step_cluster, clock) 0.2 s left the trainers' schedulers
-#: unrun and the plan 0.960x the best trainer at 5 s and 0.948x at 15 s, against 0.860x and
-#: 0.825x with 0.66 s (0.919x from the whole search alone at 2 s).
+#: slower). Where one count's first search (``QUANTUM_SECONDS_PER_SEQUENCE * n``) is longer, the
+#: first part takes that: at n = 16,384, dp = 64, pp = 4 (bench_step_cluster, clock) 0.2 s left
+#: the trainers' schedulers unrun and the plan 0.960x the best trainer at 5 s and 0.948x at
+#: 15 s, against 0.860x and 0.825x with 0.66 s (0.919x from the whole search alone at 2 s).
 COUNT_BASE_SECONDS: Final[float] = 0.2
 #: The count search: the shortest first search of a count. Shorter ones rank the counts by
 #: noise: on bench_step_pp's 16 batches at 1 s (repeatable), 0.02 s against 0.005 s gave 3

@@ -24,7 +24,7 @@ How (:func:`plan_by_count`):
    (``COUNT_ROUND_GROWTH``) while its last search was cut; the first search of a count takes
    ``QUANTUM_SECONDS_PER_SEQUENCE * n`` seconds. A count's searches order each trainer's or
    given schedule once (its later searches meet the same ones: their time goes to the search),
-   and starts from the count's best plan so far as well (so a longer search refines it).
+   and start from the count's best plan so far as well (so a longer search refines it).
    A count whose exact lower bound cannot beat the incumbent is skipped.
 
 The quanta and the order of the counts depend only on the input, never on the limit, so in the
