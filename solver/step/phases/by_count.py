@@ -65,6 +65,7 @@ from ..model import StepInstance, StepPlan
 from ..pipeline import PipelineModel, scale
 from ..starts import Row, from_schedule
 from .run import StepSearch
+from .state import is_given
 
 __all__ = ["plan_by_count"]
 
@@ -165,7 +166,7 @@ def _continue_from(search: StepSearch, plan: StepPlan) -> None:
     if got is None:  # never: the plan passed the validator
         return
     method = plan.method.replace("+local_search", "").replace("+exact_moves", "")
-    if method.startswith(("start ", "trainer:")):
+    if is_given(method):
         method = "continued " + method
     search.add(method, *got)
 
@@ -250,7 +251,7 @@ def _seeds(first: StepSearch) -> dict[int, list[Row]]:
     search without them, from the run forced to multiple_of = 1, found the faster plan)."""
     seeds: dict[int, list[Row]] = {}
     for row in sorted(first.finals, key=lambda row: (row.objective, row.arrival)):
-        if not row.method.startswith(("start ", "trainer:")) and \
+        if not is_given(row.method) and \
                 not any(seed.method == row.method for seed in seeds.get(row.m, ())):
             seeds.setdefault(row.m, []).append(row)
     return seeds

@@ -25,7 +25,7 @@ from ..model import StepInstance, StepPlan
 from ..model import exact as exact_time
 from ..pipeline import PipelineModel, scale, scaled_makespans
 from ..starts import Row
-from .state import StepState
+from .state import StepState, is_given
 from .trainer_starts import order_given_starts
 
 __all__ = ["Refined", "choose_by_exact_makespan", "refine_assignment"]
@@ -276,7 +276,7 @@ def _candidates(search: StepState) -> list[Row]:
     count built (the formula ranks counts differently from the schedule: interleaving at a
     count that is not a multiple of pp runs slower than the formula says); best proxy first.
     The trainers' and given schedules are weighed apart."""
-    given_ids = {row.arrival for row in search.pool if row.method.startswith(("start ", "trainer:"))}
+    given_ids = {row.arrival for row in search.pool if is_given(row.method)}
     rest = sorted((row for row in search.pool
                    if row.arrival not in search.searched and row.arrival not in given_ids),
                   key=lambda row: (row.objective, row.arrival))

@@ -37,7 +37,13 @@ from ..starts.ranks import counts_by_ranks, full_kk_fits, shared_kk_ranks
 from ..starts.trainers import OpenEnded
 from ..tiny_cpsat import exact_fits
 
-__all__ = ["Best", "StepState"]
+__all__ = ["Best", "StepState", "is_given"]
+
+
+def is_given(method: str) -> bool:
+    """Whether a pool row is the caller's given schedule (``start j``) or a trainer's
+    (``trainer:name``): the search weighs those apart, each in its own and seqpart's order."""
+    return method.startswith(("start ", "trainer:"))
 
 
 @dataclass
@@ -199,7 +205,7 @@ class StepState:
         """A valid start into the pool, scored by the formula."""
         if m not in self.bounds or not self.usable(m):
             return  # a count this search does not plan (one count only: the count search)
-        if not method.startswith(("start ", "trainer:")):
+        if not is_given(method):
             self.constructed.append(method)
         inst = self.inst
         obj = schedule_objective(mb_of, self.costs, inst.dp_size * m, m, inst.overhead, inst.pp,

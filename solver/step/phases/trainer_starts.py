@@ -14,7 +14,7 @@ from ..budget import OWN_BUILD_SECONDS_PER_SEQUENCE, TRAINER_SHARE
 from ..makespan import order_given
 from ..starts import from_schedule
 from ..starts.trainers import as_start, finish_open_ended, run_trainer_starts
-from .state import StepState
+from .state import StepState, is_given
 
 
 def take(search: StepState, method: str, sched: Any) -> None:
@@ -60,7 +60,7 @@ def order_given_starts(search: StepState) -> None:
     if search.inst.pp == 1:
         return
     rows = [row for row in search.pool
-            if row.method.startswith(("start ", "trainer:")) and row.arrival not in search.fixed]
+            if is_given(row.method) and row.arrival not in search.fixed]
     until = search.final_deadline if search.order_deadline is None else search.order_deadline
     # A count's searches meet the same schedules again (its trainers run at the same multiple
     # each time, and often agree): with the count search's cache each is ordered once.
