@@ -316,9 +316,9 @@ COUNT_EXPLORE_PER_MISS: Final[float] = 0.01
 #: repeatable mode the count search ends at the first search that does not fit in what is left;
 #: with 4 that left 0.25 s of 1 s unused on average on bench_step_pp's two sets of 16 batches,
 #: with 2 0.09 s (0.13 s once a longer search also starts from the count's best plan). With 2
-#: (against 4), at 1 s: 0.05% and 0.01% closer to the same forced runs' best on
-#: average on the `--seed 7` set and bench_step's 50 batches, 0.02% further on the 16 batches the
-#: other figures were tuned on (2 batches above it, by up to 0.10%); 3 was worse than both.
+#: (against 4), at 1 s: 0.05% and 0.01% closer to the same forced runs' best on average on the
+#: `--seed 7` set and bench_step's 50 batches, 0.02% further on the 16 batches the other
+#: figures were tuned on (2 batches above it, by up to 0.10%); 3 was worse than both.
 COUNT_ROUND_GROWTH: Final[int] = 2
 
 # --- dynamic CP (dynamic_cp/_planner.py; the study's fixed_cp baseline) ------------------------
