@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -224,6 +224,9 @@ class ExactChoice:
     evaluated: int
     clock_cut: bool = False
     short: bool = False  # the work budget ended the order searches with candidates left
+    #: Every candidate's fastest orders found (its cheap ones, or its search's), in the order
+    #: given; shorter than the candidates where the clock cut their cheap orders.
+    each: list[Ordered] = field(default_factory=list)
 
 
 def choose_exact(
@@ -249,6 +252,7 @@ def choose_exact(
     work = sum(c.work for c in cheap)
     best_i = min(range(len(cheap)), key=lambda i: (cheap[i].step, i))
     best = cheap[best_i]
+    each = list(cheap)
     searched: set[int] = set()
     marked = set(i for i, f in enumerate(first) if f and i < len(cheap))
     short = False
@@ -267,6 +271,8 @@ def choose_exact(
         work += ordered.work
         cut |= ordered.clock_cut
         searched.add(i)
+        if ordered.step < each[i].step:
+            each[i] = ordered
         if ordered.step < best.step or (ordered.step == best.step and i == best_i):
             best_i, best = i, ordered
     left = work_budget - work
@@ -280,7 +286,8 @@ def choose_exact(
             work += ordered.work
             cut |= ordered.clock_cut
             best = ordered if ordered.step <= best.step else best
-    return ExactChoice(best_i, best, work, len(searched), cut, short)
+    each[best_i] = best
+    return ExactChoice(best_i, best, work, len(searched), cut, short, each)
 
 
 def order_given(

@@ -100,6 +100,10 @@ def add_step_parser(sub: Any) -> None:
     p.add_argument("--time-limit", type=positive(float), default=None,
                    help=f"seconds for plan_step (and plan_global) per step (default "
                         f"{DEFAULT_TIME_LIMIT} in the grid; 1 with --data, plan_step's own default)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="repeatable plans: plan_step (and plan_global, per_rank) on counted work, "
+                        "not the clock, so every run gives the same plans (the wall time is "
+                        "whatever that work takes, often less than --time-limit)")
     add_run_arguments(p, timed="time-budgeted runs (plan_step, plan_global, per_rank)",
                       out=None, out_help="output directory (default seqpart-step-study; "
                       "seqpart-step-data with --data)")
@@ -182,7 +186,7 @@ def cmd_step(args: argparse.Namespace) -> int:
         vpp=args.vpp, caps=args.caps or DEFAULT_CAPS, costs=args.costs or DEFAULT_COSTS,
         overhead_tokens=DEFAULT_OVERHEAD_TOKENS if args.overhead_tokens is None
         else args.overhead_tokens, cost_profile=profile,
-        time_limit=args.time_limit or DEFAULT_TIME_LIMIT,
+        time_limit=args.time_limit or DEFAULT_TIME_LIMIT, deterministic=args.deterministic,
         # --out defaults to None here: with --data the default folder is another one.
         **{**run_fields(args), "out": args.out or StepStudyConfig.out},
     )
@@ -264,7 +268,8 @@ def _data_config(args: argparse.Namespace, say: Callable[[str], None]) -> Any:
         lengths=lengths, source=args.data, dp=_one_int(args.dp, "--dp", None),
         pp=_one_int(args.pp, "--pp", 1), vpp=args.vpp, multiple_of=args.multiple_of, cap=cap,
         global_batch=args.global_batch, cost=cost, overhead=overhead, unit_seconds=unit_seconds,
-        time_limit=args.time_limit or 1.0, methods=methods, out=args.out or DEFAULT_OUT,
+        time_limit=args.time_limit or 1.0, deterministic=args.deterministic, methods=methods,
+        out=args.out or DEFAULT_OUT,
         plots=not args.no_plots,
     )
 

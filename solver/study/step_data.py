@@ -53,6 +53,9 @@ class StepDataConfig:
     overhead: int = 0
     unit_seconds: float | None = None
     time_limit: float = 1.0
+    #: plan_step on counted work, not the clock (``SolverOptions(deterministic=True)``): the
+    #: same plans on every run and machine.
+    deterministic: bool = False
     methods: tuple[str, ...] = DATA_METHODS
     out: str | None = DEFAULT_OUT
     plots: bool = True
@@ -113,7 +116,8 @@ def run_step_data(config: StepDataConfig, say: Callable[[str], None] = lambda _:
                           cap, config.cost, config.overhead, config.vpp, (config.pp,), step,
                           group)
         for method in config.methods:
-            record = run_step_task((setting, method, (config.pp,), config.time_limit, 1))
+            record = run_step_task((setting, method, (config.pp,), config.time_limit, 1,
+                                    config.deterministic))
             outcome.records.append({**record, "step": i, "cost": str(config.cost)})
     outcome.rows = [{**row, "cap": cap}
                     for row in summarize_data(outcome.records, config.methods, config.pp)]

@@ -84,6 +84,9 @@ class StepStudyConfig(RunConfig):
     #: ``overhead_tokens`` (the CLI refuses both at once).
     cost_profile: Any = None
     time_limit: float = DEFAULT_TIME_LIMIT
+    #: plan_step, plan_global and the per-rank partitions on counted work, not the clock
+    #: (``SolverOptions(deterministic=True)``): the same plans on every run and machine.
+    deterministic: bool = False
     out: str = "seqpart-step-study"  # RunConfig's, with this study's folder
 
 
@@ -190,19 +193,21 @@ def build_settings(config: StepStudyConfig) -> tuple[list[Setting], int]:
 
 
 def step_tasks(
-    settings: Sequence[Setting], methods: Sequence[str], time_limit: float, workers: int = 1
+    settings: Sequence[Setting], methods: Sequence[str], time_limit: float, workers: int = 1,
+    deterministic: bool = False,
 ) -> list[Task]:
     """plan_step: one task per pp; every other method: one task per setting, scored for each pp.
     Time-budgeted methods are exclusive (run after the others, apart) with ``workers`` CP-SAT
-    workers."""
+    workers; with ``deterministic``, on counted work (a result of the clock's is not reused)."""
     tasks = []
     for s in settings:
         for m in methods:
             timed = m in TIMED
             for pps in ([(pp,) for pp in s.pps] if m == "plan_step" else [s.pps]):
-                key = f"{s.key}|pp={','.join(map(str, pps))}|{m}@{time_limit:g}"
-                tasks.append(Task(key, (s, m, pps, time_limit, workers), exclusive=timed,
-                                  cpus=workers if timed else 1))
+                key = (f"{s.key}|pp={','.join(map(str, pps))}|{m}@{time_limit:g}"
+                       + ("|deterministic" if deterministic and timed else ""))
+                tasks.append(Task(key, (s, m, pps, time_limit, workers, deterministic),
+                                  exclusive=timed, cpus=workers if timed else 1))
     return tasks
 
 
@@ -232,14 +237,14 @@ def per_rank_agreement(
 
 
 def _schedule(
-    s: Setting, method: str, pp: int, time_limit: float, workers: int
+    s: Setting, method: str, pp: int, time_limit: float, workers: int, deterministic: bool
 ) -> list[list[list[int]]]:
     from ...heuristics import TRAINER_SCHEDULERS
     from ..options import SolverOptions
     from ..problem import Cost
     from ..step import plan_global, plan_step
 
-    options = SolverOptions(workers=workers)
+    options = SolverOptions(workers=workers, deterministic=deterministic)
     lengths = list(s.lengths)
     if method in TRAINER_SCHEDULERS:
         costs = Cost.parse(s.cost).of(np.asarray(lengths, dtype=np.int64)).tolist()
@@ -255,21 +260,24 @@ def _schedule(
                      overhead=s.overhead, time_limit=time_limit, options=options).ranks
 
 
-def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int]) -> dict[str, Any]:
-    """The runner: one method on one setting, its schedule validated and scored for each pp."""
+def run_step_task(payload: tuple[Setting, str, tuple[int, ...], float, int, bool]
+                  ) -> dict[str, Any]:
+    """The runner: one method on one setting, its schedule validated and scored for each pp.
+    ``payload``: the setting, the method, the pps, the time limit, the CP-SAT workers and
+    whether the timed methods run on counted work (repeatable)."""
     from ..errors import InfeasibleError
     from ..step.model import find_schedule_violations
 
-    s, method, pps, time_limit, workers = payload
+    s, method, pps, time_limit, workers, deterministic = payload
     record: dict[str, Any] = {
         "setting": s.key, "source": s.source, "n": s.n, "rep": s.rep, "dp": s.dp, "cap": s.cap,
         "cost": str(s.cost), "overhead": s.overhead if isinstance(s.overhead, int) else str(s.overhead),
         "vpp": s.vpp, "method": method, "error": None,
-        "time_limit": time_limit, "workers": workers,
+        "time_limit": time_limit, "workers": workers, "deterministic": deterministic,
     }
     t0 = time.perf_counter()
     try:
-        sched = _schedule(s, method, pps[0], time_limit, workers)
+        sched = _schedule(s, method, pps[0], time_limit, workers, deterministic)
     except (InfeasibleError, ValueError) as err:
         return {**record, "seconds": time.perf_counter() - t0, "valid": False, "error": str(err),
                 "m": None, "unequal": False, "over_cap": 0, "pp": {}}
@@ -335,7 +343,7 @@ def run_step_study(config: StepStudyConfig, say: Callable[[str], None] = lambda 
     pps = tuple(_ints(config.pp, "--pp"))
     outcome = StepStudyOutcome(out, store.path, pps=pps)
     t0 = time.perf_counter()
-    all_tasks = step_tasks(settings, methods, config.time_limit, workers)
+    all_tasks = step_tasks(settings, methods, config.time_limit, workers, config.deterministic)
     records = run_pending(
         config, store, all_tasks, run_step_task, desc="step", say=say,
         grid=f"seqpart step: {len(settings)} settings x {len(methods)} methods "

@@ -82,8 +82,10 @@ def test_step_data_same_answer_from_jsonl_csv_and_json(tmp_path: Path) -> None:
     (tmp_path / "b.jsonl").write_text("".join(
         json.dumps({"prompt_len": 10, "response_len": x - 10}) + "\n" for x in LENGTHS))
     (tmp_path / "c.csv").write_text("id,len\n" + "".join(f"{i},{x}\n" for i, x in enumerate(LENGTHS)))
-    # A budget the plan needs far less of, so that a loaded machine's clock cannot cut it.
-    common = (*FAST, "--time-limit", "0.5", "--cap", "3000", "--global-batch", "24", "--vpp", "2")
+    # Repeatable plans: with the clock, plan_step's count search runs to the limit, and where
+    # it stops differs between runs.
+    common = (*FAST, "--time-limit", "0.5", "--cap", "3000", "--global-batch", "24", "--vpp", "2",
+              "--deterministic")
     out_a = run("step", "--data", str(tmp_path / "a.json"), *common, "--out", str(tmp_path / "oa"))
     out_b = run("step", "--data", str(tmp_path / "b.jsonl"), "--field", "prompt_len",
                 "--field", "response_len", *common, "--out", str(tmp_path / "ob"))

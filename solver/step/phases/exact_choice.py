@@ -20,6 +20,7 @@ import numpy as np
 
 from ...tuning import COUNT_REFINE_SHARE
 from ..bound import instance_exact_bounds
+from ..budget import exact_reserve
 from ..makespan import OPS_PER_SECOND, Ordered, assemble, choose_exact, rank_time_rows
 from ..model import StepInstance, StepPlan
 from ..model import exact as exact_time
@@ -255,9 +256,15 @@ def refine_assignment(
 #: The unsearched starts evaluated exactly besides the searched ones, the trainers' and the
 #: given ones (best proxy first).
 EXTRA_CANDIDATES = 4
+#: The runners-up whose assignments a count's own search refines after the fastest one's, while
+#: its work lasts (set by hand).
+RUNNERS_UP = 8
 #: The searches' results the exact makespan weighs: the best by the formula, and the best of
 #: each count (the clock's rounds add many results; each costs an exact evaluation of every rank).
 FINAL_CANDIDATES = 8
+#: The same in a count's own search, where every result is of the one count (and the proxy
+#: ranks them less well than it ranks counts).
+COUNT_FINAL_CANDIDATES = 32
 
 
 def best_of_each_count(rows: list[Row], top: int) -> list[Row]:
@@ -283,13 +290,16 @@ def _candidates(search: StepState) -> list[Row]:
     per_count = {row.m: row for row in reversed(rest)}
     top = {row.arrival for row in rest[:EXTRA_CANDIDATES]}
     others = rest[:EXTRA_CANDIDATES] + [row for row in per_count.values() if row.arrival not in top]
-    return sorted(best_of_each_count(search.finals, FINAL_CANDIDATES) + others,
+    top_finals = COUNT_FINAL_CANDIDATES if search.count is not None else FINAL_CANDIDATES
+    return sorted(best_of_each_count(search.finals, top_finals) + others,
                   key=lambda row: (row.objective, row.arrival))
 
 
-def _fastest(search: StepState, cands: list[Row]) -> tuple[Row, Ordered, int]:
-    """The candidate or trainer's or given schedule with the smallest exact step, its orders,
-    and the work spent."""
+def _fastest(search: StepState, cands: list[Row],
+             ) -> tuple[list[tuple[Row, Ordered]], int]:
+    """Every candidate and trainer's or given schedule that reached the exact makespan, with
+    its orders: the one with the smallest exact step first (a search's result wins ties), the
+    rest fastest first; and the work spent."""
     inst = search.inst
     order_given_starts(search)  # those that arrived after the search (the open-ended parts)
     fixed, fixed_work, late = list(search.fixed.values()), search.fixed_work, search.late
@@ -297,6 +307,7 @@ def _fastest(search: StepState, cands: list[Row]) -> tuple[Row, Ordered, int]:
         search.notes.append("the clock ran out before these schedules' order search (each in its "
                             f"own order or lightest micro-batches first and last): {', '.join(late)}")
     best: tuple[Row, Ordered] | None = None
+    reached: list[tuple[Row, Ordered]] = []
     work, searched = fixed_work, 0
     if cands:
         # The trainers' searches may take up to half of the exact share, past it (noted in
@@ -314,40 +325,77 @@ def _fastest(search: StepState, cands: list[Row]) -> tuple[Row, Ordered, int]:
             search.notes.append("the exact makespan's order search was stopped by the clock, "
                                 "not the work budget: the plan may differ between runs")
         best = (cands[choice.index], choice.ordered)
+        reached = [(cands[i], ordered) for i, ordered in enumerate(choice.each)
+                   if i != choice.index]
         work, searched = work + choice.work, choice.evaluated
     for row, ordered in fixed:  # a search's result wins ties
         if best is None or ordered.step < best[1].step:
+            if best is not None:
+                reached.append(best)
             best = (row, ordered)
+        else:
+            reached.append((row, ordered))
     if best is None:  # never: the pool held a start, and only the clock leaves one out
         raise RuntimeError("no schedule reached the exact makespan (please report)")
     search.notes.append(f"exact makespan: {len(cands) + len(fixed)} schedules evaluated, "
                         f"{searched} order-searched, and the {len(fixed)} trainers' and given "
                         f"ones ordered apart; work {work} of {search.exact_work}")
-    return best[0], best[1], work
+    reached.sort(key=lambda pair: pair[1].step)  # stable: ties keep the candidates' order
+    return [best, *reached], work
+
+
+def _runners_up(ranked: list[tuple[Row, Ordered]]) -> list[tuple[Row, Ordered]]:
+    """The schedules after the fastest, fastest first, each assignment once."""
+    seen = {(ranked[0][0].m, np.asarray(ranked[0][0].mb_of).tobytes())}
+    out = []
+    for row, ordered in ranked[1:]:
+        key = (row.m, np.asarray(row.mb_of).tobytes())
+        if key not in seen:
+            seen.add(key)
+            out.append((row, ordered))
+    return out[:RUNNERS_UP]
 
 
 def choose_by_exact_makespan(search: StepState) -> StepPlan:
     """pp > 1: the exact makespan decides between the searches' results, the trainers' and
     the given schedules and the best unsearched starts, each rank ordered for it; what is left
-    refines the winner's assignment on the exact makespan itself."""
+    refines the winner's assignment on the exact makespan itself, then the runners-up's, fastest
+    first, while it lasts (the winner's moves often settle early at a local optimum, and a
+    count's longer searches would only refine the same winner again)."""
     inst, model = search.inst, search.model
-    row, ordered, work = _fastest(search, _candidates(search))
-    method, m, mb_of = row.method, row.m, row.mb_of
-    step = ordered.step
-    # The clock's to spend unless the plan must be repeatable.
-    left = max(0, search.exact_work - work) if search.options.deterministic else 10**15
-    # Its set-up alone (every rank's makespan) costs about what the assembly does: skipped
-    # once the clock has run out.
-    refined = None if search.out_of_clock_final() else refine_assignment(
-        inst, model, m, mb_of, ordered.orders, left, search.final_deadline)
-    search.exact_spent = work + (refined.work if refined is not None else 0)
-    search.clock_short |= refined is None or refined.clock_cut
-    search.work_short |= refined is not None and refined.work >= left
-    if refined is not None and refined.step < step:
-        search.notes.append(f"exact makespan: {refined.moves} moves of sequences between ranks "
-                            f"lowered the step {float(1 - Fraction(refined.step, step)):.3%}")
-        mb_of, step, method = refined.mb_of, refined.step, method + "+exact_moves"
+    ranked, work = _fastest(search, _candidates(search))
+    winner, winner_orders = ranked[0]
+    method, m, mb_of = winner.method, winner.m, winner.mb_of
+    orders, step = winner_orders.orders, winner_orders.step
+    # The winner's moves may take the clock's time unless the plan must be repeatable; the
+    # runners-up's take what the work budget leaves in both modes (with the clock, a search
+    # that settles well within its limit then still gives the same plan each run).
+    left = max(0, search.exact_work - work)
+    spent = 0
+    for turn, (row, ordered) in enumerate([ranked[0], *_runners_up(ranked)]):
+        if turn and spent >= left:
+            break
+        budget = left - spent if turn or search.options.deterministic else 10**15
+        # Its set-up alone (every rank's makespan) costs about what the assembly does: skipped
+        # once the clock has run out, and a runner-up's unless its set-up fits before it does.
+        setup = exact_reserve(inst, inst.dp_size * row.m) if turn else 0.0
+        if search.out_of_clock_final(setup):
+            search.clock_short = True
+            break
+        refined = refine_assignment(inst, model, row.m, row.mb_of, ordered.orders, budget,
+                                    search.final_deadline)
+        search.clock_short |= refined.clock_cut
+        search.work_short |= refined.work >= budget
+        spent += refined.work
+        if refined.step < step:
+            search.notes.append(
+                f"exact makespan: {refined.moves} moves of sequences between ranks lowered the "
+                f"step {float(1 - Fraction(refined.step, step)):.3%}"
+                + (f" from the runner-up {row.method}" if turn else ""))
+            m, mb_of, step, orders = row.m, refined.mb_of, refined.step, ordered.orders
+            method = row.method + "+exact_moves"
+    search.exact_spent = work + spent
     sc = scale(inst.vpp, model)
-    return assemble(inst, model, m, mb_of, method, ordered.orders, exact_time(step, sc),
+    return assemble(inst, model, m, mb_of, method, orders, exact_time(step, sc),
                     exact_time(min(instance_exact_bounds(inst, model).values()), sc),
                     search.notes, search.t0)

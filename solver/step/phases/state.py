@@ -193,8 +193,8 @@ class StepState:
     def out_of_clock(self, margin: float = 0.0) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline - margin
 
-    def out_of_clock_final(self) -> bool:
-        return self.final_deadline is not None and time.perf_counter() > self.final_deadline
+    def out_of_clock_final(self, margin: float = 0.0) -> bool:
+        return self.final_deadline is not None and time.perf_counter() > self.final_deadline - margin
 
     def counted_seconds(self) -> float:
         """The work counted so far (candidates and exact makespan operations), in seconds at

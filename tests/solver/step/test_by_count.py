@@ -150,3 +150,32 @@ def test_a_counts_longer_search_goes_on_from_its_best_plan() -> None:
     assert groups == {frozenset(mb) for rank in best.ranks for mb in rank}
     assert "+local_search" not in row.method and "+exact_moves" not in row.method
     assert not row.method.startswith(("trainer:", "start "))
+
+
+def test_what_the_winners_moves_leave_goes_to_the_runners_up(monkeypatch: pytest.MonkeyPatch,
+                                                              ) -> None:
+    """The exact makespan's moves refine the winner of the exact choice, then the runners-up,
+    fastest first, while the work lasts; the plan is the fastest of all that they reach."""
+    from seqpart.solver.step.model import exact
+    from seqpart.solver.step.phases import exact_choice
+    from seqpart.solver.step.pipeline import scale
+
+    refined: list[exact_choice.Refined] = []
+    refine = exact_choice.refine_assignment
+
+    def spy(*args: object, **kw: object) -> exact_choice.Refined:
+        out = refine(*args, **kw)  # type: ignore[arg-type]
+        refined.append(out)
+        return out
+
+    monkeypatch.setattr(exact_choice, "refine_assignment", spy)
+    m, bounds, one = _second_count(1)
+    plan = StepSearch(one, 0.1, 0.0, STRICT, "auto", None, one.pipeline, count=(m, bounds)).run(())
+    assert len(refined) >= 2
+    sc = scale(one.vpp, one.pipeline)
+    assert Fraction(plan.step_time) == min(exact(r.step, sc) for r in refined)
+    # Here a runner-up's moves reach a faster plan than the winner's (its local optimum).
+    assert min(r.step for r in refined[1:]) < refined[0].step
+    assert any("from the runner-up" in note for note in plan.notes)
+    assert Fraction(plan.step_time) == step_time(plan.ranks, one.tokens.tolist(), pp=one.pp,
+                                                 vpp=one.vpp, cost=COST, overhead=OVERHEAD)

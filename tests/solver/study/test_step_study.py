@@ -104,10 +104,22 @@ def test_settings_skip_too_many_ranks_and_tasks_per_pp() -> None:
     assert [s.lengths for s in again] == [s.lengths for s in settings]
 
 
+def test_deterministic_tasks_repeat_their_plans_and_keep_apart_from_the_clocks() -> None:
+    config = StepStudyConfig(datasets="none", n="48", dp="2", pp="4")
+    settings, _ = build_settings(config)
+    clock = step_tasks(settings[:1], ["verl", "plan_step"], 0.2)
+    strict = step_tasks(settings[:1], ["verl", "plan_step"], 0.2, deterministic=True)
+    # A timed result of the clock's is never reused for a repeatable run (nor the other way).
+    assert clock[0].key == strict[0].key and clock[1].key != strict[1].key
+    first, again = (run_step_task(strict[1].payload) for _ in range(2))
+    assert first["deterministic"] and first["valid"]
+    assert first["m"] == again["m"] and first["pp"] == again["pp"]
+
+
 def test_runner_counts_a_trainer_cap_violation() -> None:
     # verl asks for ceil(24 / 10) = 3 micro-batches: one holds two sixes, 12 tokens > 10.
     setting = Setting("hand", "hand", 4, 0, 1, 10, "tokens", 0, 1, (1, 2), (6, 6, 6, 6))
-    rec = run_step_task((setting, "verl", (1, 2), 0.05, 1))
+    rec = run_step_task((setting, "verl", (1, 2), 0.05, 1, False))
     assert rec["over_cap"] == 1 and not rec["valid"]
     assert rec["m"] == 3 and set(rec["pp"]) == {"1", "2"}
     assert rec["pp"]["1"]["step"] == 24 and rec["pp"]["2"]["formula"] == 24 + 12
@@ -115,7 +127,7 @@ def test_runner_counts_a_trainer_cap_violation() -> None:
     # of each time and backward two thirds, ends at 32 (12 first or last would take 36).
     assert rec["pp"]["2"]["step"] == 32 and rec["pp"]["2"]["step_ordered"] == 32
     assert rec["pp"]["2"]["formula_over_exact"] == 36 / 32
-    ps = run_step_task((setting, "plan_step", (2,), 0.05, 1))
+    ps = run_step_task((setting, "plan_step", (2,), 0.05, 1, False))
     assert ps["valid"] and ps["over_cap"] == 0 and ps["m"] == 4
     assert ps["pp"]["2"]["ratio"] >= 1
 
