@@ -310,7 +310,7 @@ def order_given(
     order."""
     if cache is None:
         return _order_rows(inst, model, rows, final_deadline)
-    keys = [(row.m, row.mb_of.tobytes()) for row in rows]
+    keys = [row.assignment for row in rows]
     new: dict[tuple[int, bytes], Row] = {}
     for key, row in zip(keys, rows, strict=True):
         if key not in cache:

@@ -256,8 +256,8 @@ def refine_assignment(
 #: The unsearched starts evaluated exactly besides the searched ones, the trainers' and the
 #: given ones (best proxy first).
 EXTRA_CANDIDATES = 4
-#: The runners-up whose assignments a count's own search refines after the fastest one's, while
-#: its work lasts (set by hand).
+#: The runners-up whose assignments the exact makespan's moves refine after the fastest one's,
+#: while the work lasts (set by hand).
 RUNNERS_UP = 8
 #: The searches' results the exact makespan weighs: the best by the formula, and the best of
 #: each count (the clock's rounds add many results; each costs an exact evaluation of every rank).
@@ -346,12 +346,11 @@ def _fastest(search: StepState, cands: list[Row],
 
 def _runners_up(ranked: list[tuple[Row, Ordered]]) -> list[tuple[Row, Ordered]]:
     """The schedules after the fastest, fastest first, each assignment once."""
-    seen = {(ranked[0][0].m, np.asarray(ranked[0][0].mb_of).tobytes())}
+    seen = {ranked[0][0].assignment}
     out = []
     for row, ordered in ranked[1:]:
-        key = (row.m, np.asarray(row.mb_of).tobytes())
-        if key not in seen:
-            seen.add(key)
+        if row.assignment not in seen:
+            seen.add(row.assignment)
             out.append((row, ordered))
     return out[:RUNNERS_UP]
 

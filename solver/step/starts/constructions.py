@@ -29,6 +29,11 @@ class Row(NamedTuple):
     m: int  # micro-batches per rank
     mb_of: np.ndarray  # the micro-batch of every sequence (micro-batch b on rank b // m)
 
+    @property
+    def assignment(self) -> tuple[int, bytes]:
+        """Its count and assignment, as a key: rows that schedule alike share it."""
+        return self.m, self.mb_of.tobytes()
+
 
 def micro_first(
     inst: StepInstance, m: int, seconds: float = 0.0, bound: int = 0,
